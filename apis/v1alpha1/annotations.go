@@ -1,0 +1,31 @@
+package v1alpha1
+
+// The object contract: the annotations and labels Kausality reads and writes
+// on Claims, XRs and managed resources. Every binary uses these names.
+const (
+	// AnnotationAllowances holds the JSON array of allowances of an object.
+	AnnotationAllowances = "kausality.io/allowances"
+	// AnnotationTrace holds the JSON causal chain of the object's current
+	// generation.
+	AnnotationTrace = "kausality.io/trace"
+	// AnnotationTraceLabelPrefix starts user annotations that become labels
+	// of the object's own trace hop.
+	AnnotationTraceLabelPrefix = "kausality.io/trace-"
+	// AnnotationAllowDelete set to "true" lets a protected object be deleted.
+	AnnotationAllowDelete = "kausality.io/allow-delete"
+	// AnnotationFreeze stops every gate below the object from opening.
+	AnnotationFreeze = "kausality.io/freeze"
+	// AnnotationMode overrides a policy's mode (Enforce or Log).
+	AnnotationMode = "kausality.io/mode"
+	// AnnotationControllerUAHash is a short hash of the last controller
+	// User-Agent, for upgrade detection.
+	AnnotationControllerUAHash = "kausality.io/controller-ua-hash"
+	// AnnotationCompositionRevision names the Composition revision that last
+	// produced a composed resource.
+	AnnotationCompositionRevision = "kausality.io/composition-revision"
+	// AnnotationApplied records what the function last let through for a
+	// composed resource, so drift correction can be told from propagation.
+	AnnotationApplied = "kausality.io/applied"
+	// LabelGated marks managed resources whose gate Kausality manages.
+	LabelGated = "kausality.io/gated"
+)

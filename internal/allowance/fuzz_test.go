@@ -1,0 +1,66 @@
+package allowance
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// FuzzParse: the allowances annotation is user-reachable text. Parsing never
+// panics, and whatever parses formats to a value that parses to the same.
+func FuzzParse(f *testing.F) {
+	f.Add(seedAllowance)
+	f.Add(`[]`)
+	f.Add(`[{"relation":"External","target":{"external":{"kind":"RDSInstance"}},"verbs":["Update"],"generation":3,"consumed":true}]`)
+	f.Add(`[{"relation":"ControllerChild","target":{"resource":"x"},"generation":1e3}]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		as, err := Parse(s)
+		if err != nil {
+			return
+		}
+		again, err := Parse(Format(as))
+		if err != nil {
+			t.Fatalf("Parse(Format(Parse(%q))): %v", s, err)
+		}
+		if len(as) == 0 && len(again) == 0 {
+			return
+		}
+		if diff := cmp.Diff(as, again, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("round trip changed the allowances: -first, +second:\n%s", diff)
+		}
+	})
+}
+
+// FuzzParseTrace: the trace annotation round-trips and never panics.
+func FuzzParseTrace(f *testing.F) {
+	f.Add(`[{"apiVersion":"v1","kind":"K","name":"n","generation":1,"labels":{"a":"b"}}]`)
+	f.Add(`[{"kind":"K","name":"n","generation":1,"timestamp":"2026-01-24T10:30:00Z"}]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		tr, err := ParseTrace(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseTrace(FormatTrace(tr))
+		if err != nil {
+			t.Fatalf("ParseTrace(FormatTrace(ParseTrace(%q))): %v", s, err)
+		}
+		if len(tr) == 0 && len(again) == 0 {
+			return
+		}
+		if diff := cmp.Diff(tr, again, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("round trip changed the trace: -first, +second:\n%s", diff)
+		}
+	})
+}
+
+// FuzzParseFreeze: the freeze annotation is set by users by hand.
+func FuzzParseFreeze(f *testing.F) {
+	f.Add(`{"user":"alice","message":"incident","at":"2026-01-24T10:30:00Z"}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		fz, err := ParseFreeze(s)
+		if err == nil && fz.User == "" {
+			t.Fatalf("ParseFreeze(%q) accepted a freeze without a user", s)
+		}
+	})
+}

@@ -1,0 +1,221 @@
+// Package render runs the examples through the real `crossplane render`: the
+// crossplane CLI with the real Crossplane core binary (`--crossplane-binary`),
+// against function-kausality and function-patch-and-transform started locally
+// in the Development runtime, exactly as a user would test a Composition.
+package render
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// Root returns the repository root, found from the working directory.
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "examples")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("cannot find the repository root (a folder with go.mod and examples/)")
+		}
+		dir = parent
+	}
+}
+
+// Tools are the binaries `make tools` builds into .cache/bin.
+type Tools struct {
+	Crossplane     string // the crossplane CLI
+	CrossplaneCore string // the Crossplane core binary, for --crossplane-binary
+	PatchTransform string // function-patch-and-transform
+}
+
+// FindTools locates the tools under root/.cache/bin and says how to build
+// them when one is missing.
+func FindTools(root string) (Tools, error) {
+	bin := filepath.Join(root, ".cache", "bin")
+	t := Tools{
+		Crossplane:     filepath.Join(bin, "crossplane"),
+		CrossplaneCore: filepath.Join(bin, "crossplane-core"),
+		PatchTransform: filepath.Join(bin, "function-patch-and-transform"),
+	}
+	for _, p := range []string{t.Crossplane, t.CrossplaneCore, t.PatchTransform} {
+		if _, err := os.Stat(p); err != nil {
+			return t, errors.Errorf("%s is missing: run `make tools` first", p)
+		}
+	}
+	return t, nil
+}
+
+// Functions are the two function processes the examples' functions.yaml
+// points at (Development runtime, localhost:9443 and :9444).
+type Functions struct {
+	procs []*exec.Cmd
+}
+
+// Addresses the examples' functions.yaml names.
+const (
+	KausalityAddress      = "localhost:9443"
+	PatchTransformAddress = "localhost:9444"
+)
+
+// StartFunctions builds function-kausality from root/fn into dir and starts
+// it and function-patch-and-transform, waiting until both listen.
+func StartFunctions(ctx context.Context, root, dir string, t Tools) (*Functions, error) {
+	fnBin := filepath.Join(dir, "function-kausality")
+	build := exec.CommandContext(ctx, "go", "build", "-o", fnBin, "./fn")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, errors.Wrapf(err, "cannot build function-kausality: %s", out)
+	}
+	f := &Functions{}
+	for _, p := range []struct{ bin, addr string }{{fnBin, KausalityAddress}, {t.PatchTransform, PatchTransformAddress}} {
+		if c, err := net.DialTimeout("tcp", p.addr, 200*time.Millisecond); err == nil {
+			_ = c.Close()
+			f.Stop()
+			return nil, errors.Errorf("%s is already in use; stop whatever listens there (another make render or demo?)", p.addr)
+		}
+		cmd := exec.Command(p.bin, "--insecure", "--address", p.addr, "--metrics-address", "") //nolint:gosec // our own binaries
+		if strings.HasSuffix(p.bin, "function-patch-and-transform") {
+			cmd = exec.Command(p.bin, "--insecure", "--address", p.addr) //nolint:gosec // our own binaries
+		}
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			f.Stop()
+			return nil, errors.Wrapf(err, "cannot start %s", p.bin)
+		}
+		f.procs = append(f.procs, cmd)
+		if err := waitListening(p.addr, 60*time.Second); err != nil {
+			f.Stop()
+			return nil, errors.Wrapf(err, "%s did not start: %s", p.bin, logs.String())
+		}
+	}
+	return f, nil
+}
+
+func waitListening(addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			return c.Close()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.Errorf("nothing listens on %s after %s", addr, d)
+}
+
+// Stop ends the function processes.
+func (f *Functions) Stop() {
+	if f == nil {
+		return
+	}
+	for _, p := range f.procs {
+		_ = p.Process.Kill()
+		_, _ = p.Process.Wait()
+	}
+}
+
+// A Case is one rendering of an example: a folder under
+// examples/<example>/cases/ holding xr.yaml and optionally observed.yaml,
+// composition.yaml (else the example's) and required.yaml (required
+// resources besides the example's policies.yaml).
+type Case struct {
+	Example string
+	Name    string
+	Dir     string
+}
+
+// ID is example/case.
+func (c Case) ID() string { return c.Example + "/" + c.Name }
+
+// Cases lists every case of every example, sorted.
+func Cases(root string) ([]Case, error) {
+	dirs, err := filepath.Glob(filepath.Join(root, "examples", "*", "cases", "*", "xr.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Case, 0, len(dirs))
+	for _, x := range dirs {
+		d := filepath.Dir(x)
+		out = append(out, Case{Example: filepath.Base(filepath.Dir(filepath.Dir(d))), Name: filepath.Base(d), Dir: d})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
+	return out, nil
+}
+
+// Args are the `crossplane render` arguments for a case.
+func (c Case) Args(t Tools) []string {
+	ex := filepath.Dir(filepath.Dir(c.Dir))
+	comp := filepath.Join(ex, "composition.yaml")
+	if exists(filepath.Join(c.Dir, "composition.yaml")) {
+		comp = filepath.Join(c.Dir, "composition.yaml")
+	}
+	args := []string{"render", filepath.Join(c.Dir, "xr.yaml"), comp, filepath.Join(ex, "functions.yaml"),
+		"--crossplane-binary", t.CrossplaneCore, "--include-function-results", "--include-full-xr",
+		"--required-resources", filepath.Join(ex, "policies.yaml")}
+	if exists(filepath.Join(c.Dir, "required.yaml")) {
+		args = append(args, "--required-resources", filepath.Join(c.Dir, "required.yaml"))
+	}
+	if exists(filepath.Join(c.Dir, "observed.yaml")) {
+		args = append(args, "--observed-resources", filepath.Join(c.Dir, "observed.yaml"))
+	}
+	return args
+}
+
+// Render runs `crossplane render` for the case and returns its raw output.
+func (c Case) Render(ctx context.Context, t Tools) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, t.Crossplane, c.Args(t)...) //nolint:gosec // our own tool
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, errors.Wrapf(err, "crossplane %s: %s", strings.Join(c.Args(t), " "), stderr.String())
+	}
+	return out, nil
+}
+
+// Objects splits render output into objects.
+func Objects(out []byte) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	for i, doc := range bytes.Split(out, []byte("\n---")) {
+		doc = bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(doc), []byte("---")))
+		if len(doc) == 0 {
+			continue
+		}
+		m := map[string]any{}
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			return nil, errors.Wrapf(err, "cannot parse document %d of render output", i)
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	return objs, nil
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// Sprint is a short form of an object for messages.
+func Sprint(u *unstructured.Unstructured) string {
+	return fmt.Sprintf("%s %s", u.GetKind(), u.GetName())
+}
