@@ -37,3 +37,52 @@ $(PAT): test/tools/patch-and-transform/go.mod test/tools/patch-and-transform/go.
 
 $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
 	cd test/tools/controller-gen && $(GO) build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+## generate: regenerate deepcopy code and CRDs with controller-gen.
+generate: $(CONTROLLER_GEN)
+	$(GO) generate ./apis/... ./input/...
+
+## check-generate: fail when committed generated files are stale.
+check-generate: generate
+	@if [ -n "$$(git status --porcelain -- apis input package)" ]; then \
+	  echo "Generated files are stale; run 'make generate' and commit:"; \
+	  git status --porcelain -- apis input package; exit 1; fi
+
+## build: build the function binary into bin/.
+build:
+	$(GO) build -o bin/function-kausality ./fn
+
+## unit: vet and run every Go test (render tests need the tools).
+unit: tools
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+## test: everything that needs no network: generated files, vet, unit, fuzz seeds, render goldens.
+test: check-generate unit
+
+## render: render every example with the real crossplane render and print the output.
+render: tools
+	$(GO) run ./test/demo --raw
+
+## golden: re-record the render golden files after an intended change.
+golden: tools
+	$(GO) test -count=1 ./test/render/ -update
+
+## demo: the main job: render the examples and print gate, allowances and trace per composed resource.
+demo: tools
+	$(GO) run ./test/demo
+
+FUZZTIME ?= 20s
+## fuzz: run every fuzz target for FUZZTIME each.
+fuzz:
+	@for pkg in $$($(GO) list ./internal/...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
+	  done; done
+
+## bench: run the benchmarks (compare runs with benchstat).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/... ./fn/...
+
+clean:
+	rm -rf bin .cache

@@ -15,10 +15,10 @@ import (
 type CLI struct {
 	Debug bool `help:"Emit debug logs in addition to info logs." short:"d"`
 
-	Network     string `default:"tcp"   help:"Network on which to listen for gRPC connections."`
-	Address     string `default:":9443" help:"Address at which to listen for gRPC connections."`
-	TLSCertsDir string `aliases:"tls-server-certs-dir" env:"TLS_SERVER_CERTS_DIR" help:"Directory containing server certs (tls.key, tls.crt) and the CA used to verify client certificates (ca.crt)."`
-	Insecure    bool   `help:"Run without mTLS credentials. If you supply this flag --tls-certs-dir will be ignored."`
+	Network        string `default:"tcp"   help:"Network on which to listen for gRPC connections."`
+	Address        string `default:":9443" help:"Address at which to listen for gRPC connections."`
+	TLSCertsDir    string `aliases:"tls-server-certs-dir" env:"TLS_SERVER_CERTS_DIR" help:"Directory containing server certs (tls.key, tls.crt) and the CA used to verify client certificates (ca.crt)."`
+	Insecure       bool   `help:"Run without mTLS credentials. If you supply this flag --tls-certs-dir will be ignored."`
 	MetricsAddress string `default:":8080" help:"Address at which to serve Prometheus metrics; empty disables them."`
 }
 

@@ -172,6 +172,9 @@ func (c Case) Args(t Tools) []string {
 	args := []string{"render", filepath.Join(c.Dir, "xr.yaml"), comp, filepath.Join(ex, "functions.yaml"),
 		"--crossplane-binary", t.CrossplaneCore, "--include-function-results", "--include-full-xr",
 		"--required-resources", filepath.Join(ex, "policies.yaml")}
+	if exists(filepath.Join(ex, "xrd.yaml")) {
+		args = append(args, "--xrd", filepath.Join(ex, "xrd.yaml"))
+	}
 	if exists(filepath.Join(c.Dir, "required.yaml")) {
 		args = append(args, "--required-resources", filepath.Join(c.Dir, "required.yaml"))
 	}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"sigs.k8s.io/yaml"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+)
+
+var testNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+const (
+	xrdb = `apiVersion: example.com/v1alpha1
+kind: XDatabase
+metadata:
+  name: db
+  uid: 0d0b0e0f-0000-4000-8000-000000000001
+  generation: %GEN%
+  annotations: %ANN%
+spec:
+  size: large
+  compositionRevisionRef: {name: xdatabases-aws-1}
+status:
+  conditions:
+  - {type: Synced, status: "True", reason: ReconcileSuccess, observedGeneration: %OBS%}
+`
+	policyDB = `apiVersion: kausality.io/v1alpha1
+kind: AllowancePolicy
+metadata: {name: xdatabase-policy, uid: p-1, generation: 1}
+spec:
+  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
+  initializing:
+    policies:
+    - target: {apiGroup: rds.aws.crossplane.io, apiVersion: v1alpha1, resource: rdsinstances}
+      relation: ControllerChild
+      verbs: [Create]
+    - target: {external: {kind: RDSInstance}}
+      relation: External
+      verbs: [Create]
+  rules:
+  - trigger: spec.size
+    policies:
+    - target: {apiGroup: rds.aws.crossplane.io, apiVersion: v1alpha1, resource: rdsinstances}
+      relation: ControllerChild
+      verbs: [Update]
+      mutations:
+      - {jsonPath: spec.forProvider.instanceClass, verbs: [Mutate]}
+    - target: {external: {provider: provider-aws, kind: RDSInstance}}
+      relation: External
+      verbs: [Update]
+`
+	// The allowances admission leaves on the XR for a change of spec.size at
+	// generation 2, traced Claim -> XR.
+	xrAllowances = `[{"relation":"ControllerChild","target":{"apiGroup":"rds.aws.crossplane.io","apiVersion":"v1alpha1","resource":"rdsinstances"},"verbs":["Update"],"mutations":[{"jsonPath":"spec.forProvider.instanceClass","verbs":["Mutate"]}],"generation":2,"initiator":"hans@example.com","trace":[{"apiVersion":"example.com/v1alpha1","kind":"DatabaseClaim","name":"db","generation":4,"field":"spec.size","user":"hans@example.com","timestamp":"2026-11-22T11:59:00Z"},{"apiVersion":"example.com/v1alpha1","kind":"XDatabase","name":"db","generation":2,"field":"spec.size","user":"system:serviceaccount:crossplane-system:crossplane","timestamp":"2026-11-22T11:59:01Z"}]},` +
+		`{"relation":"External","target":{"external":{"kind":"RDSInstance","provider":"provider-aws"}},"verbs":["Update"],"generation":2,"initiator":"hans@example.com","trace":[{"apiVersion":"example.com/v1alpha1","kind":"DatabaseClaim","name":"db","generation":4,"field":"spec.size","user":"hans@example.com","timestamp":"2026-11-22T11:59:00Z"},{"apiVersion":"example.com/v1alpha1","kind":"XDatabase","name":"db","generation":2,"field":"spec.size","user":"system:serviceaccount:crossplane-system:crossplane","timestamp":"2026-11-22T11:59:01Z"}]}]`
+)
+
+// obj builds a struct from YAML, failing the test on bad fixtures.
+func obj(t testing.TB, y string) *structpb.Struct {
+	t.Helper()
+	m := map[string]any{}
+	if err := yaml.Unmarshal([]byte(y), &m); err != nil {
+		t.Fatalf("bad fixture: %v\n%s", err, y)
+	}
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatalf("bad fixture: %v", err)
+	}
+	return s
+}
+
+func xr(t testing.TB, gen, observed int, annotations map[string]string) *structpb.Struct {
+	t.Helper()
+	ann := "{}"
+	if len(annotations) > 0 {
+		b, _ := yaml.Marshal(annotations)
+		ann = "\n" + indent(string(b), "    ")
+	}
+	y := strings.NewReplacer("%GEN%", itoa(gen), "%OBS%", itoa(observed), "%ANN%", ann).Replace(xrdb)
+	return obj(t, y)
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func indent(s, p string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i := range lines {
+		lines[i] = p + lines[i]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// rds is a composed RDS instance as earlier steps desire it, or as observed.
+func rds(class string, extra string) string {
+	return `apiVersion: rds.aws.crossplane.io/v1alpha1
+kind: RDSInstance
+metadata:
+  name: db-rds
+` + extra + `
+spec:
+  forProvider:
+    region: eu-central-1
+    instanceClass: ` + class + "\n"
+}
+
+func appliedFor(t testing.TB, class string) string {
+	t.Helper()
+	m := map[string]any{}
+	if err := yaml.Unmarshal([]byte(rds(class, "")), &m); err != nil {
+		t.Fatal(err)
+	}
+	return mutation.Record("spec", m["spec"], skipManaged).String()
+}
+
+func observedRDS(t testing.TB, class string, gen, observedGen int, ann map[string]string, policies string) *structpb.Struct {
+	t.Helper()
+	b, _ := yaml.Marshal(map[string]any{"annotations": ann, "generation": gen})
+	y := rds(class, indent(string(b), "  ")) + "  managementPolicies: " + policies + "\nstatus:\n  conditions:\n  - {type: Synced, status: \"True\", reason: ReconcileSuccess, observedGeneration: " + itoa(observedGen) + "}\n"
+	return obj(t, y)
+}
+
+func request(t testing.TB, x *structpb.Struct, observed, desired *structpb.Struct, policies ...string) *fnv1.RunFunctionRequest {
+	t.Helper()
+	req := &fnv1.RunFunctionRequest{
+		Meta:     &fnv1.RequestMeta{Tag: "t"},
+		Input:    obj(t, "apiVersion: kausality.fn.crossplane.io/v1beta1\nkind: Input\n"),
+		Observed: &fnv1.State{Composite: &fnv1.Resource{Resource: x}},
+		Desired:  &fnv1.State{Resources: map[string]*fnv1.Resource{}},
+		RequiredResources: map[string]*fnv1.Resources{
+			RequirementPolicies: {},
+			RequirementUpgrades: {},
+		},
+	}
+	if observed != nil {
+		req.Observed.Resources = map[string]*fnv1.Resource{"rds": {Resource: observed}}
+	}
+	if desired != nil {
+		req.Desired.Resources["rds"] = &fnv1.Resource{Resource: desired, Ready: fnv1.Ready_READY_TRUE}
+	}
+	for _, p := range policies {
+		req.RequiredResources[RequirementPolicies].Items = append(req.RequiredResources[RequirementPolicies].Items, &fnv1.Resource{Resource: obj(t, p)})
+	}
+	return req
+}
+
+func newTestFunction() *Function {
+	f := NewFunction(logging.NewNopLogger())
+	f.now = func() time.Time { return testNow }
+	return f
+}
+
+// desiredRDS returns the desired resource as the function should emit it.
+func desiredRDS(t testing.TB, class string, ann map[string]string, policies string) *structpb.Struct {
+	t.Helper()
+	b, _ := yaml.Marshal(map[string]any{"annotations": ann, "labels": map[string]string{v1alpha1.LabelGated: "true"}})
+	return obj(t, rds(class, indent(string(b), "  "))+"  managementPolicies: "+policies+"\n")
+}
+
+func TestRunFunction(t *testing.T) {
+	claimXR := allowance.Trace{
+		{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "db", Generation: 4, Field: "spec.size", User: "hans@example.com", Timestamp: "2026-11-22T11:59:00Z"},
+		{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 2, Field: "spec.size", User: "system:serviceaccount:crossplane-system:crossplane", Timestamp: "2026-11-22T11:59:01Z"},
+	}
+	mrHop := allowance.Hop{APIVersion: "rds.aws.crossplane.io/v1alpha1", Kind: "RDSInstance", Name: "db-rds", Generation: 2, Field: "spec.forProvider.instanceClass", Timestamp: "2026-11-22T12:00:00Z"}
+	fullTrace := append(append(allowance.Trace{}, claimXR...), mrHop)
+	mrAllowance := []allowance.Allowance{{
+		Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "RDSInstance", "provider": "provider-aws"}},
+		Verbs: []string{"Update"}, Generation: 2, Initiator: "hans@example.com", Trace: fullTrace,
+	}}
+	observedAnn := map[string]string{v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1"}
+
+	type want struct {
+		rsp *fnv1.RunFunctionResponse
+	}
+	cases := map[string]struct {
+		reason string
+		req    *fnv1.RunFunctionRequest
+		want   want
+	}{
+		"AllowedChange": {
+			reason: "An unconsumed XR allowance for spec.size lets the instance class through, opens the gate for Update and traces Claim -> XR -> MR.",
+			req: request(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}),
+				observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
+				obj(t, rds("db.t3.large", "")), policyDB),
+			want: want{rsp: &fnv1.RunFunctionResponse{
+				Meta: &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(time.Minute)},
+				Desired: &fnv1.State{Resources: map[string]*fnv1.Resource{"rds": {
+					Ready: fnv1.Ready_READY_TRUE,
+					Resource: desiredRDS(t, "db.t3.large", map[string]string{
+						v1alpha1.AnnotationAllowances:          allowance.Format(mrAllowance),
+						v1alpha1.AnnotationTrace:               allowance.FormatTrace(fullTrace),
+						v1alpha1.AnnotationApplied:             appliedFor(t, "db.t3.large"),
+						v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+					}, "[Observe, Update, LateInitialize]"),
+				}}},
+				Conditions: []*fnv1.Condition{
+					{Type: ConditionAnnotations, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAnnotationsValid, Target: fnv1.Target_TARGET_COMPOSITE.Enum()},
+					{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAllAllowed, Target: fnv1.Target_TARGET_COMPOSITE.Enum()},
+				},
+				Requirements: wantRequirements(),
+			}},
+		},
+		"WithheldChange": {
+			reason: "Without an allowance the instance class keeps its observed value, the gate stays read-only and a Warning names the field.",
+			req: request(t, xr(t, 2, 1, nil),
+				observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
+				obj(t, rds("db.t3.large", "")), policyDB),
+			want: want{rsp: &fnv1.RunFunctionResponse{
+				Meta: &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(time.Minute)},
+				Desired: &fnv1.State{Resources: map[string]*fnv1.Resource{"rds": {
+					Ready: fnv1.Ready_READY_TRUE,
+					Resource: desiredRDS(t, "db.t3.small", map[string]string{
+						v1alpha1.AnnotationAllowances:          "[]",
+						v1alpha1.AnnotationTrace:               "[]",
+						v1alpha1.AnnotationApplied:             appliedFor(t, "db.t3.small"),
+						v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+					}, "[Observe, LateInitialize]"),
+				}}},
+				Results: []*fnv1.Result{{
+					Severity: fnv1.Severity_SEVERITY_WARNING,
+					Message:  "resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.instanceClass: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy",
+					Target:   fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum(),
+				}},
+				Conditions: []*fnv1.Condition{
+					{Type: ConditionAnnotations, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAnnotationsValid, Target: fnv1.Target_TARGET_COMPOSITE.Enum()},
+					{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_FALSE, Reason: ReasonWithheld, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum(),
+						Message: ptr("resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.instanceClass: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy")},
+				},
+				Requirements: wantRequirements(),
+			}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rsp, err := newTestFunction().RunFunction(context.Background(), tc.req)
+			if err != nil {
+				t.Fatalf("%s\nRunFunction(...): unexpected error %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want.rsp, rsp, protocmp.Transform(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nRunFunction(...): -want rsp, +got rsp:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func wantRequirements() *fnv1.Requirements {
+	return &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{
+		RequirementPolicies: selectAll("kausality.io/v1alpha1", "AllowancePolicy"),
+		RequirementUpgrades: selectAll("kausality.io/v1alpha1", "UpgradeAllowance"),
+	}}
+}
