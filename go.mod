@@ -3,6 +3,7 @@ module github.com/kausality-io/kausality-crossplane
 go 1.26
 
 require (
+	dario.cat/mergo v1.0.2 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/crossplane/crossplane-runtime/v2 v2.4.0 // indirect

@@ -1,0 +1,304 @@
+package mutation
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+)
+
+// MaxAppliedBytes bounds what ParseApplied reads. The API server caps all of
+// an object's annotations at 256 KiB together, so anything larger did not come
+// from a stored object.
+const MaxAppliedBytes = 256 << 10
+
+// hashLen is the number of hex digits of a leaf hash: 48 bits tell a changed
+// value from an unchanged one with ample margin while keeping the annotation
+// small.
+const hashLen = 12
+
+// Applied is the record of what the function last let through for a managed
+// resource, so that propagation (desired changed since last time) can be told
+// from drift correction (desired unchanged, observed differs). It maps each
+// leaf path to a short hash of the leaf's value and is stored as JSON in the
+// annotation kausality.io/applied. Hashes, not values, keep the annotation
+// small and keep secrets in specs out of it.
+//
+// A nil or empty Applied means no record: nothing is owned, nothing is
+// unchanged.
+type Applied map[string]string
+
+// Record returns the record of desired, the value at prefix: one entry per
+// leaf, where leaves are scalars and empty maps and arrays. A map with a key
+// the fieldpath syntax cannot name is recorded as one leaf, as Diff treats
+// it as one value. Paths for which skip is true are left out; skip may be
+// nil. A nil desired (absent) records nothing.
+func Record(prefix string, desired any, skip func(string) bool) Applied {
+	a := Applied{}
+	if desired == nil || (skip != nil && skip(prefix)) {
+		return a
+	}
+	a.record(prefix, desired, skip)
+	return a
+}
+
+func (a Applied) record(path string, v any, skip func(string) bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		if len(x) == 0 || !allNameable(x) {
+			break
+		}
+		for k, e := range x {
+			child := childField(path, k)
+			if skip != nil && skip(child) {
+				continue
+			}
+			a.record(child, e, skip)
+		}
+		return
+	case []any:
+		if len(x) == 0 {
+			break
+		}
+		for i, e := range x {
+			child := childIndex(path, i)
+			if skip != nil && skip(child) {
+				continue
+			}
+			a.record(child, e, skip)
+		}
+		return
+	}
+	a[path] = hashOf(v)
+}
+
+func allNameable(m map[string]any) bool {
+	for k := range m {
+		if !nameable(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseApplied parses the annotation value. An empty value is no record. It
+// is strict, because a record that parses loosely could make a propagation
+// look like drift: the value must be a JSON object of canonical field paths
+// to 12 lowercase hex digits, without duplicate keys or trailing data.
+func ParseApplied(s string) (Applied, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if len(s) > MaxAppliedBytes {
+		return nil, errors.Errorf("applied record has %d bytes, more than the %d an annotation can hold", len(s), MaxAppliedBytes)
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	t, err := dec.Token()
+	if err != nil {
+		return nil, errors.Wrap(err, "applied record is not valid JSON")
+	}
+	if d, ok := t.(json.Delim); !ok || d != '{' {
+		return nil, errors.Errorf("applied record must be a JSON object of path to hash, not %s", describeToken(t))
+	}
+	a := Applied{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, errors.Wrap(err, "applied record is not valid JSON")
+		}
+		k, ok := t.(string)
+		if !ok {
+			return nil, errors.Errorf("applied record: unexpected %s", describeToken(t))
+		}
+		t, err = dec.Token()
+		if err != nil {
+			return nil, errors.Wrapf(err, "applied record: path %q: not valid JSON", k)
+		}
+		v, ok := t.(string)
+		if !ok {
+			return nil, errors.Errorf("applied record: path %q: hash must be a string, not %s", k, describeToken(t))
+		}
+		if _, dup := a[k]; dup {
+			return nil, errors.Errorf("applied record: path %q appears twice", k)
+		}
+		if err := checkPath(k); err != nil {
+			return nil, errors.Wrap(err, "applied record")
+		}
+		if !isHash(v) {
+			return nil, errors.Errorf("applied record: path %q: hash %q is not %d lowercase hex digits", k, v, hashLen)
+		}
+		a[k] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, errors.Wrap(err, "applied record is not valid JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF { //nolint:errorlint // Decoder returns io.EOF itself.
+		return nil, errors.New("applied record has trailing data after the JSON object")
+	}
+	return a, nil
+}
+
+func describeToken(t json.Token) string {
+	switch x := t.(type) {
+	case json.Delim:
+		return fmt.Sprintf("%q", string(x))
+	case string:
+		return fmt.Sprintf("string %q", x)
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T %v", t, t)
+}
+
+// checkPath accepts canonical paths only: Owns and Unchanged compare paths
+// as strings, so spec['a'] would never match spec.a.
+func checkPath(p string) error {
+	segs, err := fieldpath.Parse(p)
+	if err != nil {
+		return errors.Wrapf(err, "cannot parse path %q", p)
+	}
+	if c := segs.String(); c != p {
+		return errors.Errorf("path %q is not canonical, want %q", p, c)
+	}
+	return nil
+}
+
+func isHash(s string) bool {
+	if len(s) != hashLen {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// String is the annotation value: compact JSON with sorted keys, so that
+// applying the same record again does not change the object.
+func (a Applied) String() string {
+	if a == nil {
+		return "{}"
+	}
+	// encoding/json sorts map keys, and a map of strings cannot fail to
+	// encode.
+	b, _ := json.Marshal(map[string]string(a)) //nolint:errchkjson // cannot fail
+	return string(b)
+}
+
+// Owns reports whether path is a recorded leaf or lies above one on segment
+// boundaries: whether the last apply set something at or below path, which
+// server-side apply will remove if the next apply does not set it.
+func (a Applied) Owns(path string) bool {
+	for k := range a {
+		if Under(k, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// Unchanged reports whether desired's value at path (present false when
+// desired lacks it) is exactly what was last applied there: every recorded
+// leaf under path matches desired's leaves there, and desired has no others.
+// A difference from observed at an unchanged path is drift, not
+// propagation. Without a record (nil or empty) nothing is unchanged.
+//
+// value is compared whole, as Unchanged has no skip function: for a path
+// above a skipped one (an Insert of a whole spec, say) the skipped fields
+// count too, and since Record left them out, such a path counts as changed
+// whenever desired sets a skipped field below it.
+func (a Applied) Unchanged(path string, value any, present bool) bool {
+	if len(a) == 0 {
+		return false
+	}
+	var now Applied
+	if present {
+		now = Applied{}
+		now.record(path, value, nil)
+	}
+	n := 0
+	for k, h := range a {
+		if !Under(k, path) {
+			continue
+		}
+		n++
+		if now[k] != h {
+			return false
+		}
+	}
+	return n == len(now)
+}
+
+// hashOf is the short hash of the canonical JSON of v.
+func hashOf(v any) string {
+	var b bytes.Buffer
+	writeCanonical(&b, v)
+	sum := sha256.Sum256(b.Bytes())
+	return hex.EncodeToString(sum[:hashLen/2])
+}
+
+// writeCanonical writes v as JSON with sorted keys and numbers in one form
+// per value, so the hash does not depend on Go types or map order.
+func writeCanonical(b *bytes.Buffer, v any) {
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		b.WriteString(strconv.FormatBool(x))
+	case string:
+		writeString(b, x)
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeString(b, k)
+			b.WriteByte(':')
+			writeCanonical(b, x[k])
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeCanonical(b, e)
+		}
+		b.WriteByte(']')
+	default:
+		if n, ok := toNumber(v); ok {
+			b.WriteString(n.String())
+			return
+		}
+		// Not JSON-shaped: encoding/json's view, or Go's, is still
+		// deterministic for the same value.
+		if j, err := json.Marshal(v); err == nil {
+			b.Write(j)
+			return
+		}
+		fmt.Fprintf(b, "%#v", v)
+	}
+}
+
+func writeString(b *bytes.Buffer, s string) {
+	j, _ := json.Marshal(s) //nolint:errchkjson // a string cannot fail to encode
+	b.Write(j)
+}

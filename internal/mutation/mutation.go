@@ -1,0 +1,453 @@
+// Package mutation is the single place where Kausality turns two versions of
+// an object into field-level mutations, and matches those mutations against
+// the path patterns of allowances and policies. It is pure: no I/O, no
+// clients, so the composition function and the webhook agree on what a
+// mutation is.
+//
+// Values are JSON-shaped, as encoding/json or unstructured.Unstructured hold
+// them: map[string]any, []any, string, bool, nil and numbers of any Go
+// numeric type or json.Number. Other types are compared as opaque values.
+//
+// Paths use crossplane-runtime fieldpath syntax with concrete indices, e.g.
+// spec.forProvider.tags[0] or metadata.annotations[kausality.io/x], in the
+// canonical form fieldpath.Segments.String produces, so a path Diff returns
+// and a path Record stores compare equal as strings.
+package mutation
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+)
+
+// Mutation is one field-level change between observed and desired, with
+// concrete indices. It is what policies bound and what traces record.
+type Mutation struct {
+	// Path of the field in fieldpath syntax, e.g. spec.forProvider.tags[0].
+	Path string `json:"path"`
+	// Verb says whether the change inserts, deletes or mutates the field.
+	Verb v1alpha1.MutationVerb `json:"verb"`
+}
+
+// String renders the mutation for conditions and warnings, e.g.
+// "Mutate spec.forProvider.instanceClass".
+func (m Mutation) String() string {
+	if m.Path == "" {
+		return string(m.Verb)
+	}
+	return string(m.Verb) + " " + m.Path
+}
+
+// A DiffOption configures Diff.
+type DiffOption func(*diffOptions)
+
+type diffOptions struct {
+	owned func(string) bool
+	skip  func(string) bool
+}
+
+// WithOwned tells Diff which paths the caller applied before (a recorded leaf
+// or a prefix of one, e.g. Applied.Owns). Server-side apply removes a field
+// its manager owned and no longer sets, so an observed field desired lacks is
+// a Delete only when owned reports it.
+func WithOwned(owned func(path string) bool) DiffOption {
+	return func(o *diffOptions) { o.owned = owned }
+}
+
+// WithSkip tells Diff to ignore paths, and everything below them, for which
+// skip is true: fields the caller manages itself, such as
+// spec.managementPolicies.
+func WithSkip(skip func(path string) bool) DiffOption {
+	return func(o *diffOptions) { o.skip = skip }
+}
+
+// Diff returns the mutations that applying desired to observed with
+// server-side apply semantics makes: only fields desired sets are touched.
+// observed and desired are the values at prefix (e.g. "spec"); nil means the
+// field is absent. Paths are full paths starting with prefix.
+//
+//   - desired sets a field observed lacks: Insert at that path, once for the
+//     whole new subtree.
+//   - both are maps: recurse. Both are arrays: recurse per index below the
+//     shorter length; extra desired items are Inserts and extra observed
+//     items Deletes, one per index, because lists are atomic under
+//     server-side apply.
+//   - otherwise, when the values differ: Mutate. Numbers compare by value,
+//     whatever their Go type.
+//   - observed has a map key desired lacks: no mutation, since server-side
+//     apply leaves fields it does not own, unless owned reports the path
+//     (WithOwned) or the key lies inside an array item. An applied array
+//     replaces the whole observed array, so server-side apply removes such a
+//     key and Diff reports the Delete rather than hide it.
+//
+// Map keys the fieldpath syntax cannot name (empty, containing [ or ], or
+// starting or ending with a quote) have no path of their own: when one of
+// them differs, Diff reports a single Mutate of the map holding it, so the
+// change is still bounded and can be reverted.
+//
+// The result is in path order: map keys by byte order, array indices
+// numerically, parents before children.
+func Diff(prefix string, observed, desired any, opts ...DiffOption) []Mutation {
+	d := &differ{}
+	for _, o := range opts {
+		o(&d.diffOptions)
+	}
+	if d.skipped(prefix) {
+		return nil
+	}
+	d.node(prefix, observed, observed != nil, desired, desired != nil, false)
+	return d.out
+}
+
+type differ struct {
+	diffOptions
+	out []Mutation
+}
+
+func (d *differ) skipped(path string) bool {
+	return d.skip != nil && d.skip(path)
+}
+
+func (d *differ) isOwned(path string) bool {
+	return d.owned != nil && d.owned(path)
+}
+
+func (d *differ) emit(path string, v v1alpha1.MutationVerb) {
+	d.out = append(d.out, Mutation{Path: path, Verb: v})
+}
+
+// node compares one field. atomic is true inside arrays, where server-side
+// apply replaces whatever it finds.
+func (d *differ) node(path string, o any, oOK bool, v any, vOK bool, atomic bool) {
+	switch {
+	case !vOK:
+		if oOK && (atomic || d.isOwned(path)) {
+			d.emit(path, v1alpha1.MutationDelete)
+		}
+	case !oOK:
+		d.emit(path, v1alpha1.MutationInsert)
+	default:
+		d.compare(path, o, v, atomic)
+	}
+}
+
+func (d *differ) compare(path string, o, v any, atomic bool) {
+	switch vv := v.(type) {
+	case map[string]any:
+		if om, ok := o.(map[string]any); ok {
+			d.maps(path, om, vv, atomic)
+			return
+		}
+	case []any:
+		if oa, ok := o.([]any); ok {
+			d.arrays(path, oa, vv)
+			return
+		}
+	}
+	if !equal(o, v) {
+		d.emit(path, v1alpha1.MutationMutate)
+	}
+}
+
+func (d *differ) maps(path string, o, v map[string]any, atomic bool) {
+	if d.unnamedChanged(path, o, v, atomic) {
+		d.emit(path, v1alpha1.MutationMutate)
+		return
+	}
+	for _, k := range unionKeys(o, v) {
+		if !nameable(k) {
+			continue // handled by unnamedChanged
+		}
+		child := childField(path, k)
+		if d.skipped(child) {
+			continue
+		}
+		ov, oOK := o[k]
+		vv, vOK := v[k]
+		d.node(child, ov, oOK, vv, vOK, atomic)
+	}
+}
+
+// unnamedChanged reports whether a key without a path of its own differs in
+// a way that Diff would report for a named key.
+func (d *differ) unnamedChanged(path string, o, v map[string]any, atomic bool) bool {
+	unnamedObserved := false
+	for k, vv := range v {
+		if nameable(k) {
+			continue
+		}
+		ov, ok := o[k]
+		if !ok || !equal(ov, vv) {
+			return true
+		}
+	}
+	for k := range o {
+		if _, ok := v[k]; !ok && !nameable(k) {
+			unnamedObserved = true
+			break
+		}
+	}
+	if !unnamedObserved {
+		return false
+	}
+	if atomic {
+		return true
+	}
+	// Record stores a map with unnamed keys as one leaf at the map's own path,
+	// so the caller applied the unnamed key only if it owns the map but none
+	// of its named children.
+	if !d.isOwned(path) {
+		return false
+	}
+	for _, m := range []map[string]any{o, v} {
+		for k := range m {
+			if nameable(k) && d.isOwned(childField(path, k)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (d *differ) arrays(path string, o, v []any) {
+	n := min(len(o), len(v))
+	for i := range max(len(o), len(v)) {
+		child := childIndex(path, i)
+		if d.skipped(child) {
+			continue
+		}
+		switch {
+		case i < n:
+			d.compare(child, o[i], v[i], true)
+		case i < len(v):
+			d.emit(child, v1alpha1.MutationInsert)
+		default:
+			d.emit(child, v1alpha1.MutationDelete)
+		}
+	}
+}
+
+func unionKeys(o, v map[string]any) []string {
+	keys := make([]string, 0, max(len(o), len(v)))
+	for k := range v {
+		keys = append(keys, k)
+	}
+	for k := range o {
+		if _, ok := v[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// nameable reports whether a map key has a fieldpath that parses back to the
+// same key: fieldpath has no escapes for brackets, and strips quotes around
+// field names.
+func nameable(k string) bool {
+	if k == "" || strings.ContainsAny(k, "[]") {
+		return false
+	}
+	return !isQuote(k[0]) && !isQuote(k[len(k)-1])
+}
+
+func isQuote(c byte) bool { return c == '\'' || c == '"' }
+
+// childField appends map key k to path the way fieldpath.Segments.String
+// formats a field segment: in brackets when it contains a period or is the
+// wildcard, after a period otherwise. k must be nameable.
+func childField(path, k string) string {
+	if k == "*" || strings.IndexByte(k, '.') >= 0 {
+		return path + "[" + k + "]"
+	}
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+// childIndex appends array index i to path.
+func childIndex(path string, i int) string {
+	return path + "[" + strconv.Itoa(i) + "]"
+}
+
+// Under reports whether path equals prefix or lies below it on a segment
+// boundary: spec.forProvider.tags[0] is under spec.forProvider, and
+// spec.forProviderX is not. Both must be canonical paths as Diff and Record
+// produce them. Every path is under the empty prefix.
+func Under(path, prefix string) bool {
+	if prefix == "" {
+		return true
+	}
+	if !strings.HasPrefix(path, prefix) {
+		return false
+	}
+	if len(path) == len(prefix) {
+		return true
+	}
+	if strings.LastIndexByte(prefix, '[') > strings.LastIndexByte(prefix, ']') {
+		return false // prefix ends inside brackets: not a segment boundary
+	}
+	c := path[len(prefix)]
+	return c == '.' || c == '['
+}
+
+// equal compares two JSON-shaped values deeply, numbers by value.
+func equal(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			yv, ok := y[k]
+			if !ok || !equal(xv, yv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !equal(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case nil:
+		return b == nil
+	}
+	if na, ok := toNumber(a); ok {
+		nb, ok := toNumber(b)
+		return ok && na.equal(nb)
+	}
+	if _, ok := toNumber(b); ok {
+		return false
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// number is a numeric value normalised so that equal values of different Go
+// types compare equal with ==: integral values that fit an int64 are ints,
+// larger integral values that fit a uint64 are uints, the rest floats.
+type number struct {
+	kind numberKind
+	i    int64
+	u    uint64
+	f    float64
+}
+
+type numberKind uint8
+
+const (
+	numInt numberKind = iota
+	numUint
+	numFloat
+)
+
+func (n number) equal(m number) bool {
+	if n.kind != m.kind {
+		return false
+	}
+	switch n.kind {
+	case numInt:
+		return n.i == m.i
+	case numUint:
+		return n.u == m.u
+	default:
+		// NaN equals NaN here: a value must equal itself, or Diff would
+		// report it forever.
+		return n.f == m.f || (math.IsNaN(n.f) && math.IsNaN(m.f))
+	}
+}
+
+// String is the canonical JSON-like text of the number, the same for every
+// Go type holding the same value.
+func (n number) String() string {
+	switch n.kind {
+	case numInt:
+		return strconv.FormatInt(n.i, 10)
+	case numUint:
+		return strconv.FormatUint(n.u, 10)
+	default:
+		return strconv.FormatFloat(n.f, 'g', -1, 64)
+	}
+}
+
+func fromUint(u uint64) number {
+	if u <= math.MaxInt64 {
+		return number{kind: numInt, i: int64(u)}
+	}
+	return number{kind: numUint, u: u}
+}
+
+func fromFloat(f float64) number {
+	if f == math.Trunc(f) && !math.IsInf(f, 0) {
+		if f >= math.MinInt64 && f < math.MaxInt64 {
+			return number{kind: numInt, i: int64(f)}
+		}
+		if f >= 0 && f < math.MaxUint64 {
+			return number{kind: numUint, u: uint64(f)}
+		}
+	}
+	return number{kind: numFloat, f: f}
+}
+
+func toNumber(v any) (number, bool) {
+	switch x := v.(type) {
+	case int:
+		return number{kind: numInt, i: int64(x)}, true
+	case int8:
+		return number{kind: numInt, i: int64(x)}, true
+	case int16:
+		return number{kind: numInt, i: int64(x)}, true
+	case int32:
+		return number{kind: numInt, i: int64(x)}, true
+	case int64:
+		return number{kind: numInt, i: x}, true
+	case uint:
+		return fromUint(uint64(x)), true
+	case uint8:
+		return fromUint(uint64(x)), true
+	case uint16:
+		return fromUint(uint64(x)), true
+	case uint32:
+		return fromUint(uint64(x)), true
+	case uint64:
+		return fromUint(x), true
+	case float32:
+		return fromFloat(float64(x)), true
+	case float64:
+		return fromFloat(x), true
+	case json.Number:
+		s := string(x)
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return number{kind: numInt, i: i}, true
+		}
+		if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return fromUint(u), true
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err == nil || errors.Is(err, strconv.ErrRange) {
+			return fromFloat(f), true
+		}
+	}
+	return number{}, false
+}

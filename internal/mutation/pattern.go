@@ -1,0 +1,244 @@
+package mutation
+
+import (
+	"strconv"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+)
+
+// matchAll is the pattern that covers every path, the root included.
+const matchAll = "*"
+
+// Pattern is a compiled path pattern: fieldpath syntax in which a [*] segment
+// matches any one array index or map key, or the single "*" that matches
+// every path. Compiling once lets the function match many mutations without
+// parsing the policy's paths again.
+//
+// A pattern covers a path when it matches it or a prefix of it on segment
+// boundaries, because a bound on a field permits changes anywhere below it:
+// spec.forProvider covers spec.forProvider.tags[3] but not
+// spec.forProviderX. The zero Pattern covers nothing.
+type Pattern struct {
+	all  bool
+	segs fieldpath.Segments
+}
+
+// ParsePattern compiles s. Errors name the pattern and say what is wrong, as
+// they end up in policy status conditions.
+func ParsePattern(s string) (Pattern, error) {
+	if s == "" {
+		return Pattern{}, errors.New("path pattern is empty")
+	}
+	if s == matchAll {
+		return Pattern{all: true}, nil
+	}
+	segs, err := fieldpath.Parse(s)
+	if err != nil {
+		return Pattern{}, errors.Wrapf(err, "cannot parse path pattern %q", s)
+	}
+	if len(segs) == 0 {
+		return Pattern{}, errors.Errorf("path pattern %q has no segments", s)
+	}
+	for i, sg := range segs {
+		// fieldpath strips quotes, so [''] parses to an empty field name
+		// that no object can have.
+		if sg.Type == fieldpath.SegmentField && sg.Field == "" {
+			return Pattern{}, errors.Errorf("path pattern %q: segment %d is empty", s, i)
+		}
+	}
+	return Pattern{segs: segs}, nil
+}
+
+// String is the pattern in canonical fieldpath syntax; ParsePattern of it
+// yields the same pattern. Wildcards are written [*].
+func (p Pattern) String() string {
+	if p.all {
+		return matchAll
+	}
+	return p.segs.String()
+}
+
+// Covers reports whether p covers the concrete path. An unparsable path is
+// never covered: a path nobody can read must not slip through a bound.
+func (p Pattern) Covers(path string) bool {
+	if p.all {
+		return true
+	}
+	if len(p.segs) == 0 {
+		return false
+	}
+	segs, err := fieldpath.Parse(path)
+	if err != nil {
+		return false
+	}
+	return p.coversSegments(segs)
+}
+
+func (p Pattern) coversSegments(path fieldpath.Segments) bool {
+	if p.all {
+		return true
+	}
+	if len(p.segs) == 0 || len(p.segs) > len(path) {
+		return false
+	}
+	for i, ps := range p.segs {
+		if !segmentMatches(ps, path[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// segmentMatches compares one pattern segment with one path segment. A map
+// key that looks like a number is written spec.tags.0 but a policy author
+// may well write spec.tags[0]; an object position is either a map or an
+// array, so treating the two alike cannot confuse two fields.
+func segmentMatches(p, s fieldpath.Segment) bool {
+	if p.Type == fieldpath.SegmentField && p.Field == matchAll {
+		return true
+	}
+	switch {
+	case p.Type == s.Type && p.Type == fieldpath.SegmentField:
+		return p.Field == s.Field
+	case p.Type == s.Type:
+		return p.Index == s.Index
+	case p.Type == fieldpath.SegmentField:
+		return p.Field == strconv.FormatUint(uint64(s.Index), 10)
+	default:
+		return s.Field == strconv.FormatUint(uint64(p.Index), 10)
+	}
+}
+
+// verbMask is a set of mutation verbs.
+type verbMask uint8
+
+const (
+	maskInsert verbMask = 1 << iota
+	maskDelete
+	maskMutate
+	maskAll = maskInsert | maskDelete | maskMutate
+)
+
+// maskOf is the set a verb names; zero for an unknown verb.
+func maskOf(v v1alpha1.MutationVerb) verbMask {
+	switch v {
+	case v1alpha1.MutationInsert:
+		return maskInsert
+	case v1alpha1.MutationDelete:
+		return maskDelete
+	case v1alpha1.MutationMutate:
+		return maskMutate
+	case v1alpha1.MutationAll:
+		return maskAll
+	}
+	return 0
+}
+
+// CoveredBy reports whether some bound permits m: its pattern covers m.Path
+// and its verbs include m.Verb or "*". Bounds whose pattern does not parse
+// never cover anything; callers validate policies up front (CompileBounds).
+// A mutation whose verb is "*" needs a bound that permits every verb, and
+// one with any other verb is never covered. Use Bounds when matching many
+// mutations against the same bounds.
+func CoveredBy(m Mutation, bounds []v1alpha1.MutationBound) bool {
+	need := maskOf(m.Verb)
+	if need == 0 {
+		return false
+	}
+	var path fieldpath.Segments
+	parsed := false
+	for _, b := range bounds {
+		var have verbMask
+		for _, v := range b.Verbs {
+			have |= maskOf(v)
+		}
+		if have&need != need {
+			continue
+		}
+		p, err := ParsePattern(b.JSONPath)
+		if err != nil {
+			continue
+		}
+		if p.all {
+			return true
+		}
+		if !parsed {
+			var err error
+			if path, err = fieldpath.Parse(m.Path); err != nil {
+				return false
+			}
+			parsed = true
+		}
+		if p.coversSegments(path) {
+			return true
+		}
+	}
+	return false
+}
+
+// Bounds are compiled mutation bounds, for matching many mutations against
+// the same policy without parsing its paths each time. The zero Bounds covers
+// nothing.
+type Bounds struct {
+	bs []bound
+}
+
+type bound struct {
+	p     Pattern
+	verbs verbMask
+}
+
+// CompileBounds compiles bs. It fails on the first bound whose jsonPath does
+// not parse or whose verbs are not Insert, Delete, Mutate or "*", naming the
+// bound, so policy status can say what to fix.
+func CompileBounds(bs []v1alpha1.MutationBound) (Bounds, error) {
+	out := Bounds{bs: make([]bound, 0, len(bs))}
+	for i, b := range bs {
+		p, err := ParsePattern(b.JSONPath)
+		if err != nil {
+			return Bounds{}, errors.Wrapf(err, "mutations[%d]: invalid jsonPath %q", i, b.JSONPath)
+		}
+		var m verbMask
+		for _, v := range b.Verbs {
+			vm := maskOf(v)
+			if vm == 0 {
+				return Bounds{}, errors.Errorf("mutations[%d] (jsonPath %q): verb %q is not one of Insert, Delete, Mutate, *", i, b.JSONPath, v)
+			}
+			m |= vm
+		}
+		out.bs = append(out.bs, bound{p: p, verbs: m})
+	}
+	return out, nil
+}
+
+// Covers reports whether some bound permits m, as CoveredBy does.
+func (b Bounds) Covers(m Mutation) bool {
+	need := maskOf(m.Verb)
+	if need == 0 {
+		return false
+	}
+	var path fieldpath.Segments
+	parsed := false
+	for _, bd := range b.bs {
+		if bd.verbs&need != need {
+			continue
+		}
+		if bd.p.all {
+			return true
+		}
+		if !parsed {
+			var err error
+			if path, err = fieldpath.Parse(m.Path); err != nil {
+				return false
+			}
+			parsed = true
+		}
+		if bd.p.coversSegments(path) {
+			return true
+		}
+	}
+	return false
+}
