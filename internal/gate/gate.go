@@ -1,0 +1,156 @@
+// Package gate holds the gate formula of DESIGN §5: which
+// spec.managementPolicies a managed resource gets for the external verbs its
+// unconsumed allowances grant. The function and the gate controller both use
+// it, so they never disagree about a gate.
+package gate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+)
+
+// The management actions of crossplane-runtime, as they appear in
+// spec.managementPolicies.
+const (
+	Observe        = "Observe"
+	Create         = "Create"
+	Update         = "Update"
+	Delete         = "Delete"
+	LateInitialize = "LateInitialize"
+	All            = "*"
+)
+
+// order is the canonical order of a computed set, so repeated applies emit
+// the same list and never flap.
+var order = []string{Observe, Create, Update, Delete, LateInitialize}
+
+// DefaultReadOnly is a closed gate: the provider observes the external
+// resource and fills in defaults, but never writes to it.
+var DefaultReadOnly = []string{Observe, LateInitialize}
+
+// supported lists the sets crossplane-runtime's default resolver accepts
+// (pkg/reconciler/managed/policies.go, defaultSupportedManagementPolicies),
+// each in canonical order. "*" alone is supported too but Compute never
+// returns it: a gate is always spelled out.
+var supported = [][]string{
+	{Observe, Create, Update, Delete, LateInitialize},
+	{Observe},
+	{},
+	{Observe, Create, Update, Delete},
+	{Observe, Create, Update, LateInitialize},
+	{Observe, Create, Update},
+	{Observe, Create, Delete, LateInitialize},
+	{Observe, Create, LateInitialize},
+	{Observe, Create, Delete},
+	{Observe, Create},
+	{Observe, Delete},
+	{Observe, Update},
+	{Observe, LateInitialize},
+	{Observe, Update, LateInitialize},
+}
+
+// Supported reports whether crossplane-runtime's default resolver accepts the
+// set, in any order and with duplicates ignored.
+func Supported(set []string) bool {
+	c, err := canonical(set)
+	if err != nil {
+		return false
+	}
+	if slices.Equal(c, []string{All}) {
+		return true
+	}
+	for _, s := range supported {
+		if slices.Equal(s, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidateReadOnly checks a closed-gate set from the function input: it must
+// be supported, must observe, and must not write to the external resource.
+func ValidateReadOnly(set []string) error {
+	c, err := canonical(set)
+	if err != nil {
+		return errors.Wrap(err, "invalid readOnlyPolicies")
+	}
+	for _, a := range c {
+		if a == Create || a == Update || a == Delete || a == All {
+			return errors.Errorf("invalid readOnlyPolicies %v: %q writes to the external resource; a closed gate may only hold %s and %s", set, a, Observe, LateInitialize)
+		}
+	}
+	if !slices.Contains(c, Observe) {
+		return errors.Errorf("invalid readOnlyPolicies %v: a closed gate must include %s", set, Observe)
+	}
+	if !Supported(c) {
+		return errors.Errorf("invalid readOnlyPolicies %v: crossplane-runtime does not support this combination", set)
+	}
+	return nil
+}
+
+// Compute is the gate formula: readOnly ∪ verbs, where verbs are the external
+// verbs (Create, Update, Delete or "*") of the unconsumed External allowances.
+// When the union is not a supported combination, LateInitialize is dropped;
+// if that is still unsupported, Compute fails closed: it returns readOnly and
+// an error naming the combination.
+func Compute(readOnly, verbs []string) ([]string, error) {
+	closed, err := canonical(readOnly)
+	if err != nil {
+		return slices.Clone(DefaultReadOnly), errors.Wrap(err, "invalid read-only policies")
+	}
+	union := slices.Clone(closed)
+	for _, v := range verbs {
+		switch v {
+		case Create, Update, Delete:
+			union = append(union, v)
+		case All:
+			union = append(union, order...)
+		default:
+			return closed, errors.Errorf("cannot open gate: %q is not an external verb (want %s, %s, %s or %s)", v, Create, Update, Delete, All)
+		}
+	}
+	union, _ = canonical(union)
+	if Supported(union) {
+		return union, nil
+	}
+	dropped := slices.DeleteFunc(slices.Clone(union), func(a string) bool { return a == LateInitialize })
+	if Supported(dropped) {
+		return dropped, nil
+	}
+	return closed, errors.Errorf("cannot open gate for verbs [%s]: managementPolicies [%s] is not a combination crossplane-runtime supports; the gate stays closed",
+		strings.Join(verbsOf(union), ", "), strings.Join(union, ", "))
+}
+
+func verbsOf(set []string) []string {
+	return slices.DeleteFunc(slices.Clone(set), func(a string) bool { return a == Observe || a == LateInitialize })
+}
+
+// canonical sorts a set into canonical order and removes duplicates. "*" is
+// kept only on its own.
+func canonical(set []string) ([]string, error) {
+	out := make([]string, 0, len(set))
+	all := false
+	for _, a := range set {
+		switch {
+		case a == All:
+			all = true
+		case slices.Contains(order, a):
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		default:
+			return nil, fmt.Errorf("unknown management action %q", a)
+		}
+	}
+	if all {
+		if len(out) > 0 {
+			return nil, fmt.Errorf("management action %q cannot be combined with others", All)
+		}
+		return []string{All}, nil
+	}
+	slices.SortFunc(out, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
+	return out, nil
+}

@@ -1,0 +1,127 @@
+package gate
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/google/go-cmp/cmp"
+)
+
+// resolverAccepts asks crossplane-runtime's own resolver, with management
+// policies enabled, whether it accepts the set.
+func resolverAccepts(set []string) bool {
+	mp := make(xpv2.ManagementPolicies, 0, len(set))
+	for _, a := range set {
+		mp = append(mp, xpv2.ManagementAction(a))
+	}
+	return managed.NewManagementPoliciesResolver(true, mp).Validate() == nil
+}
+
+// subsets returns every subset of xs, in a stable order.
+func subsets(xs []string) [][]string {
+	out := [][]string{}
+	for mask := 0; mask < 1<<len(xs); mask++ {
+		s := []string{}
+		for i, x := range xs {
+			if mask&(1<<i) != 0 {
+				s = append(s, x)
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestSupportedMatchesResolver(t *testing.T) {
+	for _, s := range append(subsets(order), []string{All}) {
+		if got, want := Supported(s), resolverAccepts(s); got != want {
+			t.Errorf("Supported(%v) = %v, crossplane-runtime says %v", s, got, want)
+		}
+	}
+}
+
+func TestComputeEveryResultIsAccepted(t *testing.T) {
+	verbSets := subsets([]string{Create, Update, Delete, All})
+	for _, ro := range [][]string{DefaultReadOnly, {Observe}} {
+		for _, verbs := range verbSets {
+			got, err := Compute(ro, verbs)
+			if !resolverAccepts(got) {
+				t.Errorf("Compute(%v, %v) = %v, which crossplane-runtime rejects", ro, verbs, got)
+			}
+			if err != nil {
+				if !slices.Equal(got, ro) {
+					t.Errorf("Compute(%v, %v) failed (%v) but returned %v, want the read-only set", ro, verbs, err, got)
+				}
+				continue
+			}
+			// Never wider than asked: every action is read-only or granted.
+			for _, a := range got {
+				if !slices.Contains(ro, a) && !slices.Contains(verbs, a) && !slices.Contains(verbs, All) {
+					t.Errorf("Compute(%v, %v) = %v grants %s, which no verb asked for", ro, verbs, got, a)
+				}
+			}
+			// Never narrower on writes: every verb asked for is granted.
+			for _, v := range verbs {
+				if v != All && !slices.Contains(got, v) {
+					t.Errorf("Compute(%v, %v) = %v without error but drops %s", ro, verbs, got, v)
+				}
+			}
+		}
+	}
+}
+
+func TestCompute(t *testing.T) {
+	cases := map[string]struct {
+		readOnly, verbs []string
+		want            []string
+		wantErr         bool
+	}{
+		"ClosedWhenNoVerbs":      {readOnly: DefaultReadOnly, want: []string{Observe, LateInitialize}},
+		"UpdateKeepsLateInit":    {readOnly: DefaultReadOnly, verbs: []string{Update}, want: []string{Observe, Update, LateInitialize}},
+		"CreateKeepsLateInit":    {readOnly: DefaultReadOnly, verbs: []string{Create}, want: []string{Observe, Create, LateInitialize}},
+		"DeleteDropsLateInit":    {readOnly: DefaultReadOnly, verbs: []string{Delete}, want: []string{Observe, Delete}},
+		"CreateUpdateDelete":     {readOnly: DefaultReadOnly, verbs: []string{Delete, Update, Create}, want: []string{Observe, Create, Update, Delete}},
+		"DuplicatesCollapse":     {readOnly: DefaultReadOnly, verbs: []string{Update, Update}, want: []string{Observe, Update, LateInitialize}},
+		"StarOpensFully":         {readOnly: DefaultReadOnly, verbs: []string{All}, want: []string{Observe, Create, Update, Delete, LateInitialize}},
+		"ObserveOnlyUpdate":      {readOnly: []string{Observe}, verbs: []string{Update}, want: []string{Observe, Update}},
+		"UpdateDeleteFails":      {readOnly: DefaultReadOnly, verbs: []string{Update, Delete}, want: DefaultReadOnly, wantErr: true},
+		"UnknownVerbFails":       {readOnly: DefaultReadOnly, verbs: []string{"Patch"}, want: DefaultReadOnly, wantErr: true},
+		"BadReadOnlyFailsClosed": {readOnly: []string{"Watch"}, verbs: []string{Update}, want: DefaultReadOnly, wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Compute(tc.readOnly, tc.verbs)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Compute(%v, %v) error = %v, want error %v", tc.readOnly, tc.verbs, err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Compute(%v, %v): -want +got:\n%s", tc.readOnly, tc.verbs, diff)
+			}
+		})
+	}
+}
+
+func TestValidateReadOnly(t *testing.T) {
+	cases := map[string]struct {
+		set     []string
+		wantErr bool
+	}{
+		"Default":           {set: DefaultReadOnly},
+		"ObserveOnly":       {set: []string{Observe}},
+		"Reordered":         {set: []string{LateInitialize, Observe}},
+		"Empty":             {set: []string{}, wantErr: true},
+		"WritesUpdate":      {set: []string{Observe, Update}, wantErr: true},
+		"Star":              {set: []string{All}, wantErr: true},
+		"Unknown":           {set: []string{Observe, "Watch"}, wantErr: true},
+		"LateInitOnlyFails": {set: []string{LateInitialize}, wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if err := ValidateReadOnly(tc.set); (err != nil) != tc.wantErr {
+				t.Errorf("ValidateReadOnly(%v) = %v, want error %v", tc.set, err, tc.wantErr)
+			}
+		})
+	}
+}
