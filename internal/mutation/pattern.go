@@ -77,6 +77,30 @@ func (p Pattern) Covers(path string) bool {
 	return p.coversSegments(segs)
 }
 
+// Overlaps reports whether a change at the concrete path can touch a field p
+// names: p covers path, or path is an ancestor of what p names (a whole
+// map inserted at spec.parameters overlaps spec.parameters.size). Triggers
+// use it; bounds use Covers, which never widens a grant to an ancestor.
+func (p Pattern) Overlaps(path string) bool {
+	if p.all {
+		return true
+	}
+	if len(p.segs) == 0 {
+		return false
+	}
+	segs, err := fieldpath.Parse(path)
+	if err != nil {
+		return false
+	}
+	n := min(len(segs), len(p.segs))
+	for i := range n {
+		if !segmentMatches(p.segs[i], segs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func (p Pattern) coversSegments(path fieldpath.Segments) bool {
 	if p.all {
 		return true
@@ -144,39 +168,19 @@ func maskOf(v v1alpha1.MutationVerb) verbMask {
 // one with any other verb is never covered. Use Bounds when matching many
 // mutations against the same bounds.
 func CoveredBy(m Mutation, bounds []v1alpha1.MutationBound) bool {
-	need := maskOf(m.Verb)
-	if need == 0 {
-		return false
-	}
-	var path fieldpath.Segments
-	parsed := false
-	for _, b := range bounds {
-		var have verbMask
-		for _, v := range b.Verbs {
-			have |= maskOf(v)
-		}
-		if have&need != need {
-			continue
-		}
-		p, err := ParsePattern(b.JSONPath)
+	var b Bounds
+	for _, bd := range bounds {
+		p, err := ParsePattern(bd.JSONPath)
 		if err != nil {
 			continue
 		}
-		if p.all {
-			return true
+		var verbs verbMask
+		for _, v := range bd.Verbs {
+			verbs |= maskOf(v)
 		}
-		if !parsed {
-			var err error
-			if path, err = fieldpath.Parse(m.Path); err != nil {
-				return false
-			}
-			parsed = true
-		}
-		if p.coversSegments(path) {
-			return true
-		}
+		b.bs = append(b.bs, bound{p: p, verbs: verbs})
 	}
-	return false
+	return b.Covers(m)
 }
 
 // Bounds are compiled mutation bounds, for matching many mutations against

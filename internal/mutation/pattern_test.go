@@ -166,3 +166,31 @@ func TestCompileBounds(t *testing.T) {
 		})
 	}
 }
+
+func TestPatternOverlaps(t *testing.T) {
+	cases := map[string]struct {
+		pattern, path string
+		want          bool
+	}{
+		"Same":           {"spec.size", "spec.size", true},
+		"Below":          {"spec.size", "spec.size.gb", true},
+		"Ancestor":       {"spec.parameters.size", "spec.parameters", true},
+		"WildcardIndex":  {"spec.containers[*].image", "spec.containers[2].image", true},
+		"WildcardParent": {"spec.containers[*].image", "spec.containers[2]", true},
+		"Sibling":        {"spec.size", "spec.sizeX", false},
+		"OtherBranch":    {"spec.containers[*].image", "spec.volumes[0]", false},
+		"Unparsable":     {"spec.size", "spec[", false},
+		"All":            {"*", "anything.at.all", true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, err := ParsePattern(tc.pattern)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Overlaps(tc.path); got != tc.want {
+				t.Errorf("ParsePattern(%q).Overlaps(%q) = %v, want %v", tc.pattern, tc.path, got, tc.want)
+			}
+		})
+	}
+}
