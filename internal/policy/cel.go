@@ -1,0 +1,132 @@
+package policy
+
+import (
+	"sync"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"k8s.io/apimachinery/pkg/util/version"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+)
+
+// Variables CEL expressions see.
+const (
+	varObject    = "object"
+	varOldObject = "oldObject"
+)
+
+// CostLimit bounds the runtime cost of one CEL evaluation, as the API
+// server bounds a ValidatingAdmissionPolicy expression.
+const CostLimit = celconfig.PerCallLimit
+
+// MaxExpressionBytes bounds the length of one CEL expression, so a huge
+// policy cannot stall compilation.
+const MaxExpressionBytes = 10 << 10
+
+// DefaultInitializingWhen is the initializing.when of a policy that sets
+// none: the object has not been reconciled yet. crossplane-runtime v2 writes
+// the observed generation on the Synced condition rather than at
+// status.observedGeneration, so both are read.
+const DefaultInitializingWhen = "!has(object.status.observedGeneration) && " +
+	"!(has(object.status.conditions) && object.status.conditions.exists(c, c.type == 'Synced' && has(c.observedGeneration)))"
+
+var (
+	envOnce sync.Once
+	env     *cel.Env
+	envErr  error
+)
+
+// celEnv is the Kubernetes CEL environment (the libraries and language
+// settings ValidatingAdmissionPolicy uses for stored expressions) with
+// object and oldObject declared.
+func celEnv() (*cel.Env, error) {
+	envOnce.Do(func() {
+		base := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+		set, err := base.Extend(environment.VersionedOptions{
+			IntroducedVersion: version.MajorMinor(1, 0),
+			EnvOptions: []cel.EnvOption{
+				cel.Variable(varObject, cel.DynType),
+				cel.Variable(varOldObject, cel.DynType),
+			},
+		})
+		if err != nil {
+			envErr = errors.Wrap(err, "cannot build CEL environment")
+			return
+		}
+		env, envErr = set.Env(environment.StoredExpressions)
+	})
+	return env, envErr
+}
+
+// program is a compiled boolean CEL expression.
+type program struct {
+	expr string
+	prg  cel.Program
+}
+
+// compileBool compiles a CEL expression that must yield a bool.
+func compileBool(expr string) (program, error) {
+	if len(expr) > MaxExpressionBytes {
+		return program{}, errors.Errorf("expression is %d bytes, more than the limit of %d", len(expr), MaxExpressionBytes)
+	}
+	e, err := celEnv()
+	if err != nil {
+		return program{}, err
+	}
+	ast, iss := e.Compile(expr)
+	if iss.Err() != nil {
+		return program{}, errors.New(iss.Err().Error())
+	}
+	if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
+		return program{}, errors.Errorf("expression yields %s, want bool", ast.OutputType())
+	}
+	prg, err := e.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100))
+	if err != nil {
+		return program{}, errors.Wrap(err, "cannot plan expression")
+	}
+	return program{expr: expr, prg: prg}, nil
+}
+
+// eval runs the program on object and oldObject (nil on create).
+func (p program) eval(object, oldObject map[string]any) (bool, error) {
+	vars := map[string]any{varObject: celView(object), varOldObject: nil}
+	if oldObject != nil {
+		vars[varOldObject] = celView(oldObject)
+	}
+	out, _, err := p.prg.Eval(vars)
+	if err != nil {
+		return false, errors.Wrapf(err, "cannot evaluate %q", p.expr)
+	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		return false, errors.Errorf("expression %q yielded %s, want bool", p.expr, out.Type())
+	}
+	return bool(b), nil
+}
+
+// celView is obj with metadata.annotations, metadata.labels and status
+// present, so expressions need not guard against their absence. obj is not
+// modified.
+func celView(obj map[string]any) map[string]any {
+	out := make(map[string]any, len(obj)+2)
+	for k, v := range obj {
+		out[k] = v
+	}
+	md, _ := obj["metadata"].(map[string]any)
+	m := make(map[string]any, len(md)+2)
+	for k, v := range md {
+		m[k] = v
+	}
+	for _, k := range []string{"annotations", "labels"} {
+		if _, ok := m[k].(map[string]any); !ok {
+			m[k] = map[string]any{}
+		}
+	}
+	out["metadata"] = m
+	if _, ok := out["status"].(map[string]any); !ok {
+		out["status"] = map[string]any{}
+	}
+	return out
+}

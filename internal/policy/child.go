@@ -1,0 +1,81 @@
+package policy
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+)
+
+// Child identifies the kind of a composed resource, as policy targets name
+// it.
+type Child struct {
+	APIGroup   string
+	APIVersion string
+	Kind       string
+	// Resource is the lower-case plural, guessed from the kind the way
+	// controller-gen and Crossplane name CRDs.
+	Resource string
+}
+
+// ChildOf returns the Child for an object's apiVersion and kind.
+func ChildOf(apiVersion, kind string) Child {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		// An apiVersion with several slashes: keep what is there so nothing
+		// matches it by accident.
+		gv = schema.GroupVersion{Group: apiVersion}
+	}
+	plural, _ := meta.UnsafeGuessKindToResource(gv.WithKind(kind))
+	return Child{APIGroup: gv.Group, APIVersion: gv.Version, Kind: kind, Resource: plural.Resource}
+}
+
+// String is group/version, Resource=resource, for messages.
+func (c Child) String() string {
+	return c.APIGroup + "/" + c.APIVersion + ", Resource=" + c.Resource
+}
+
+// MatchesChild reports whether a ControllerChild target names the child's
+// kind. An empty apiVersion matches every version; "*" matches anything; an
+// empty apiGroup is the core group.
+func MatchesChild(t v1alpha1.Target, c Child) bool {
+	if len(t.External) > 0 || t.Resource == "" {
+		return false
+	}
+	return (t.APIGroup == "*" || t.APIGroup == c.APIGroup) &&
+		(t.APIVersion == "" || t.APIVersion == "*" || t.APIVersion == c.APIVersion) &&
+		(t.Resource == "*" || t.Resource == c.Resource)
+}
+
+// externalKeys are the keys of target.external that Kausality matches
+// against a managed resource; other keys (provider, ...) only describe.
+var externalKeys = []string{"apiGroup", "kind", "resource"}
+
+// MatchesExternal reports whether an External target names the managed
+// resource's external resource: each of the keys apiGroup, kind and resource
+// present in target.external must equal the child's ("*" matches anything).
+// A target with none of those keys matches nothing; policy validation
+// rejects it.
+func MatchesExternal(t v1alpha1.Target, c Child) bool {
+	n := 0
+	for _, k := range externalKeys {
+		v, ok := t.External[k]
+		if !ok {
+			continue
+		}
+		n++
+		var have string
+		switch k {
+		case "apiGroup":
+			have = c.APIGroup
+		case "kind":
+			have = c.Kind
+		default:
+			have = c.Resource
+		}
+		if v != "*" && v != have {
+			return false
+		}
+	}
+	return n > 0
+}

@@ -1,0 +1,21 @@
+// Package policy evaluates AllowancePolicies and UpgradeAllowances: which
+// composed kinds they restrict, the bound each lifecycle phase sets, and, at
+// admission, which allowances a change of a watched field earns. It is pure:
+// no I/O, no clients. The function, the gate controller and the admission
+// webhook all use it, so a policy means the same everywhere.
+//
+// Semantics, where the seed documents leave room:
+//
+//   - Upper bounds: a kind no entry names is unrestricted; the union of the
+//     entries naming a kind is its bound. An UpgradeAllowance is a grant, not
+//     a bound: a kind it does not name gets nothing from it.
+//   - Several policies for one kind are ordered by priority (highest first),
+//     then name. Mode is Log only when every policy says Log (and no
+//     kausality.io/mode annotation says otherwise); drift is Allow only when
+//     every policy says Allow. Disagreement resolves to the safer value.
+//   - A policy without subjects lets every authenticated user initiate; a
+//     policy with subjects lets only those with mayInitiate initiate.
+//   - CEL sees object and oldObject with metadata.annotations,
+//     metadata.labels and status present (empty when unset), so
+//     `has(object.status.observedGeneration)` works on a new object.
+package policy

@@ -1,0 +1,304 @@
+package policy
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+)
+
+// Identity is who makes a request, as the API server authenticated them.
+type Identity struct {
+	Username string
+	Groups   []string
+}
+
+// serviceAccountPrefix starts the username of a service account.
+const serviceAccountPrefix = "system:serviceaccount:"
+
+// Request is a write to an object of the Set's kind, seen at admission.
+type Request struct {
+	// Object is the object as it will be stored; OldObject as it was, nil
+	// on create.
+	Object, OldObject map[string]any
+	User              Identity
+	// Generation is the generation Object will have once stored. Zero means
+	// derive it: 1 on create, the old generation plus one when spec changed.
+	Generation int64
+	Now        time.Time
+}
+
+// Violation is a change to a watched field that no rule permits.
+type Violation struct {
+	Field  string
+	Policy string
+	Reason string
+}
+
+// Error says what was not permitted and why, naming field and policy.
+func (v Violation) Error() string {
+	return fmt.Sprintf("change to %s is not permitted by AllowancePolicy %s: %s", v.Field, v.Policy, v.Reason)
+}
+
+// Decision is what admission does with a Request.
+type Decision struct {
+	Phase Phase
+	Mode  v1alpha1.Mode
+	// Changed are the spec mutations of the request.
+	Changed []mutation.Mutation
+	// Allowances are the allowances the change earns, sorted; their traces
+	// start with Hop.
+	Allowances []allowance.Allowance
+	// Hop is the object's own hop for this change: the first permitted
+	// field, the user, the attestations.
+	Hop allowance.Hop
+	// Violations are watched fields changed without permission, in field
+	// order.
+	Violations []Violation
+}
+
+// Evaluate decides a write: which watched fields changed, whether the user
+// may initiate each change and the rule's conditions hold, and which
+// allowances each permitted change earns. It never modifies the request.
+// Only spec is diffed; a rule's trigger is a path under spec.
+func (s Set) Evaluate(req Request) (Decision, error) {
+	if req.Object == nil {
+		return Decision{}, errors.New("request has no object")
+	}
+	u := unstructured.Unstructured{Object: req.Object}
+	d := Decision{Phase: PhaseSteady}
+	var err error
+	if d.Mode, err = s.Mode(req.Object); err != nil {
+		return d, errors.Wrapf(err, "%s %s", u.GetKind(), u.GetName())
+	}
+	if d.Phase, err = s.Phase(req.Object); err != nil {
+		// Steady is the strictest phase; the evaluation error is worth a
+		// violation so the user sees it.
+		d.Violations = append(d.Violations, Violation{Field: "spec.initializing.when", Policy: s.Names()[0], Reason: err.Error()})
+	}
+
+	var oldSpec any
+	if req.OldObject != nil {
+		oldSpec = req.OldObject["spec"]
+	}
+	d.Changed = mutation.Diff("spec", oldSpec, req.Object["spec"])
+	gen := req.Generation
+	if gen == 0 {
+		gen = 1
+		if req.OldObject != nil {
+			gen = (&unstructured.Unstructured{Object: req.OldObject}).GetGeneration()
+			if len(d.Changed) > 0 {
+				gen++
+			}
+		}
+	}
+	d.Hop = allowance.Hop{
+		APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(), Generation: gen,
+		User: req.User.Username, Timestamp: allowance.Timestamp(req.Now), Labels: allowance.TraceLabels(u.GetAnnotations()),
+	}
+	if req.OldObject == nil || d.Phase != PhaseSteady {
+		// Creation and the initializing and deleting phases are bounded by
+		// the phase bound, which the function applies; no allowance needed.
+		return d, nil
+	}
+
+	permitted := map[string]bool{}
+	denied := map[string]Violation{}
+	for _, p := range s.policies {
+		for ri, r := range p.rules {
+			var hit []string
+			for _, m := range d.Changed {
+				if r.trigger.Overlaps(m.Path) {
+					hit = append(hit, m.Path)
+				}
+			}
+			if len(hit) == 0 {
+				continue
+			}
+			reason, err := p.permits(ri, req)
+			if err != nil {
+				return d, err
+			}
+			if reason != "" {
+				for _, f := range hit {
+					if _, ok := denied[f]; !ok {
+						denied[f] = Violation{Field: f, Policy: p.Name(), Reason: reason}
+					}
+				}
+				continue
+			}
+			for _, f := range hit {
+				permitted[f] = true
+			}
+			hop := d.Hop
+			hop.Field = hit[0]
+			hop.Attestations = capture(r.capture, req.Object)
+			d.Allowances = appendUnique(d.Allowances, allowancesFor(r, hop, gen)...)
+		}
+	}
+	var first string
+	for _, m := range d.Changed {
+		if permitted[m.Path] {
+			if first == "" {
+				first = m.Path
+			}
+			continue
+		}
+		if v, ok := denied[m.Path]; ok {
+			d.Violations = append(d.Violations, v)
+		}
+	}
+	d.Hop.Field = first
+	if first != "" {
+		// The object's hop carries what the first permitted change captured.
+		for _, a := range d.Allowances {
+			if a.Trace[0].Field == first {
+				d.Hop.Attestations = a.Trace[0].Attestations
+				break
+			}
+		}
+	}
+	allowance.Sort(d.Allowances)
+	return d, nil
+}
+
+// permits reports why the request may not start rule ri, or "" when it may.
+func (c *Compiled) permits(ri int, req Request) (string, error) {
+	if !c.mayInitiate(req.User) {
+		return fmt.Sprintf("user %q is not a subject with mayInitiate", req.User.Username), nil
+	}
+	for _, cond := range c.rules[ri].conditions {
+		ok, err := cond.eval(req.Object, req.OldObject)
+		if err != nil {
+			return fmt.Sprintf("condition %q cannot be evaluated: %v", cond.expr, err), nil
+		}
+		if !ok {
+			return fmt.Sprintf("condition %q is false", cond.expr), nil
+		}
+	}
+	return "", nil
+}
+
+// mayInitiate reports whether the user may start a chain under this policy.
+func (c *Compiled) mayInitiate(id Identity) bool {
+	if len(c.policy.Spec.Subjects) == 0 {
+		return true
+	}
+	for _, s := range c.policy.Spec.Subjects {
+		if !s.MayInitiate {
+			continue
+		}
+		switch s.Kind {
+		case v1alpha1.SubjectUser:
+			if id.Username == s.Name {
+				return true
+			}
+		case v1alpha1.SubjectGroup:
+			if slices.Contains(id.Groups, s.Name) {
+				return true
+			}
+		case v1alpha1.SubjectServiceAccount:
+			if id.Username == serviceAccountPrefix+s.Namespace+":"+s.Name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// IsSubject reports whether the user is named by the policy's subjects at
+// all, mayInitiate or not: such a user may propagate existing allowances.
+func (c *Compiled) IsSubject(id Identity) bool {
+	for _, s := range c.policy.Spec.Subjects {
+		switch {
+		case s.Kind == v1alpha1.SubjectUser && id.Username == s.Name,
+			s.Kind == v1alpha1.SubjectGroup && slices.Contains(id.Groups, s.Name),
+			s.Kind == v1alpha1.SubjectServiceAccount && id.Username == serviceAccountPrefix+s.Namespace+":"+s.Name:
+			return true
+		}
+	}
+	return false
+}
+
+// capture reads the rule's capture paths from obj as attestations. A path
+// that is absent is left out; conditions are the place to require it.
+func capture(paths []string, obj map[string]any) map[string]string {
+	if len(paths) == 0 {
+		return nil
+	}
+	p := fieldpath.Pave(obj)
+	out := map[string]string{}
+	for _, path := range paths {
+		v, err := p.GetValue(path)
+		if err != nil {
+			continue
+		}
+		if s, ok := v.(string); ok {
+			out[path] = s
+		} else {
+			out[path] = fmt.Sprint(v)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// unrestrictedEntries stand for a rule without policies: the trigger allows
+// every downstream operation.
+var unrestrictedEntries = []entry{
+	{PolicyEntry: v1alpha1.PolicyEntry{Target: v1alpha1.Target{APIGroup: "*", Resource: "*"}, Verbs: []string{v1alpha1.VerbAll}}, relation: v1alpha1.RelationControllerChild},
+	{PolicyEntry: v1alpha1.PolicyEntry{Target: v1alpha1.Target{External: map[string]string{"kind": "*"}}, Verbs: []string{v1alpha1.VerbAll}}, relation: v1alpha1.RelationExternal},
+}
+
+func allowancesFor(r rule, hop allowance.Hop, gen int64) []allowance.Allowance {
+	es := r.entries
+	if len(es) == 0 {
+		es = unrestrictedEntries
+	}
+	out := make([]allowance.Allowance, 0, len(es))
+	for _, e := range es {
+		out = append(out, allowance.Allowance{
+			Relation:   e.relation,
+			Target:     *e.Target.DeepCopy(),
+			Verbs:      slices.Clone(e.Verbs),
+			Mutations:  slices.Clone(e.Mutations),
+			Generation: gen,
+			Initiator:  hop.User,
+			Trace:      allowance.Trace{hop},
+		})
+	}
+	return out
+}
+
+// appendUnique adds allowances not already granted for the same target,
+// verbs and mutations, keeping the first (highest-priority) trace: one
+// deterministic, linear justification per grant.
+func appendUnique(have []allowance.Allowance, add ...allowance.Allowance) []allowance.Allowance {
+	for _, a := range add {
+		if !slices.ContainsFunc(have, func(h allowance.Allowance) bool { return sameGrant(h, a) }) {
+			have = append(have, a)
+		}
+	}
+	return have
+}
+
+func sameGrant(a, b allowance.Allowance) bool {
+	return a.Relation == b.Relation && a.Target.APIGroup == b.Target.APIGroup && a.Target.APIVersion == b.Target.APIVersion &&
+		a.Target.Resource == b.Target.Resource && maps.Equal(a.Target.External, b.Target.External) &&
+		slices.Equal(a.Verbs, b.Verbs) && slices.EqualFunc(a.Mutations, b.Mutations, func(x, y v1alpha1.MutationBound) bool {
+		return x.JSONPath == y.JSONPath && slices.Equal(x.Verbs, y.Verbs)
+	})
+}
+
+// Policies are the compiled policies of the set, highest priority first.
+func (s Set) Policies() []*Compiled { return slices.Clone(s.policies) }

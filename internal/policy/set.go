@@ -1,0 +1,362 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+)
+
+// Phase is an object's lifecycle phase (seed 000).
+type Phase string
+
+// Lifecycle phases.
+const (
+	PhaseInitializing Phase = "Initializing"
+	PhaseSteady       Phase = "Steady"
+	PhaseDeleting     Phase = "Deleting"
+)
+
+// maxCached bounds the cache; policies are few, so reaching it means churn,
+// and starting over is cheaper than tracking use.
+const maxCached = 1024
+
+// Cache holds compiled policies keyed by UID and generation, so a policy's
+// CEL is compiled once per change of the policy, not once per request. It is
+// safe for concurrent use.
+type Cache struct {
+	mu sync.Mutex
+	m  map[string]cached
+}
+
+type cached struct {
+	c   *Compiled
+	err error
+}
+
+// NewCache returns an empty Cache.
+func NewCache() *Cache { return &Cache{m: map[string]cached{}} }
+
+// Compile compiles p, or returns the result of an earlier call for the same
+// UID and generation. Policies without a UID (as crossplane render supplies
+// them from files) are keyed by their content.
+func (c *Cache) Compile(p *v1alpha1.AllowancePolicy) (*Compiled, error) {
+	key := fmt.Sprintf("%s/%d", p.GetUID(), p.GetGeneration())
+	if p.GetUID() == "" {
+		b, _ := json.Marshal(p.Spec)
+		sum := sha256.Sum256(b)
+		key = "name:" + p.GetName() + "/" + hex.EncodeToString(sum[:])
+	}
+	c.mu.Lock()
+	hit, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return hit.c, hit.err
+	}
+	cp, err := Compile(p)
+	c.mu.Lock()
+	if len(c.m) >= maxCached {
+		c.m = map[string]cached{}
+	}
+	c.m[key] = cached{c: cp, err: err}
+	c.mu.Unlock()
+	return cp, err
+}
+
+// For selects the policies for objects of apiVersion and kind, compiles
+// them and orders them by priority. Policies that do not compile are left
+// out and reported; callers must then fail closed.
+func (c *Cache) For(apiVersion, kind string, ps []v1alpha1.AllowancePolicy) (Set, []error) {
+	gv, _ := schema.ParseGroupVersion(apiVersion)
+	var s Set
+	var errs []error
+	for i := range ps {
+		f := ps[i].Spec.For
+		if f.Kind != kind || f.APIGroup != gv.Group || (f.APIVersion != "" && f.APIVersion != gv.Version) {
+			continue
+		}
+		cp, err := c.Compile(&ps[i])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.policies = append(s.policies, cp)
+	}
+	slices.SortStableFunc(s.policies, func(a, b *Compiled) int {
+		if pa, pb := a.policy.Spec.Priority, b.policy.Spec.Priority; pa != pb {
+			return int(pb) - int(pa)
+		}
+		return strings.Compare(a.Name(), b.Name())
+	})
+	return s, errs
+}
+
+// Set is the compiled policies that apply to one kind, highest priority
+// first. The zero Set restricts nothing.
+type Set struct {
+	policies []*Compiled
+}
+
+// Names are the policies' names, in priority order.
+func (s Set) Names() []string {
+	out := make([]string, 0, len(s.policies))
+	for _, p := range s.policies {
+		out = append(out, p.Name())
+	}
+	return out
+}
+
+// Empty reports whether no policy applies.
+func (s Set) Empty() bool { return len(s.policies) == 0 }
+
+// entries calls fn for every entry of every phase and rule.
+func (s Set) entries(fn func(entry) bool) bool {
+	for _, p := range s.policies {
+		for _, es := range [][]entry{p.init.entries, p.del.entries} {
+			if slices.ContainsFunc(es, fn) {
+				return true
+			}
+		}
+		for _, r := range p.rules {
+			if slices.ContainsFunc(r.entries, fn) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Restricts reports whether some ControllerChild entry names the child's
+// kind; changes to a kind no entry names are unrestricted.
+func (s Set) Restricts(c Child) bool {
+	return s.entries(func(e entry) bool { return e.relation == v1alpha1.RelationControllerChild && MatchesChild(e.Target, c) })
+}
+
+// RestrictsExternal reports whether some External entry names the child's
+// external resource, i.e. whether Kausality owns the child's gate.
+func (s Set) RestrictsExternal(c Child) bool {
+	return s.entries(func(e entry) bool { return e.relation == v1alpha1.RelationExternal && MatchesExternal(e.Target, c) })
+}
+
+// Phase tells obj's lifecycle phase: Deleting once it has a deletion
+// timestamp, Initializing while some policy's initializing.when holds,
+// Steady otherwise. On an evaluation error the phase is Steady, the
+// strictest, and the error names the policy.
+func (s Set) Phase(obj map[string]any) (Phase, error) {
+	u := unstructured.Unstructured{Object: obj}
+	if u.GetDeletionTimestamp() != nil {
+		return PhaseDeleting, nil
+	}
+	for _, p := range s.policies {
+		ok, err := p.when.eval(obj, nil)
+		if err != nil {
+			return PhaseSteady, errors.Wrapf(err, "AllowancePolicy %s spec.initializing.when", p.Name())
+		}
+		if ok {
+			return PhaseInitializing, nil
+		}
+	}
+	return PhaseSteady, nil
+}
+
+// PhaseBound is the union of the phase's entries over all policies. A policy
+// without that phase's section, or with an empty one, leaves the phase
+// unrestricted, as the seed specifies.
+func (s Set) PhaseBound(ph Phase) Bound {
+	var b Bound
+	for _, p := range s.policies {
+		var sec phase
+		switch ph {
+		case PhaseInitializing:
+			sec = p.init
+		case PhaseDeleting:
+			sec = p.del
+		default:
+			return Bound{}
+		}
+		if !sec.present || sec.unrestricted {
+			return Bound{unrestricted: true}
+		}
+		b.entries = append(b.entries, sec.entries...)
+	}
+	return b
+}
+
+// Mode is Enforce unless obj's kausality.io/mode annotation says Log, or it
+// has none and every policy says Log. An unreadable annotation is an error
+// and Enforce.
+func (s Set) Mode(obj map[string]any) (v1alpha1.Mode, error) {
+	v, ok := (&unstructured.Unstructured{Object: obj}).GetAnnotations()[v1alpha1.AnnotationMode]
+	if ok {
+		switch m := v1alpha1.Mode(v); m {
+		case v1alpha1.ModeEnforce, v1alpha1.ModeLog:
+			return m, nil
+		default:
+			return v1alpha1.ModeEnforce, errors.Errorf("annotation %s is %q, want %s or %s", v1alpha1.AnnotationMode, v, v1alpha1.ModeEnforce, v1alpha1.ModeLog)
+		}
+	}
+	if len(s.policies) == 0 {
+		return v1alpha1.ModeEnforce, nil
+	}
+	for _, p := range s.policies {
+		if p.policy.Spec.Mode != v1alpha1.ModeLog {
+			return v1alpha1.ModeEnforce, nil
+		}
+	}
+	return v1alpha1.ModeLog, nil
+}
+
+// Drift is Allow only when every policy allows drift correction.
+func (s Set) Drift() v1alpha1.DriftPolicy {
+	if len(s.policies) == 0 {
+		return v1alpha1.DriftDeny
+	}
+	for _, p := range s.policies {
+		if p.policy.Spec.Drift != v1alpha1.DriftAllow {
+			return v1alpha1.DriftDeny
+		}
+	}
+	return v1alpha1.DriftAllow
+}
+
+// DeletionProtection reports whether some policy protects objects of this
+// kind from deletion.
+func (s Set) DeletionProtection() bool {
+	return slices.ContainsFunc(s.policies, func(p *Compiled) bool { return p.policy.Spec.DeletionProtection })
+}
+
+// Bound is an upper bound on what may happen to children: the union of a
+// set of entries. Kinds no entry names are unrestricted, unless the bound is
+// a grant (UpgradeBound), where they get nothing.
+type Bound struct {
+	unrestricted bool
+	grant        bool
+	entries      []entry
+}
+
+// Unrestricted reports whether the bound allows everything.
+func (b Bound) Unrestricted() bool { return b.unrestricted }
+
+func (b Bound) matching(c Child, rel v1alpha1.Relation) []entry {
+	var out []entry
+	for _, e := range b.entries {
+		if e.relation != rel {
+			continue
+		}
+		if (rel == v1alpha1.RelationControllerChild && MatchesChild(e.Target, c)) || (rel == v1alpha1.RelationExternal && MatchesExternal(e.Target, c)) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// AllowsChild reports whether the bound allows verb (Create, Update, Delete)
+// on a child of kind c.
+func (b Bound) AllowsChild(c Child, verb string) bool {
+	if b.unrestricted {
+		return true
+	}
+	es := b.matching(c, v1alpha1.RelationControllerChild)
+	if len(es) == 0 {
+		return !b.grant
+	}
+	return slices.ContainsFunc(es, func(e entry) bool { return hasVerb(e.Verbs, verb) })
+}
+
+// AllowsMutation reports whether the bound allows the field mutation on a
+// child of kind c: some entry allows Update and its mutations (all, when it
+// lists none) cover m.
+func (b Bound) AllowsMutation(c Child, m mutation.Mutation) bool {
+	if b.unrestricted {
+		return true
+	}
+	es := b.matching(c, v1alpha1.RelationControllerChild)
+	if len(es) == 0 {
+		return !b.grant
+	}
+	return slices.ContainsFunc(es, func(e entry) bool {
+		return hasVerb(e.Verbs, v1alpha1.VerbUpdate) && (len(e.Mutations) == 0 || e.bounds.Covers(m))
+	})
+}
+
+// ExternalVerbs are the external verbs the bound allows on the child's
+// external resource, sorted; ["*"] when unrestricted.
+func (b Bound) ExternalVerbs(c Child) []string {
+	if b.unrestricted {
+		return []string{v1alpha1.VerbAll}
+	}
+	var out []string
+	for _, e := range b.matching(c, v1alpha1.RelationExternal) {
+		for _, v := range e.Verbs {
+			if !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func hasVerb(verbs []string, v string) bool {
+	return slices.Contains(verbs, v) || slices.Contains(verbs, v1alpha1.VerbAll)
+}
+
+// UpgradeBound is what the UpgradeAllowances for a composition revision
+// grant: the union of the entries of those whose compositionRevisions name
+// it (exactly, or by a prefix ending in "*"). Kinds they do not name get
+// nothing. Entries that do not compile grant nothing either.
+func UpgradeBound(us []v1alpha1.UpgradeAllowance, revision string) Bound {
+	b := Bound{grant: true}
+	if revision == "" {
+		return b
+	}
+	for _, u := range us {
+		if !slices.ContainsFunc(u.Spec.CompositionRevisions, func(r string) bool { return revisionMatches(r, revision) }) {
+			continue
+		}
+		es, err := compileUpgrade(&u)
+		if err != nil {
+			continue
+		}
+		b.entries = append(b.entries, es...)
+	}
+	return b
+}
+
+// ValidateUpgrade checks an UpgradeAllowance, naming every bad field.
+func ValidateUpgrade(u *v1alpha1.UpgradeAllowance) error {
+	_, err := compileUpgrade(u)
+	return err
+}
+
+func compileUpgrade(u *v1alpha1.UpgradeAllowance) ([]entry, error) {
+	var errs []string
+	fail := func(field string, err error) { errs = append(errs, fmt.Sprintf("%s: %v", field, err)) }
+	for i, r := range u.Spec.CompositionRevisions {
+		if r == "" || strings.Contains(strings.TrimSuffix(r, "*"), "*") {
+			fail(fmt.Sprintf("spec.compositionRevisions[%d]", i), errors.Errorf("%q must be a revision name, optionally ending in *", r))
+		}
+	}
+	es := compileEntries("spec.policies", u.Spec.Policies, fail)
+	if len(errs) > 0 {
+		return nil, errors.Errorf("UpgradeAllowance %s is invalid: %s", u.GetName(), strings.Join(errs, "; "))
+	}
+	return es, nil
+}
+
+func revisionMatches(pattern, revision string) bool {
+	if p, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(revision, p)
+	}
+	return pattern == revision
+}
