@@ -1,10 +1,9 @@
-//go:build wip
-
 package main
 
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
-	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -140,6 +138,15 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 
+	// The SDK decodes numbers as float64; Kubernetes objects hold int64.
+	integers(oxr.Resource.Object)
+	for _, o := range observed {
+		integers(o.Resource.Object)
+	}
+	for _, d := range desired {
+		integers(d.Resource.Object)
+	}
+
 	run := &run{cfg: cfg, now: f.now().UTC(), xr: oxr.Resource.Object}
 	run.load(f.policies, req)
 
@@ -253,6 +260,30 @@ func decodeAll[T any](us []*unstructured.Unstructured, into func(*T)) []error {
 func ref(obj map[string]any) string {
 	u := unstructured.Unstructured{Object: obj}
 	return fmt.Sprintf("%s/%s", u.GetKind(), u.GetName())
+}
+
+// integers turns every whole float64 in obj into int64, in place, so that
+// metadata.generation and friends read as Kubernetes objects do.
+func integers(obj map[string]any) {
+	for k, v := range obj {
+		obj[k] = integer(v)
+	}
+}
+
+func integer(v any) any {
+	switch t := v.(type) {
+	case float64:
+		if t == math.Trunc(t) && math.Abs(t) < 1<<53 {
+			return int64(t)
+		}
+	case map[string]any:
+		integers(t)
+	case []any:
+		for i := range t {
+			t[i] = integer(t[i])
+		}
+	}
+	return v
 }
 
 func joinLines(ls []string) string { return strings.Join(ls, "; ") }

@@ -1,5 +1,3 @@
-//go:build wip
-
 package main
 
 import (
@@ -136,7 +134,7 @@ func observedRDS(t testing.TB, class string, gen, observedGen int, ann map[strin
 	return obj(t, y)
 }
 
-func request(t testing.TB, x *structpb.Struct, observed, desired *structpb.Struct, policies ...string) *fnv1.RunFunctionRequest {
+func newRequest(t testing.TB, x *structpb.Struct, observed, desired *structpb.Struct, policies ...string) *fnv1.RunFunctionRequest {
 	t.Helper()
 	req := &fnv1.RunFunctionRequest{
 		Meta:     &fnv1.RequestMeta{Tag: "t"},
@@ -196,7 +194,7 @@ func TestRunFunction(t *testing.T) {
 	}{
 		"AllowedChange": {
 			reason: "An unconsumed XR allowance for spec.size lets the instance class through, opens the gate for Update and traces Claim -> XR -> MR.",
-			req: request(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}),
+			req: newRequest(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}),
 				observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
 				obj(t, rds("db.t3.large", "")), policyDB),
 			want: want{rsp: &fnv1.RunFunctionResponse{
@@ -219,7 +217,7 @@ func TestRunFunction(t *testing.T) {
 		},
 		"WithheldChange": {
 			reason: "Without an allowance the instance class keeps its observed value, the gate stays read-only and a Warning names the field.",
-			req: request(t, xr(t, 2, 1, nil),
+			req: newRequest(t, xr(t, 2, 1, nil),
 				observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
 				obj(t, rds("db.t3.large", "")), policyDB),
 			want: want{rsp: &fnv1.RunFunctionResponse{

@@ -1,5 +1,3 @@
-//go:build wip
-
 // Command function-kausality is the Kausality composition function: a
 // Composition pipeline step that lets through only the composed-resource
 // mutations an allowance covers and keeps managed resources read-only towards
