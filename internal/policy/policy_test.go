@@ -1,0 +1,569 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+)
+
+const dbPolicy = `
+apiVersion: kausality.io/v1alpha1
+kind: AllowancePolicy
+metadata: {name: xdatabase-policy, uid: u-1, generation: 1}
+spec:
+  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
+  subjects:
+  - {kind: Group, name: platform-team, mayInitiate: true}
+  - {kind: ServiceAccount, name: crossplane, namespace: crossplane-system}
+  initializing:
+    policies:
+    - target: {apiGroup: rds.aws.crossplane.io, resource: rdsinstances}
+      verbs: [Create]
+    - target: {external: {kind: RDSInstance}}
+      verbs: [Create]
+  rules:
+  - trigger: spec.size
+    conditions: ["'jira' in object.metadata.annotations"]
+    capture: ["metadata.annotations[jira]"]
+    policies:
+    - target: {apiGroup: rds.aws.crossplane.io, apiVersion: v1alpha1, resource: rdsinstances}
+      relation: ControllerChild
+      verbs: [Update]
+      mutations:
+      - {jsonPath: spec.forProvider.instanceClass, verbs: [Mutate]}
+    - target: {external: {provider: provider-aws, kind: RDSInstance}}
+      relation: External
+      verbs: [Update]
+  - trigger: spec.tags
+  - trigger: spec.engine
+    conditions: ["object.metadata.annotations['allow-recreate'] == 'true'"]
+    policies:
+    - target: {apiGroup: rds.aws.crossplane.io, resource: rdsinstances}
+      verbs: [Update]
+`
+
+func decode[T any](t testing.TB, y string) *T {
+	t.Helper()
+	out := new(T)
+	if err := yaml.Unmarshal([]byte(y), out); err != nil {
+		t.Fatalf("bad fixture: %v", err)
+	}
+	return out
+}
+
+// object decodes YAML as the API server decodes JSON: whole numbers are
+// int64.
+func object(t testing.TB, y string) map[string]any {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatalf("bad fixture: %v", err)
+	}
+	out := map[string]any{}
+	if err := utiljson.Unmarshal(j, &out); err != nil {
+		t.Fatalf("bad fixture: %v", err)
+	}
+	return out
+}
+
+func dbSet(t testing.TB, extra ...string) Set {
+	t.Helper()
+	ps := []v1alpha1.AllowancePolicy{*decode[v1alpha1.AllowancePolicy](t, dbPolicy)}
+	for _, y := range extra {
+		ps = append(ps, *decode[v1alpha1.AllowancePolicy](t, y))
+	}
+	s, errs := NewCache().For("example.com/v1alpha1", "XDatabase", ps)
+	if len(errs) > 0 {
+		t.Fatalf("For(): %v", errs)
+	}
+	return s
+}
+
+var rdsChild = ChildOf("rds.aws.crossplane.io/v1alpha1", "RDSInstance")
+
+func TestChildOf(t *testing.T) {
+	want := Child{APIGroup: "rds.aws.crossplane.io", APIVersion: "v1alpha1", Kind: "RDSInstance", Resource: "rdsinstances"}
+	if diff := cmp.Diff(want, rdsChild); diff != "" {
+		t.Errorf("ChildOf: -want +got:\n%s", diff)
+	}
+	if got := ChildOf("eks.aws.m.upbound.io/v1beta1", "NodeGroup").Resource; got != "nodegroups" {
+		t.Errorf("ChildOf(NodeGroup).Resource = %q, want nodegroups", got)
+	}
+}
+
+func TestMatches(t *testing.T) {
+	cases := map[string]struct {
+		target           v1alpha1.Target
+		child, external bool
+	}{
+		"ExactGVR":         {target: v1alpha1.Target{APIGroup: "rds.aws.crossplane.io", APIVersion: "v1alpha1", Resource: "rdsinstances"}, child: true},
+		"AnyVersion":       {target: v1alpha1.Target{APIGroup: "rds.aws.crossplane.io", Resource: "rdsinstances"}, child: true},
+		"OtherVersion":     {target: v1alpha1.Target{APIGroup: "rds.aws.crossplane.io", APIVersion: "v1beta1", Resource: "rdsinstances"}},
+		"OtherGroup":       {target: v1alpha1.Target{APIGroup: "rds.aws.upbound.io", Resource: "rdsinstances"}},
+		"WildcardResource": {target: v1alpha1.Target{APIGroup: "rds.aws.crossplane.io", Resource: "*"}, child: true},
+		"NoResource":       {target: v1alpha1.Target{APIGroup: "rds.aws.crossplane.io"}},
+		"ExternalKind":     {target: v1alpha1.Target{External: map[string]string{"provider": "provider-aws", "kind": "RDSInstance"}}, external: true},
+		"ExternalGroup":    {target: v1alpha1.Target{External: map[string]string{"apiGroup": "rds.aws.crossplane.io"}}, external: true},
+		"ExternalOther":    {target: v1alpha1.Target{External: map[string]string{"kind": "DBCluster"}}},
+		"ExternalNoKeys":   {target: v1alpha1.Target{External: map[string]string{"provider": "provider-aws"}}},
+		"ExternalWildcard": {target: v1alpha1.Target{External: map[string]string{"kind": "*"}}, external: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := MatchesChild(tc.target, rdsChild); got != tc.child {
+				t.Errorf("MatchesChild(%+v) = %v, want %v", tc.target, got, tc.child)
+			}
+			if got := MatchesExternal(tc.target, rdsChild); got != tc.external {
+				t.Errorf("MatchesExternal(%+v) = %v, want %v", tc.target, got, tc.external)
+			}
+		})
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	cases := map[string]struct {
+		spec string
+		want []string // substrings of the error
+	}{
+		"CELSyntax": {
+			spec: "rules: [{trigger: spec.size, conditions: [\"object.spec.size ==\"]}]",
+			want: []string{`spec.rules[0].conditions[0] "object.spec.size =="`, "Syntax error"},
+		},
+		"NotBool": {
+			spec: "rules: [{trigger: spec.size, conditions: [\"'a' + 'b'\"]}]",
+			want: []string{`spec.rules[0].conditions[0]`, "want bool"},
+		},
+		"BadWhen": {
+			spec: "initializing: {when: \"object.(\"}",
+			want: []string{`spec.initializing.when "object.("`},
+		},
+		"BadTrigger": {
+			spec: "rules: [{trigger: \"spec[\"}]",
+			want: []string{"spec.rules[0].trigger"},
+		},
+		"BadCapture": {
+			spec: "rules: [{trigger: spec.size, capture: [\"metadata[\"]}]",
+			want: []string{"spec.rules[0].capture[0]"},
+		},
+		"ChildWithoutResource": {
+			spec: "rules: [{trigger: spec.size, policies: [{target: {apiGroup: x.io}, verbs: [Update]}]}]",
+			want: []string{"spec.rules[0].policies[0].target.resource: is required"},
+		},
+		"ExternalWithoutKeys": {
+			spec: "rules: [{trigger: spec.size, policies: [{target: {external: {provider: aws}}, verbs: [Update]}]}]",
+			want: []string{"spec.rules[0].policies[0].target.external: must name at least one of apiGroup, kind, resource"},
+		},
+		"BadVerb": {
+			spec: "deleting: {policies: [{target: {apiGroup: x.io, resource: ys}, verbs: [Patch]}]}",
+			want: []string{`spec.deleting.policies[0].verbs[0]: "Patch"`},
+		},
+		"BadMutationPath": {
+			spec: "rules: [{trigger: spec.size, policies: [{target: {apiGroup: x.io, resource: ys}, verbs: [Update], mutations: [{jsonPath: \"a[\", verbs: [Mutate]}]}]}]",
+			want: []string{"spec.rules[0].policies[0]: mutations[0]: invalid jsonPath"},
+		},
+		"ServiceAccountWithoutNamespace": {
+			spec: "subjects: [{kind: ServiceAccount, name: crossplane}]",
+			want: []string{"spec.subjects[0]: a ServiceAccount subject needs a namespace"},
+		},
+		"AllProblemsReported": {
+			spec: "mode: Maybe\ndrift: Sometimes\nrules: [{trigger: spec.size, conditions: [\"1 +\"]}]",
+			want: []string{"spec.mode", "spec.drift", "spec.rules[0].conditions[0]"},
+		},
+		"HugeExpression": {
+			spec: "rules: [{trigger: spec.size, conditions: [\"" + strings.Repeat("true && ", MaxExpressionBytes/8+1) + "true\"]}]",
+			want: []string{"more than the limit"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			y := "metadata: {name: bad}\nspec:\n  for: {apiGroup: example.com, kind: XDatabase}\n" + indent(tc.spec)
+			_, err := Compile(decode[v1alpha1.AllowancePolicy](t, y))
+			if err == nil {
+				t.Fatalf("Compile() = nil error, want one containing %q", tc.want)
+			}
+			if !strings.HasPrefix(err.Error(), "AllowancePolicy bad is invalid: ") {
+				t.Errorf("Compile() error %q does not name the policy", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Compile() error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func indent(s string) string {
+	lines := strings.Split(s, "\n")
+	for i := range lines {
+		lines[i] = "  " + lines[i]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestCacheReusesCompiledPolicy(t *testing.T) {
+	c := NewCache()
+	p := decode[v1alpha1.AllowancePolicy](t, dbPolicy)
+	a, err := c.Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := c.Compile(p)
+	if a != b {
+		t.Error("Compile() of the same UID and generation compiled again")
+	}
+	p.Generation = 2
+	if d, _ := c.Compile(p); d == a {
+		t.Error("Compile() of a new generation returned the old compilation")
+	}
+	p.UID = ""
+	e, _ := c.Compile(p)
+	p.Spec.Priority = 7
+	if f, _ := c.Compile(p); f == e {
+		t.Error("Compile() of a changed policy without UID returned the old compilation")
+	}
+}
+
+func TestForSelectsAndOrders(t *testing.T) {
+	other := `metadata: {name: a-high, uid: u-2}
+spec: {for: {apiGroup: example.com, kind: XDatabase}, priority: 10}`
+	wrongKind := `metadata: {name: cluster}
+spec: {for: {apiGroup: example.com, kind: XCluster}}`
+	wrongVersion := `metadata: {name: v2}
+spec: {for: {apiGroup: example.com, apiVersion: v2, kind: XDatabase}}`
+	broken := `metadata: {name: broken}
+spec: {for: {apiGroup: example.com, kind: XDatabase}, rules: [{trigger: spec.size, conditions: ["nope("]}]}`
+	ps := []v1alpha1.AllowancePolicy{*decode[v1alpha1.AllowancePolicy](t, dbPolicy)}
+	for _, y := range []string{other, wrongKind, wrongVersion, broken} {
+		ps = append(ps, *decode[v1alpha1.AllowancePolicy](t, y))
+	}
+	s, errs := NewCache().For("example.com/v1alpha1", "XDatabase", ps)
+	if diff := cmp.Diff([]string{"a-high", "xdatabase-policy"}, s.Names()); diff != "" {
+		t.Errorf("Names(): -want +got:\n%s", diff)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "AllowancePolicy broken") {
+		t.Errorf("For() errors = %v, want one naming policy broken", errs)
+	}
+}
+
+func TestRestricts(t *testing.T) {
+	s := dbSet(t)
+	if !s.Restricts(rdsChild) || !s.RestrictsExternal(rdsChild) {
+		t.Error("the database policy must restrict RDSInstance and its external resource")
+	}
+	bucket := ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
+	if s.Restricts(bucket) || s.RestrictsExternal(bucket) {
+		t.Error("a kind no entry names must be unrestricted")
+	}
+	if (Set{}).Restricts(rdsChild) {
+		t.Error("the empty Set must restrict nothing")
+	}
+}
+
+func TestPhase(t *testing.T) {
+	custom := `metadata: {name: custom}
+spec:
+  for: {apiGroup: example.com, kind: XDatabase}
+  initializing: {when: "object.spec.size == 'tiny'"}`
+	cases := map[string]struct {
+		set  Set
+		obj  string
+		want Phase
+	}{
+		"NoStatus":                {set: dbSet(t), obj: "metadata: {name: db}", want: PhaseInitializing},
+		"TopLevelObserved":        {set: dbSet(t), obj: "metadata: {name: db}\nstatus: {observedGeneration: 1}", want: PhaseSteady},
+		"SyncedConditionObserved": {set: dbSet(t), obj: "metadata: {name: db}\nstatus: {conditions: [{type: Synced, observedGeneration: 3}]}", want: PhaseSteady},
+		"ReadyConditionOnly":      {set: dbSet(t), obj: "metadata: {name: db}\nstatus: {conditions: [{type: Ready, observedGeneration: 3}]}", want: PhaseInitializing},
+		"Deleting":                {set: dbSet(t), obj: "metadata: {name: db, deletionTimestamp: '2026-11-22T12:00:00Z'}", want: PhaseDeleting},
+		"CustomWhen":              {set: dbSet(t, custom), obj: "metadata: {name: db}\nspec: {size: tiny}\nstatus: {observedGeneration: 1}", want: PhaseInitializing},
+		"NoPolicies":              {set: Set{}, obj: "metadata: {name: db}", want: PhaseSteady},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := tc.set.Phase(object(t, tc.obj))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("Phase() = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPhaseError(t *testing.T) {
+	bad := `metadata: {name: bad-when}
+spec:
+  for: {apiGroup: example.com, kind: XDatabase}
+  initializing: {when: "object.spec.size == 'tiny'"}`
+	s, errs := NewCache().For("example.com/v1alpha1", "XDatabase", []v1alpha1.AllowancePolicy{*decode[v1alpha1.AllowancePolicy](t, bad)})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got, err := s.Phase(object(t, "metadata: {name: db}"))
+	if err == nil || !strings.Contains(err.Error(), "AllowancePolicy bad-when spec.initializing.when") {
+		t.Errorf("Phase() error = %v, want one naming the policy and field", err)
+	}
+	if got != PhaseSteady {
+		t.Errorf("Phase() on error = %s, want the strictest, Steady", got)
+	}
+}
+
+func TestBounds(t *testing.T) {
+	s := dbSet(t)
+	init := s.PhaseBound(PhaseInitializing)
+	bucket := ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
+	instanceClass := mutation.Mutation{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}
+	checks := []struct {
+		name string
+		got  bool
+		want bool
+	}{
+		{"init allows Create of RDSInstance", init.AllowsChild(rdsChild, v1alpha1.VerbCreate), true},
+		{"init denies Delete of RDSInstance", init.AllowsChild(rdsChild, v1alpha1.VerbDelete), false},
+		{"init denies Update of RDSInstance", init.AllowsMutation(rdsChild, instanceClass), false},
+		{"init leaves unnamed kinds unrestricted", init.AllowsChild(bucket, v1alpha1.VerbDelete), true},
+		{"deleting without a section is unrestricted", s.PhaseBound(PhaseDeleting).AllowsChild(rdsChild, v1alpha1.VerbDelete), true},
+		{"steady has no phase bound", s.PhaseBound(PhaseSteady).Unrestricted(), false},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if diff := cmp.Diff([]string{"Create"}, init.ExternalVerbs(rdsChild)); diff != "" {
+		t.Errorf("ExternalVerbs(): -want +got:\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"*"}, s.PhaseBound(PhaseDeleting).ExternalVerbs(rdsChild)); diff != "" {
+		t.Errorf("unrestricted ExternalVerbs(): -want +got:\n%s", diff)
+	}
+}
+
+func TestModeAndDrift(t *testing.T) {
+	logAllow := `metadata: {name: log-allow}
+spec: {for: {apiGroup: example.com, kind: XDatabase}, mode: Log, drift: Allow}`
+	s := dbSet(t)
+	onlyLog, _ := NewCache().For("example.com/v1alpha1", "XDatabase", []v1alpha1.AllowancePolicy{*decode[v1alpha1.AllowancePolicy](t, logAllow)})
+	mixed := dbSet(t, logAllow)
+	cases := map[string]struct {
+		set       Set
+		ann       string
+		wantMode  v1alpha1.Mode
+		wantDrift v1alpha1.DriftPolicy
+		wantErr   bool
+	}{
+		"Defaults":           {set: s, wantMode: v1alpha1.ModeEnforce, wantDrift: v1alpha1.DriftDeny},
+		"AllLog":             {set: onlyLog, wantMode: v1alpha1.ModeLog, wantDrift: v1alpha1.DriftAllow},
+		"DisagreementIsSafe": {set: mixed, wantMode: v1alpha1.ModeEnforce, wantDrift: v1alpha1.DriftDeny},
+		"AnnotationOverride": {set: s, ann: "Log", wantMode: v1alpha1.ModeLog, wantDrift: v1alpha1.DriftDeny},
+		"BadAnnotation":      {set: onlyLog, ann: "Loud", wantMode: v1alpha1.ModeEnforce, wantDrift: v1alpha1.DriftAllow, wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			obj := map[string]any{"metadata": map[string]any{"name": "db"}}
+			if tc.ann != "" {
+				obj["metadata"].(map[string]any)["annotations"] = map[string]any{v1alpha1.AnnotationMode: tc.ann}
+			}
+			m, err := tc.set.Mode(obj)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("Mode() error = %v, want error %v", err, tc.wantErr)
+			}
+			if m != tc.wantMode {
+				t.Errorf("Mode() = %s, want %s", m, tc.wantMode)
+			}
+			if d := tc.set.Drift(); d != tc.wantDrift {
+				t.Errorf("Drift() = %s, want %s", d, tc.wantDrift)
+			}
+		})
+	}
+}
+
+func TestUpgradeBound(t *testing.T) {
+	u := decode[v1alpha1.UpgradeAllowance](t, `metadata: {name: aws-2}
+spec:
+  compositionRevisions: [xdatabases-aws-2, xclusters-*]
+  policies:
+  - target: {apiGroup: rds.aws.crossplane.io, resource: rdsinstances}
+    verbs: [Update]
+    mutations: [{jsonPath: spec.forProvider.instanceClass, verbs: [Mutate]}]`)
+	us := []v1alpha1.UpgradeAllowance{*u}
+	ic := mutation.Mutation{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}
+	region := mutation.Mutation{Path: "spec.forProvider.region", Verb: v1alpha1.MutationMutate}
+	bucket := ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
+	checks := []struct {
+		name      string
+		got, want bool
+	}{
+		{"named revision, covered field", UpgradeBound(us, "xdatabases-aws-2").AllowsMutation(rdsChild, ic), true},
+		{"named revision, other field", UpgradeBound(us, "xdatabases-aws-2").AllowsMutation(rdsChild, region), false},
+		{"prefix revision", UpgradeBound(us, "xclusters-abc").AllowsMutation(rdsChild, ic), true},
+		{"other revision", UpgradeBound(us, "xdatabases-aws-3").AllowsMutation(rdsChild, ic), false},
+		{"kind not named gets nothing", UpgradeBound(us, "xdatabases-aws-2").AllowsMutation(bucket, region), false},
+		{"no revision", UpgradeBound(us, "").AllowsMutation(rdsChild, ic), false},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	bad := *u
+	bad.Spec.CompositionRevisions = []string{"a*b"}
+	if err := ValidateUpgrade(&bad); err == nil || !strings.Contains(err.Error(), "spec.compositionRevisions[0]") {
+		t.Errorf("ValidateUpgrade() = %v, want an error naming spec.compositionRevisions[0]", err)
+	}
+}
+
+var evalNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+const steadyXR = `apiVersion: example.com/v1alpha1
+kind: XDatabase
+metadata:
+  name: db
+  generation: 4
+  annotations: %ANN%
+spec: {size: %SIZE%, engine: postgres, tags: {team: a}}
+status: {conditions: [{type: Synced, observedGeneration: 4}]}`
+
+func xr(t testing.TB, size, ann string) map[string]any {
+	return object(t, strings.NewReplacer("%SIZE%", size, "%ANN%", ann).Replace(steadyXR))
+}
+
+// xrWith is the small XR without annotations, with one text replacement.
+func xrWith(t testing.TB, from, to string) map[string]any {
+	return object(t, strings.Replace(strings.NewReplacer("%SIZE%", "small", "%ANN%", "{}").Replace(steadyXR), from, to, 1))
+}
+
+func TestEvaluate(t *testing.T) {
+	s := dbSet(t)
+	alice := Identity{Username: "alice@example.com", Groups: []string{"platform-team", "system:authenticated"}}
+	bob := Identity{Username: "bob@example.com", Groups: []string{"system:authenticated"}}
+	crossplane := Identity{Username: "system:serviceaccount:crossplane-system:crossplane"}
+	jira := "{jira: INFRA-1, kausality.io/trace-ticket: T-9}"
+
+	hop := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, Field: "spec.size",
+		User: "alice@example.com", Timestamp: "2026-11-22T12:00:00Z", Attestations: map[string]string{"metadata.annotations[jira]": "INFRA-1"},
+		Labels: map[string]string{"ticket": "T-9"}}
+	cases := map[string]struct {
+		reason         string
+		old, new       map[string]any
+		user           Identity
+		wantAllowances []allowance.Allowance
+		wantHop        allowance.Hop
+		wantViolations []Violation
+	}{
+		"PermittedChange": {
+			reason: "A platform-team member with a jira annotation earns the rule's allowances, traced to her with the ticket captured.",
+			old:    xr(t, "small", jira), new: xr(t, "large", jira), user: alice,
+			wantAllowances: []allowance.Allowance{
+				{Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{APIGroup: "rds.aws.crossplane.io", APIVersion: "v1alpha1", Resource: "rdsinstances"},
+					Verbs: []string{"Update"}, Mutations: []v1alpha1.MutationBound{{JSONPath: "spec.forProvider.instanceClass", Verbs: []v1alpha1.MutationVerb{"Mutate"}}},
+					Generation: 5, Initiator: "alice@example.com", Trace: allowance.Trace{hop}},
+				{Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"provider": "provider-aws", "kind": "RDSInstance"}},
+					Verbs: []string{"Update"}, Generation: 5, Initiator: "alice@example.com", Trace: allowance.Trace{hop}},
+			},
+			wantHop: hop,
+		},
+		"NotASubject": {
+			reason: "Bob may not initiate: the change is a violation naming field and policy, and earns nothing.",
+			old:    xr(t, "small", jira), new: xr(t, "large", jira), user: bob,
+			wantHop:        allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: "bob@example.com", Timestamp: "2026-11-22T12:00:00Z", Labels: map[string]string{"ticket": "T-9"}},
+			wantViolations: []Violation{{Field: "spec.size", Policy: "xdatabase-policy", Reason: `user "bob@example.com" is not a subject with mayInitiate`}},
+		},
+		"SubjectWithoutMayInitiate": {
+			reason: "Crossplane's service account is a subject but may only propagate.",
+			old:    xr(t, "small", jira), new: xr(t, "large", jira), user: crossplane,
+			wantHop:        allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: crossplane.Username, Timestamp: "2026-11-22T12:00:00Z", Labels: map[string]string{"ticket": "T-9"}},
+			wantViolations: []Violation{{Field: "spec.size", Policy: "xdatabase-policy", Reason: `user "system:serviceaccount:crossplane-system:crossplane" is not a subject with mayInitiate`}},
+		},
+		"ConditionFalse": {
+			reason: "Without the jira annotation the condition fails and the violation quotes it.",
+			old:    xr(t, "small", "{}"), new: xr(t, "large", "{}"), user: alice,
+			wantHop:        allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: "alice@example.com", Timestamp: "2026-11-22T12:00:00Z"},
+			wantViolations: []Violation{{Field: "spec.size", Policy: "xdatabase-policy", Reason: `condition "'jira' in object.metadata.annotations" is false`}},
+		},
+		"ConditionError": {
+			reason: "A condition that cannot be evaluated (missing key) is a violation, not a pass.",
+			old:    xr(t, "small", "{}"), new: xrWith(t, "engine: postgres", "engine: mysql"), user: alice,
+			wantHop:        allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: "alice@example.com", Timestamp: "2026-11-22T12:00:00Z"},
+			wantViolations: []Violation{{Field: "spec.engine", Policy: "xdatabase-policy", Reason: `condition "object.metadata.annotations['allow-recreate'] == 'true'" cannot be evaluated: cannot evaluate "object.metadata.annotations['allow-recreate'] == 'true'": no such key: allow-recreate`}},
+		},
+		"UnrestrictedRule": {
+			reason: "A rule without policies allows every downstream operation.",
+			old:    xr(t, "small", "{}"), new: xrWith(t, "team: a", "team: b"), user: alice,
+			wantAllowances: []allowance.Allowance{
+				{Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{APIGroup: "*", Resource: "*"}, Verbs: []string{"*"}, Generation: 5, Initiator: "alice@example.com",
+					Trace: allowance.Trace{{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, Field: "spec.tags.team", User: "alice@example.com", Timestamp: "2026-11-22T12:00:00Z"}}},
+				{Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "*"}}, Verbs: []string{"*"}, Generation: 5, Initiator: "alice@example.com",
+					Trace: allowance.Trace{{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, Field: "spec.tags.team", User: "alice@example.com", Timestamp: "2026-11-22T12:00:00Z"}}},
+			},
+			wantHop: allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, Field: "spec.tags.team", User: "alice@example.com", Timestamp: "2026-11-22T12:00:00Z"},
+		},
+		"UnwatchedField": {
+			reason: "A field no trigger watches earns nothing and is no violation; the function withholds its effects.",
+			old:    xr(t, "small", "{}"), new: xrWith(t, "tags:", "region: eu, tags:"), user: bob,
+			wantHop: allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: "bob@example.com", Timestamp: "2026-11-22T12:00:00Z"},
+		},
+		"NoChange": {
+			reason: "A metadata-only write keeps the generation and earns nothing.",
+			old:    xr(t, "small", "{}"), new: xr(t, "small", "{a: b}"), user: bob,
+			wantHop: allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 4, User: "bob@example.com", Timestamp: "2026-11-22T12:00:00Z"},
+		},
+		"Create": {
+			reason: "Creation is bounded by the initializing phase, not by allowances.",
+			new:    xr(t, "small", "{}"), user: bob,
+			wantHop: allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 1, User: "bob@example.com", Timestamp: "2026-11-22T12:00:00Z"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d, err := s.Evaluate(Request{Object: tc.new, OldObject: tc.old, User: tc.user, Now: evalNow})
+			if err != nil {
+				t.Fatalf("%s\nEvaluate(): %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.wantAllowances, d.Allowances); diff != "" {
+				t.Errorf("%s\nEvaluate() allowances: -want +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.wantHop, d.Hop); diff != "" {
+				t.Errorf("%s\nEvaluate() hop: -want +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.wantViolations, d.Violations); diff != "" {
+				t.Errorf("%s\nEvaluate() violations: -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestViolationError(t *testing.T) {
+	v := Violation{Field: "spec.size", Policy: "xdatabase-policy", Reason: "condition \"x\" is false"}
+	want := `change to spec.size is not permitted by AllowancePolicy xdatabase-policy: condition "x" is false`
+	if v.Error() != want {
+		t.Errorf("Error() = %q, want %q", v.Error(), want)
+	}
+}
+
+func TestCELCostLimited(t *testing.T) {
+	expensive := `metadata: {name: expensive}
+spec:
+  for: {apiGroup: example.com, kind: XDatabase}
+  initializing: {when: "object.spec.items.all(a, object.spec.items.all(b, object.spec.items.all(c, a + b + c != 'x')))"}`
+	s, errs := NewCache().For("example.com/v1alpha1", "XDatabase", []v1alpha1.AllowancePolicy{*decode[v1alpha1.AllowancePolicy](t, expensive)})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	items := make([]any, 300)
+	for i := range items {
+		items[i] = "item"
+	}
+	_, err := s.Phase(map[string]any{"metadata": map[string]any{"name": "db"}, "spec": map[string]any{"items": items}})
+	if err == nil || !strings.Contains(err.Error(), "cost limit") {
+		t.Errorf("Phase() error = %v, want the CEL cost limit to stop it", err)
+	}
+}
