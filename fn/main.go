@@ -5,6 +5,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/alecthomas/kong"
 
 	function "github.com/crossplane/function-sdk-go"
@@ -20,6 +22,10 @@ type CLI struct {
 	TLSCertsDir    string `aliases:"tls-server-certs-dir" env:"TLS_SERVER_CERTS_DIR" help:"Directory containing server certs (tls.key, tls.crt) and the CA used to verify client certificates (ca.crt)."`
 	Insecure       bool   `help:"Run without mTLS credentials. If you supply this flag --tls-certs-dir will be ignored."`
 	MetricsAddress string `default:":8080" help:"Address at which to serve Prometheus metrics; empty disables them."`
+
+	// FixedTime makes renders reproducible: example golden files and the
+	// demo pin the clock so hop timestamps and gate expiry do not drift.
+	FixedTime time.Time `env:"KAUSALITY_FIXED_TIME" help:"Use this RFC 3339 time as the current time (for reproducible crossplane render output)." hidden:""`
 }
 
 // Run starts the gRPC server and blocks until it stops.
@@ -28,7 +34,11 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return err
 	}
-	return function.Serve(NewFunction(log),
+	f := NewFunction(log)
+	if !c.FixedTime.IsZero() {
+		f.now = func() time.Time { return c.FixedTime }
+	}
+	return function.Serve(f,
 		function.Listen(c.Network, c.Address),
 		function.MTLSCertificates(c.TLSCertsDir),
 		function.Insecure(c.Insecure),

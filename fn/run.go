@@ -173,9 +173,10 @@ func metaOf(resName string, obj map[string]any) childMeta {
 // decision is why a mutation may go through: the XR allowance that covers it,
 // or another reason.
 type decision struct {
-	ok     bool
-	by     *allowance.Allowance
-	reason string
+	ok      bool
+	by      *allowance.Allowance
+	upgrade bool // let through by an UpgradeAllowance for the composition revision
+	reason  string
 }
 
 // composed gates one desired composed resource against its observed state. It
@@ -205,6 +206,7 @@ func (r *run) composed(resName string, observed, desired map[string]any) bool {
 	wanted := runtimeCopy(desired)
 	var passed []mutation.Mutation
 	var chosen *allowance.Allowance
+	upgraded := false
 	if observed == nil {
 		d := r.decideCreate(dm.child)
 		if !d.ok && !r.log {
@@ -225,6 +227,7 @@ func (r *run) composed(resName string, observed, desired map[string]any) bool {
 			switch {
 			case d.ok:
 				passed = append(passed, m)
+				upgraded = upgraded || d.upgrade
 				if chosen == nil {
 					chosen = d.by
 				}
@@ -271,7 +274,7 @@ func (r *run) composed(resName string, observed, desired map[string]any) bool {
 	}
 
 	gen := om.generation + 1
-	mrAllowances = r.stampExternal(dm, mrAllowances, passed, chosen, gen, observed == nil)
+	mrAllowances = r.stampExternal(dm, mrAllowances, passed, gen, observed == nil, upgraded)
 	og, ok := int64(0), false
 	if observed != nil {
 		og, ok = allowance.ObservedGeneration(observed)
@@ -371,7 +374,7 @@ func (r *run) decideMutation(c policy.Child, m mutation.Mutation, unchanged bool
 	prev := (&unstructured.Unstructured{Object: observed}).GetAnnotations()[v1alpha1.AnnotationCompositionRevision]
 	if r.revision != "" && prev != "" && prev != r.revision {
 		if policy.UpgradeBound(r.upgrades, r.revision).AllowsMutation(c, m) {
-			return decision{ok: true}
+			return decision{ok: true, upgrade: true}
 		}
 		return decision{reason: fmt.Sprintf("Composition revision changed from %s to %s and no UpgradeAllowance for %s covers it", prev, r.revision, r.revision)}
 	}
@@ -427,7 +430,7 @@ func (r *run) deleted(resName string, observed map[string]any) *composed.Unstruc
 // stampExternal adds the External allowances the composed resource gets for
 // the mutations let through: those of the XR allowances (or, during
 // initialization or deletion, of the phase bound) that match it.
-func (r *run) stampExternal(dm childMeta, have []allowance.Allowance, passed []mutation.Mutation, chosen *allowance.Allowance, gen int64, create bool) []allowance.Allowance {
+func (r *run) stampExternal(dm childMeta, have []allowance.Allowance, passed []mutation.Mutation, gen int64, create, upgraded bool) []allowance.Allowance {
 	if len(passed) == 0 {
 		return have
 	}
@@ -478,7 +481,24 @@ func (r *run) stampExternal(dm childMeta, have []allowance.Allowance, passed []m
 			})
 		}
 	}
-	_ = chosen
+	if !found && upgraded && slices.ContainsFunc(policy.UpgradeBound(r.upgrades, r.revision).ExternalVerbs(dm.child), func(v string) bool {
+		return v == v1alpha1.VerbUpdate || v == v1alpha1.VerbAll
+	}) {
+		// The composition revision's own changes reach the cloud only when
+		// an UpgradeAllowance grants the external Update; its trace starts
+		// at the UpgradeAllowance, whose author admission recorded.
+		var t allowance.Trace
+		for _, u := range policy.UpgradesFor(r.upgrades, r.revision) {
+			t = append(t, allowance.Hop{APIVersion: v1alpha1.UpgradeAllowanceGroupVersionKind.GroupVersion().String(), Kind: v1alpha1.UpgradeAllowanceKind, Name: u.GetName(), Generation: u.GetGeneration()})
+			break
+		}
+		t = append(append(t, r.xrTrace[len(r.xrTrace)-1]), hop)
+		add(allowance.Allowance{
+			Relation: v1alpha1.RelationExternal,
+			Target:   v1alpha1.Target{External: map[string]string{"apiGroup": dm.child.APIGroup, "kind": dm.child.Kind}},
+			Verbs:    []string{v1alpha1.VerbUpdate}, Generation: gen, Initiator: t.Initiator(), Trace: t,
+		})
+	}
 	return out
 }
 

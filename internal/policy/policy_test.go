@@ -101,7 +101,7 @@ func TestChildOf(t *testing.T) {
 
 func TestMatches(t *testing.T) {
 	cases := map[string]struct {
-		target           v1alpha1.Target
+		target          v1alpha1.Target
 		child, external bool
 	}{
 		"ExactGVR":         {target: v1alpha1.Target{APIGroup: "rds.aws.crossplane.io", APIVersion: "v1alpha1", Resource: "rdsinstances"}, child: true},

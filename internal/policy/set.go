@@ -317,13 +317,7 @@ func hasVerb(verbs []string, v string) bool {
 // nothing. Entries that do not compile grant nothing either.
 func UpgradeBound(us []v1alpha1.UpgradeAllowance, revision string) Bound {
 	b := Bound{grant: true}
-	if revision == "" {
-		return b
-	}
-	for _, u := range us {
-		if !slices.ContainsFunc(u.Spec.CompositionRevisions, func(r string) bool { return revisionMatches(r, revision) }) {
-			continue
-		}
+	for _, u := range UpgradesFor(us, revision) {
 		es, err := compileUpgrade(&u)
 		if err != nil {
 			continue
@@ -331,6 +325,21 @@ func UpgradeBound(us []v1alpha1.UpgradeAllowance, revision string) Bound {
 		b.entries = append(b.entries, es...)
 	}
 	return b
+}
+
+// UpgradesFor are the UpgradeAllowances whose compositionRevisions name the
+// revision, exactly or by a prefix ending in "*".
+func UpgradesFor(us []v1alpha1.UpgradeAllowance, revision string) []v1alpha1.UpgradeAllowance {
+	if revision == "" {
+		return nil
+	}
+	var out []v1alpha1.UpgradeAllowance
+	for _, u := range us {
+		if slices.ContainsFunc(u.Spec.CompositionRevisions, func(r string) bool { return revisionMatches(r, revision) }) {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // ValidateUpgrade checks an UpgradeAllowance, naming every bad field.

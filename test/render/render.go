@@ -72,6 +72,11 @@ type Functions struct {
 }
 
 // Addresses the examples' functions.yaml names.
+// FixedTime is the clock the function runs with under the render harness,
+// so golden files do not change with the time of day. Example timestamps
+// sit just before it.
+const FixedTime = "2026-11-22T12:00:00Z"
+
 const (
 	KausalityAddress      = "localhost:9443"
 	PatchTransformAddress = "localhost:9444"
@@ -93,7 +98,7 @@ func StartFunctions(ctx context.Context, root, dir string, t Tools) (*Functions,
 			f.Stop()
 			return nil, errors.Errorf("%s is already in use; stop whatever listens there (another make render or demo?)", p.addr)
 		}
-		cmd := exec.Command(p.bin, "--insecure", "--address", p.addr, "--metrics-address", "") //nolint:gosec // our own binaries
+		cmd := exec.Command(p.bin, "--insecure", "--address", p.addr, "--metrics-address", "", "--fixed-time", FixedTime) //nolint:gosec // our own binaries
 		if strings.HasSuffix(p.bin, "function-patch-and-transform") {
 			cmd = exec.Command(p.bin, "--insecure", "--address", p.addr) //nolint:gosec // our own binaries
 		}
