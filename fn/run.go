@@ -264,7 +264,7 @@ func (r *run) composed(resName string, observed, desired map[string]any) bool {
 		// The pipeline owns this resource's managementPolicies; Kausality
 		// still records what it let through.
 		if restricted {
-			ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, passed, chosen)
+			ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, passed, chosen, upgraded)
 			if r.revision != "" {
 				ann[v1alpha1.AnnotationCompositionRevision] = r.revision
 			}
@@ -303,7 +303,7 @@ func (r *run) composed(resName string, observed, desired map[string]any) bool {
 	}
 
 	ann[v1alpha1.AnnotationAllowances] = allowance.Format(kept)
-	ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, passed, chosen)
+	ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, passed, chosen, upgraded)
 	rev := r.revision
 	if len(passed) == 0 && om.ann[v1alpha1.AnnotationCompositionRevision] != "" && r.hasWithheld(resName) {
 		// Keep the old stamp while the new revision's output is withheld, so
@@ -487,12 +487,7 @@ func (r *run) stampExternal(dm childMeta, have []allowance.Allowance, passed []m
 		// The composition revision's own changes reach the cloud only when
 		// an UpgradeAllowance grants the external Update; its trace starts
 		// at the UpgradeAllowance, whose author admission recorded.
-		var t allowance.Trace
-		for _, u := range policy.UpgradesFor(r.upgrades, r.revision) {
-			t = append(t, allowance.Hop{APIVersion: v1alpha1.UpgradeAllowanceGroupVersionKind.GroupVersion().String(), Kind: v1alpha1.UpgradeAllowanceKind, Name: u.GetName(), Generation: u.GetGeneration()})
-			break
-		}
-		t = append(append(t, r.xrTrace[len(r.xrTrace)-1]), hop)
+		t := append(r.upgradeTrace(), hop)
 		add(allowance.Allowance{
 			Relation: v1alpha1.RelationExternal,
 			Target:   v1alpha1.Target{External: map[string]string{"apiGroup": dm.child.APIGroup, "kind": dm.child.Kind}},
@@ -500,6 +495,16 @@ func (r *run) stampExternal(dm childMeta, have []allowance.Allowance, passed []m
 		})
 	}
 	return out
+}
+
+// upgradeTrace is the chain of a change the composition revision made on
+// its own: the first UpgradeAllowance for the revision, then the XR.
+func (r *run) upgradeTrace() allowance.Trace {
+	var t allowance.Trace
+	if us := policy.UpgradesFor(r.upgrades, r.revision); len(us) > 0 {
+		t = append(t, allowance.Hop{APIVersion: v1alpha1.UpgradeAllowanceGroupVersionKind.GroupVersion().String(), Kind: v1alpha1.UpgradeAllowanceKind, Name: us[0].GetName(), Generation: us[0].GetGeneration()})
+	}
+	return append(t, r.xrTrace[len(r.xrTrace)-1])
 }
 
 func (r *run) mrHop(dm childMeta, gen int64, passed []mutation.Mutation) allowance.Hop {
@@ -516,7 +521,7 @@ func (r *run) mrHop(dm childMeta, gen int64, passed []mutation.Mutation) allowan
 
 // traceFor is the composed resource's trace annotation: the chain of the
 // change let through now, or the observed chain when nothing changed.
-func (r *run) traceFor(dm, om childMeta, passed []mutation.Mutation, chosen *allowance.Allowance) string {
+func (r *run) traceFor(dm, om childMeta, passed []mutation.Mutation, chosen *allowance.Allowance, upgraded bool) string {
 	if len(passed) == 0 {
 		if t, ok := om.ann[v1alpha1.AnnotationTrace]; ok {
 			if _, err := allowance.ParseTrace(t); err == nil {
@@ -526,8 +531,11 @@ func (r *run) traceFor(dm, om childMeta, passed []mutation.Mutation, chosen *all
 		return allowance.FormatTrace(nil)
 	}
 	base := r.xrTrace
-	if chosen != nil {
+	switch {
+	case chosen != nil:
 		base = withHop(chosen.Trace, r.xrTrace[len(r.xrTrace)-1])
+	case upgraded:
+		base = r.upgradeTrace()
 	}
 	return allowance.FormatTrace(append(slices.Clone(base), r.mrHop(dm, om.generation+1, passed)))
 }
