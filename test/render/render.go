@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -104,6 +105,9 @@ func StartFunctions(ctx context.Context, root, dir string, t Tools) (*Functions,
 		}
 		var logs bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &logs, &logs
+		// Die with the harness, so an interrupted render or demo never
+		// leaves a function holding its port.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			f.Stop()
 			return nil, errors.Wrapf(err, "cannot start %s", p.bin)

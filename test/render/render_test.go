@@ -1,0 +1,354 @@
+package render
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/ from the current render output")
+
+// The render tests need the real crossplane CLI and core binary and both
+// functions. They never skip: without the tools they fail and say how to
+// build them.
+var (
+	root  string
+	tools Tools
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	if root, err = Root(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if tools, err = FindTools(root); err != nil {
+		fmt.Fprintln(os.Stderr, "render tests need the tools:", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "kausality-render-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir) //nolint:errcheck // best effort
+	fns, err := StartFunctions(ctx, root, dir, tools)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer fns.Stop()
+	return m.Run()
+}
+
+// rendered renders a case once per test binary run.
+var rendered = map[string][]byte{}
+
+func renderCase(t *testing.T, c Case) []byte {
+	t.Helper()
+	if out, ok := rendered[c.ID()]; ok {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := c.Render(ctx, tools)
+	if err != nil {
+		t.Fatalf("render %s: %v", c.ID(), err)
+	}
+	rendered[c.ID()] = out
+	return out
+}
+
+func allCases(t *testing.T) []Case {
+	t.Helper()
+	cs, err := Cases(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) == 0 {
+		t.Fatal("no example cases found under examples/*/cases")
+	}
+	return cs
+}
+
+// TestGolden compares every case's full render output with its golden file.
+// Run `make golden` after an intended change and review the diff.
+func TestGolden(t *testing.T) {
+	for _, c := range allCases(t) {
+		t.Run(c.ID(), func(t *testing.T) {
+			got := renderCase(t, c)
+			golden := filepath.Join("testdata", c.Example, c.Name+".yaml")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(golden), 0o750); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, got, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden) //nolint:gosec // test data
+			if err != nil {
+				t.Fatalf("cannot read golden file (run `make golden` to create it): %v", err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("render output of %s differs from %s (-want +got); run `make golden` if intended:\n%s", c.ID(), golden, diff)
+			}
+		})
+	}
+}
+
+// rendering is one case's output, parsed.
+type rendering struct {
+	xr       *unstructured.Unstructured
+	composed map[string]*unstructured.Unstructured // by composition resource name
+	results  []*unstructured.Unstructured
+}
+
+func parse(t *testing.T, out []byte) rendering {
+	t.Helper()
+	objs, err := Objects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rendering{xr: objs[0], composed: map[string]*unstructured.Unstructured{}}
+	for _, o := range objs[1:] {
+		if o.GetKind() == "Result" {
+			r.results = append(r.results, o)
+			continue
+		}
+		if n := o.GetAnnotations()["crossplane.io/composition-resource-name"]; n != "" {
+			r.composed[n] = o
+		}
+	}
+	return r
+}
+
+func (r rendering) mr(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, ok := r.composed[name]
+	if !ok {
+		t.Fatalf("render output has no composed resource %q", name)
+	}
+	return u
+}
+
+func str(t *testing.T, u *unstructured.Unstructured, path string) string {
+	t.Helper()
+	v, err := fieldpath.Pave(u.Object).GetValue(path)
+	if err != nil {
+		t.Fatalf("%s: %v", Sprint(u), err)
+	}
+	return fmt.Sprint(v)
+}
+
+func gate(t *testing.T, u *unstructured.Unstructured) []string {
+	t.Helper()
+	v, err := fieldpath.Pave(u.Object).GetStringArray("spec.managementPolicies")
+	if err != nil {
+		t.Fatalf("%s: spec.managementPolicies: %v", Sprint(u), err)
+	}
+	return v
+}
+
+func traceKinds(t *testing.T, u *unstructured.Unstructured) []string {
+	t.Helper()
+	tr, err := allowance.ParseTrace(u.GetAnnotations()[v1alpha1.AnnotationTrace])
+	if err != nil {
+		t.Fatalf("%s: %v", Sprint(u), err)
+	}
+	var out []string
+	for _, h := range tr {
+		out = append(out, h.Kind)
+	}
+	return out
+}
+
+func warnings(r rendering) []string {
+	var out []string
+	for _, res := range r.results {
+		if s, _ := res.Object["severity"].(string); s == "Warning" {
+			m, _ := res.Object["message"].(string)
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func condition(t *testing.T, xr *unstructured.Unstructured, typ string) map[string]any {
+	t.Helper()
+	cs, _, _ := unstructured.NestedSlice(xr.Object, "status", "conditions")
+	for _, c := range cs {
+		if m, _ := c.(map[string]any); m["type"] == typ {
+			return m
+		}
+	}
+	t.Fatalf("XR has no condition %s", typ)
+	return nil
+}
+
+var (
+	closed      = []string{"Observe", "LateInitialize"}
+	openUpdate  = []string{"Observe", "Update", "LateInitialize"}
+	openCreate  = []string{"Observe", "Create", "LateInitialize"}
+	claimXRMR   = []string{"DatabaseClaim", "XDatabase", "RDSInstance"}
+	noWarnings  = func(t *testing.T, r rendering) { t.Helper(); expectWarnings(t, r) }
+	allowedTrue = func(t *testing.T, r rendering) {
+		t.Helper()
+		if c := condition(t, r.xr, "KausalityAllowed"); c["status"] != "True" {
+			t.Errorf("KausalityAllowed = %v, want True", c)
+		}
+	}
+)
+
+// expectWarnings checks that there is exactly one Warning per substring set,
+// each containing every substring given.
+func expectWarnings(t *testing.T, r rendering, each ...[]string) {
+	t.Helper()
+	ws := warnings(r)
+	if len(ws) != len(each) {
+		t.Fatalf("got %d Warning results, want %d: %q", len(ws), len(each), ws)
+	}
+	for i, subs := range each {
+		for _, s := range subs {
+			if !strings.Contains(ws[i], s) {
+				t.Errorf("Warning %q does not contain %q", ws[i], s)
+			}
+		}
+	}
+}
+
+func expect[T comparable](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+func expectSlice(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// TestBehaviour states, per case, what the golden files must show, so a
+// golden update cannot quietly accept a regression.
+func TestBehaviour(t *testing.T) {
+	checks := map[string]func(t *testing.T, r rendering){
+		"database/1-create": func(t *testing.T, r rendering) {
+			rds := r.mr(t, "rds")
+			expectSlice(t, "gate", gate(t, rds), openCreate)
+			expectSlice(t, "trace", traceKinds(t, rds), claimXRMR)
+			noWarnings(t, r)
+		},
+		"database/2-allowed-change": func(t *testing.T, r rendering) {
+			rds := r.mr(t, "rds")
+			expect(t, "instanceClass", str(t, rds, "spec.forProvider.instanceClass"), "db.t3.large")
+			expectSlice(t, "gate", gate(t, rds), openUpdate)
+			expectSlice(t, "trace", traceKinds(t, rds), claimXRMR)
+			as, err := allowance.Parse(rds.GetAnnotations()[v1alpha1.AnnotationAllowances])
+			if err != nil || len(as) != 1 || as[0].Relation != v1alpha1.RelationExternal || as[0].Initiator != "hans@example.com" || as[0].Generation != 2 {
+				t.Errorf("MR allowances = %+v (%v), want one External allowance for generation 2 initiated by hans", as, err)
+			}
+			noWarnings(t, r)
+			allowedTrue(t, r)
+		},
+		"database/3-withheld-change": func(t *testing.T, r rendering) {
+			rds := r.mr(t, "rds")
+			expect(t, "instanceClass", str(t, rds, "spec.forProvider.instanceClass"), "db.t3.small")
+			expectSlice(t, "gate", gate(t, rds), closed)
+			expectWarnings(t, r, []string{"withheld Mutate spec.forProvider.instanceClass", "no unconsumed allowance", "xdatabase-policy"})
+			c := condition(t, r.xr, "KausalityAllowed")
+			expect(t, "KausalityAllowed status", c["status"], any("False"))
+			if m, _ := c["message"].(string); !strings.Contains(m, "spec.forProvider.instanceClass") {
+				t.Errorf("KausalityAllowed message %q does not name the field", m)
+			}
+		},
+		"database/4-gate-open": func(t *testing.T, r rendering) {
+			expectSlice(t, "gate", gate(t, r.mr(t, "rds")), openUpdate)
+			noWarnings(t, r)
+		},
+		"database/5-gate-closed": func(t *testing.T, r rendering) {
+			rds := r.mr(t, "rds")
+			expectSlice(t, "gate", gate(t, rds), closed)
+			expect(t, "allowances", rds.GetAnnotations()[v1alpha1.AnnotationAllowances], "[]")
+			noWarnings(t, r)
+		},
+		"database/6-composition-change": func(t *testing.T, r rendering) {
+			rds := r.mr(t, "rds")
+			expect(t, "allocatedStorage", str(t, rds, "spec.forProvider.allocatedStorage"), "20")
+			expectSlice(t, "gate", gate(t, rds), closed)
+			expect(t, "composition-revision", rds.GetAnnotations()[v1alpha1.AnnotationCompositionRevision], "xdatabases-aws-1")
+			expectWarnings(t, r, []string{"withheld Mutate spec.forProvider.allocatedStorage", "xdatabases-aws-1 to xdatabases-aws-2", "UpgradeAllowance"})
+		},
+		"database/7-composition-upgrade": func(t *testing.T, r rendering) {
+			rds := r.mr(t, "rds")
+			expect(t, "allocatedStorage", str(t, rds, "spec.forProvider.allocatedStorage"), "100")
+			expectSlice(t, "gate", gate(t, rds), openUpdate)
+			expectSlice(t, "trace", traceKinds(t, rds), []string{"UpgradeAllowance", "XDatabase", "RDSInstance"})
+			expect(t, "composition-revision", rds.GetAnnotations()[v1alpha1.AnnotationCompositionRevision], "xdatabases-aws-2")
+			noWarnings(t, r)
+		},
+		"database/8-drift": func(t *testing.T, r rendering) {
+			rds := r.mr(t, "rds")
+			expect(t, "instanceClass", str(t, rds, "spec.forProvider.instanceClass"), "db.t3.2xlarge")
+			expectSlice(t, "gate", gate(t, rds), closed)
+			expectWarnings(t, r, []string{"spec.forProvider.instanceClass", "drift"})
+		},
+		"cluster/1-create": func(t *testing.T, r rendering) {
+			for _, n := range []string{"cluster", "system-pool", "gpu-pool"} {
+				expectSlice(t, n+" gate", gate(t, r.mr(t, n)), openCreate)
+			}
+			noWarnings(t, r)
+		},
+		"cluster/2-gpu-scale": func(t *testing.T, r rendering) {
+			gpu := r.mr(t, "gpu-pool")
+			expect(t, "gpu desiredSize", str(t, gpu, "spec.forProvider.scalingConfig.desiredSize"), "4")
+			expectSlice(t, "gpu gate", gate(t, gpu), openUpdate)
+			expectSlice(t, "system gate", gate(t, r.mr(t, "system-pool")), closed)
+			expectSlice(t, "cluster gate", gate(t, r.mr(t, "cluster")), closed)
+			noWarnings(t, r)
+		},
+		"cluster/3-gpu-scale-with-drift": func(t *testing.T, r rendering) {
+			gpu, sys := r.mr(t, "gpu-pool"), r.mr(t, "system-pool")
+			expect(t, "gpu desiredSize", str(t, gpu, "spec.forProvider.scalingConfig.desiredSize"), "4")
+			expectSlice(t, "gpu gate", gate(t, gpu), openUpdate)
+			expect(t, "system desiredSize", str(t, sys, "spec.forProvider.scalingConfig.desiredSize"), "5")
+			expectSlice(t, "system gate", gate(t, sys), closed)
+			expectWarnings(t, r, []string{"system-pool", "spec.forProvider.scalingConfig.desiredSize", "drift"})
+		},
+	}
+	for _, c := range allCases(t) {
+		check, ok := checks[c.ID()]
+		if !ok {
+			t.Errorf("example case %s has no behaviour check; add one to TestBehaviour", c.ID())
+			continue
+		}
+		delete(checks, c.ID())
+		t.Run(c.ID(), func(t *testing.T) { check(t, parse(t, renderCase(t, c))) })
+	}
+	for id := range checks {
+		t.Errorf("behaviour check for %s has no example case", id)
+	}
+}
+
