@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/crossplane/function-sdk-go/request"
+	"github.com/crossplane/function-sdk-go/response"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+)
+
+// benchRequest is an XR with an unconsumed spec.size allowance composing n
+// RDS instances, each observed at db.t3.small and desired at db.t3.large:
+// every resource has one mutation to let through and a gate to open.
+func benchRequest(b *testing.B, n int) *fnv1.RunFunctionRequest {
+	b.Helper()
+	observedAnn := map[string]string{v1alpha1.AnnotationApplied: appliedFor(b, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1"}
+	req := newRequest(b, xr(b, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}), nil, nil, policyDB)
+	req.Observed.Resources = map[string]*fnv1.Resource{}
+	for i := range n {
+		name := fmt.Sprintf("rds-%d", i)
+		req.Observed.Resources[name] = &fnv1.Resource{Resource: observedRDS(b, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]")}
+		req.Desired.Resources[name] = &fnv1.Resource{Resource: obj(b, rds("db.t3.large", "")), Ready: fnv1.Ready_READY_TRUE}
+	}
+	return req
+}
+
+// noop is the body of a function that changes nothing but, like every
+// function built on the SDK template, decodes the observed XR and the
+// observed and desired composed resources and writes the desired ones back.
+func noop(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+	rsp := response.To(req, response.DefaultTTL)
+	if _, err := request.GetObservedCompositeResource(req); err != nil {
+		return nil, err
+	}
+	if _, err := request.GetObservedComposedResources(req); err != nil {
+		return nil, err
+	}
+	desired, err := request.GetDesiredComposedResources(req)
+	if err != nil {
+		return nil, err
+	}
+	return rsp, response.SetDesiredComposedResources(rsp, desired)
+}
+
+// BenchmarkRunFunction measures RunFunction at 10, 100 and 1000 composed
+// resources next to a no-op function body on the same request. Report
+// kausality/N as a ratio of noop/N.
+func BenchmarkRunFunction(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		req := benchRequest(b, n)
+		b.Run(fmt.Sprintf("noop/%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rsp, err := noop(req)
+				if err != nil || len(rsp.GetDesired().GetResources()) != n {
+					b.Fatalf("noop() = %d resources, %v", len(rsp.GetDesired().GetResources()), err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("kausality/%d", n), func(b *testing.B) {
+			f := newTestFunction()
+			b.ReportAllocs()
+			for b.Loop() {
+				rsp, err := f.RunFunction(context.Background(), req)
+				if err != nil || len(rsp.GetDesired().GetResources()) != n {
+					b.Fatalf("RunFunction() = %d resources, %v", len(rsp.GetDesired().GetResources()), err)
+				}
+			}
+		})
+	}
+}
