@@ -266,3 +266,110 @@ func wantRequirements() *fnv1.Requirements {
 		RequirementUpgrades: selectAll("kausality.io/v1alpha1", "UpgradeAllowance"),
 	}}
 }
+
+// TestRunFunctionFailsClosed feeds bad or missing input and checks that
+// nothing unallowed goes through, nothing is lost, and the XR says why.
+func TestRunFunctionFailsClosed(t *testing.T) {
+	observedAnn := map[string]string{v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1"}
+	observed := func() *structpb.Struct {
+		return observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]")
+	}
+	brokenPolicy := strings.Replace(policyDB, "  - trigger: spec.size\n", "  - trigger: spec.size\n    conditions: [\"object.spec.size ==\"]\n", 1)
+	unresolved := newRequest(t, xr(t, 2, 1, nil), observed(), obj(t, rds("db.t3.large", "")), policyDB)
+	unresolved.RequiredResources = nil
+	logMode := newRequest(t, xr(t, 2, 1, nil), observed(), obj(t, rds("db.t3.large", "")), policyDB)
+	logMode.Input = obj(t, "apiVersion: kausality.fn.crossplane.io/v1beta1\nkind: Input\nmode: Log\n")
+	dropped := newRequest(t, xr(t, 2, 1, nil), observed(), nil, policyDB)
+
+	cases := map[string]struct {
+		reason        string
+		req           *fnv1.RunFunctionRequest
+		wantClass     string // instanceClass of the emitted rds; "" when rds must be absent
+		wantGate      []any
+		wantAllowed   fnv1.Status
+		wantValid     fnv1.Status
+		wantInMessage []string // substrings of the joined Warning results
+	}{
+		"MalformedXRAllowances": {
+			reason:      "A malformed allowances annotation is no allowance: the change is withheld and the annotation is named.",
+			req:         newRequest(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: "[{not json"}), observed(), obj(t, rds("db.t3.large", "")), policyDB),
+			wantClass:   "db.t3.small", wantGate: []any{"Observe", "LateInitialize"},
+			wantAllowed: fnv1.Status_STATUS_CONDITION_FALSE, wantValid: fnv1.Status_STATUS_CONDITION_FALSE,
+			wantInMessage: []string{"cannot parse annotation kausality.io/allowances on XDatabase/db", "withheld Mutate spec.forProvider.instanceClass"},
+		},
+		"HugeXRAllowances": {
+			reason:      "An annotation over the size limit is rejected like a malformed one.",
+			req:         newRequest(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: "[" + strings.Repeat(" ", allowance.MaxAnnotationBytes) + "]"}), observed(), obj(t, rds("db.t3.large", "")), policyDB),
+			wantClass:   "db.t3.small", wantGate: []any{"Observe", "LateInitialize"},
+			wantAllowed: fnv1.Status_STATUS_CONDITION_FALSE, wantValid: fnv1.Status_STATUS_CONDITION_FALSE,
+			wantInMessage: []string{"kausality.io/allowances", "withheld Mutate spec.forProvider.instanceClass"},
+		},
+		"PoliciesUnresolved": {
+			reason:      "Before Crossplane resolves the policy requirement every kind counts as restricted; only an XR allowance could let a change through.",
+			req:         unresolved,
+			wantClass:   "db.t3.small", wantGate: []any{"Observe", "LateInitialize"},
+			wantAllowed: fnv1.Status_STATUS_CONDITION_FALSE, wantValid: fnv1.Status_STATUS_CONDITION_TRUE,
+			wantInMessage: []string{"AllowancePolicies are not known"},
+		},
+		"BrokenPolicy": {
+			reason:      "A policy whose CEL does not compile makes everything restricted and is named with its expression.",
+			req:         newRequest(t, xr(t, 2, 1, nil), observed(), obj(t, rds("db.t3.large", "")), brokenPolicy),
+			wantClass:   "db.t3.small", wantGate: []any{"Observe", "LateInitialize"},
+			wantAllowed: fnv1.Status_STATUS_CONDITION_FALSE, wantValid: fnv1.Status_STATUS_CONDITION_FALSE,
+			wantInMessage: []string{`AllowancePolicy xdatabase-policy is invalid: spec.rules[0].conditions[0] "object.spec.size =="`},
+		},
+		"DroppedResource": {
+			reason:      "A composed resource the pipeline drops is kept as observed with a closed gate unless Delete is allowed.",
+			req:         dropped,
+			wantClass:   "db.t3.small", wantGate: []any{"Observe", "LateInitialize"},
+			wantAllowed: fnv1.Status_STATUS_CONDITION_FALSE, wantValid: fnv1.Status_STATUS_CONDITION_TRUE,
+			wantInMessage: []string{"resource rds (RDSInstance db-rds): withheld Delete"},
+		},
+		"LogMode": {
+			reason:      "In Log mode the change goes through and is reported as what would have been withheld.",
+			req:         logMode,
+			wantClass:   "db.t3.large", wantGate: []any{"Observe", "LateInitialize"},
+			wantAllowed: fnv1.Status_STATUS_CONDITION_TRUE, wantValid: fnv1.Status_STATUS_CONDITION_TRUE,
+			wantInMessage: []string{"(Log mode, let through)", "spec.forProvider.instanceClass"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rsp, err := newTestFunction().RunFunction(context.Background(), tc.req)
+			if err != nil {
+				t.Fatalf("%s\nRunFunction(...): bad input must not be a gRPC error, got %v", tc.reason, err)
+			}
+			for _, r := range rsp.GetResults() {
+				if r.GetSeverity() == fnv1.Severity_SEVERITY_FATAL {
+					t.Fatalf("%s\nRunFunction(...): fatal result %q", tc.reason, r.GetMessage())
+				}
+			}
+			res := rsp.GetDesired().GetResources()["rds"].GetResource().AsMap()
+			spec, _ := res["spec"].(map[string]any)
+			fp, _ := spec["forProvider"].(map[string]any)
+			if got := fp["instanceClass"]; got != tc.wantClass {
+				t.Errorf("%s\ninstanceClass = %v, want %v", tc.reason, got, tc.wantClass)
+			}
+			if diff := cmp.Diff(tc.wantGate, spec["managementPolicies"]); diff != "" {
+				t.Errorf("%s\nmanagementPolicies: -want +got:\n%s", tc.reason, diff)
+			}
+			status := map[string]fnv1.Status{}
+			for _, c := range rsp.GetConditions() {
+				status[c.GetType()] = c.GetStatus()
+			}
+			if status[ConditionAllowed] != tc.wantAllowed || status[ConditionAnnotations] != tc.wantValid {
+				t.Errorf("%s\nconditions %s=%s %s=%s, want %s and %s", tc.reason, ConditionAllowed, status[ConditionAllowed], ConditionAnnotations, status[ConditionAnnotations], tc.wantAllowed, tc.wantValid)
+			}
+			var msgs []string
+			for _, r := range rsp.GetResults() {
+				msgs = append(msgs, r.GetMessage())
+			}
+			joined := strings.Join(msgs, "\n")
+			for _, w := range tc.wantInMessage {
+				if !strings.Contains(joined, w) {
+					t.Errorf("%s\nresults %q do not contain %q", tc.reason, joined, w)
+				}
+			}
+		})
+	}
+}
