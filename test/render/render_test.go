@@ -351,4 +351,3 @@ func TestBehaviour(t *testing.T) {
 		t.Errorf("behaviour check for %s has no example case", id)
 	}
 }
-
