@@ -52,8 +52,9 @@ check-generate: generate
 build:
 	$(GO) build -o bin/function-kausality ./fn
 
-## unit: vet and run every Go test (render tests need the tools).
+## unit: gofmt, vet and run every Go test (render tests need the tools).
 unit: tools
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
