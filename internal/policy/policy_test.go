@@ -567,3 +567,35 @@ spec:
 		t.Errorf("Phase() error = %v, want the CEL cost limit to stop it", err)
 	}
 }
+
+func TestSubjectsAndProtection(t *testing.T) {
+	s := dbSet(t)
+	p := s.Policies()[0]
+	cases := map[string]struct {
+		id                   Identity
+		subject, mayInitiate bool
+	}{
+		"GroupWithMayInitiate": {id: Identity{Username: "alice", Groups: []string{"platform-team"}}, subject: true, mayInitiate: true},
+		"ServiceAccount":       {id: Identity{Username: "system:serviceaccount:crossplane-system:crossplane"}, subject: true},
+		"OtherNamespaceSA":     {id: Identity{Username: "system:serviceaccount:default:crossplane"}},
+		"Stranger":             {id: Identity{Username: "bob", Groups: []string{"system:authenticated"}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := p.IsSubject(tc.id); got != tc.subject {
+				t.Errorf("IsSubject(%+v) = %v, want %v", tc.id, got, tc.subject)
+			}
+			if got := p.mayInitiate(tc.id); got != tc.mayInitiate {
+				t.Errorf("mayInitiate(%+v) = %v, want %v", tc.id, got, tc.mayInitiate)
+			}
+		})
+	}
+	if s.DeletionProtection() {
+		t.Error("DeletionProtection() = true for a policy that does not set it")
+	}
+	protected := `metadata: {name: protected}
+spec: {for: {apiGroup: example.com, kind: XDatabase}, deletionProtection: true}`
+	if !dbSet(t, protected).DeletionProtection() {
+		t.Error("DeletionProtection() = false although one policy sets it")
+	}
+}
