@@ -205,6 +205,24 @@ func (c Case) Render(ctx context.Context, t Tools) ([]byte, error) {
 	return out, nil
 }
 
+// Normalize orders render output deterministically: the XR first, then the
+// other documents sorted by their text. Crossplane emits some results (for
+// example "Composed resource ... is not yet ready") in map order, which
+// would make golden files flap.
+func Normalize(out []byte) []byte {
+	var docs []string
+	for _, doc := range bytes.Split(out, []byte("\n---")) {
+		d := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(doc)), "---"))
+		if d != "" {
+			docs = append(docs, d)
+		}
+	}
+	if len(docs) > 1 {
+		sort.Strings(docs[1:])
+	}
+	return []byte("---\n" + strings.Join(docs, "\n---\n") + "\n")
+}
+
 // Objects splits render output into objects.
 func Objects(out []byte) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
