@@ -63,25 +63,15 @@ func (p Pattern) String() string {
 
 // Covers reports whether p covers the concrete path. An unparsable path is
 // never covered: a path nobody can read must not slip through a bound.
-func (p Pattern) Covers(path string) bool {
-	if p.all {
-		return true
-	}
-	if len(p.segs) == 0 {
-		return false
-	}
-	segs, err := fieldpath.Parse(path)
-	if err != nil {
-		return false
-	}
-	return p.coversSegments(segs)
-}
+func (p Pattern) Covers(path string) bool { return p.matchPath(path, false) }
 
 // Overlaps reports whether a change at the concrete path can touch a field p
 // names: p covers path, or path is an ancestor of what p names (a whole
 // map inserted at spec.parameters overlaps spec.parameters.size). Triggers
 // use it; bounds use Covers, which never widens a grant to an ancestor.
-func (p Pattern) Overlaps(path string) bool {
+func (p Pattern) Overlaps(path string) bool { return p.matchPath(path, true) }
+
+func (p Pattern) matchPath(path string, ancestors bool) bool {
 	if p.all {
 		return true
 	}
@@ -92,24 +82,23 @@ func (p Pattern) Overlaps(path string) bool {
 	if err != nil {
 		return false
 	}
-	n := min(len(segs), len(p.segs))
-	for i := range n {
-		if !segmentMatches(p.segs[i], segs[i]) {
-			return false
-		}
-	}
-	return true
+	return p.matchSegments(segs, ancestors)
 }
 
-func (p Pattern) coversSegments(path fieldpath.Segments) bool {
+func (p Pattern) coversSegments(path fieldpath.Segments) bool { return p.matchSegments(path, false) }
+
+// matchSegments matches p against path segment by segment. Without
+// ancestors, path must be at least as long as p (p covers it or a prefix of
+// it); with ancestors, a shorter path matches when p continues below it.
+func (p Pattern) matchSegments(path fieldpath.Segments, ancestors bool) bool {
 	if p.all {
 		return true
 	}
-	if len(p.segs) == 0 || len(p.segs) > len(path) {
+	if len(p.segs) == 0 || (!ancestors && len(p.segs) > len(path)) {
 		return false
 	}
-	for i, ps := range p.segs {
-		if !segmentMatches(ps, path[i]) {
+	for i := range min(len(p.segs), len(path)) {
+		if !segmentMatches(p.segs[i], path[i]) {
 			return false
 		}
 	}
