@@ -30,11 +30,6 @@ func ChildOf(apiVersion, kind string) Child {
 	return Child{APIGroup: gv.Group, APIVersion: gv.Version, Kind: kind, Resource: plural.Resource}
 }
 
-// String is group/version, Resource=resource, for messages.
-func (c Child) String() string {
-	return c.APIGroup + "/" + c.APIVersion + ", Resource=" + c.Resource
-}
-
 // MatchesChild reports whether a ControllerChild target names the child's
 // kind. An empty apiVersion matches every version; "*" matches anything; an
 // empty apiGroup is the core group.

@@ -192,38 +192,25 @@ func (c *Compiled) mayInitiate(id Identity) bool {
 	if len(c.policy.Spec.Subjects) == 0 {
 		return true
 	}
-	for _, s := range c.policy.Spec.Subjects {
-		if !s.MayInitiate {
-			continue
-		}
-		switch s.Kind {
-		case v1alpha1.SubjectUser:
-			if id.Username == s.Name {
-				return true
-			}
-		case v1alpha1.SubjectGroup:
-			if slices.Contains(id.Groups, s.Name) {
-				return true
-			}
-		case v1alpha1.SubjectServiceAccount:
-			if id.Username == serviceAccountPrefix+s.Namespace+":"+s.Name {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(c.policy.Spec.Subjects, func(s v1alpha1.Subject) bool { return s.MayInitiate && names(s, id) })
 }
 
 // IsSubject reports whether the user is named by the policy's subjects at
 // all, mayInitiate or not: such a user may propagate existing allowances.
 func (c *Compiled) IsSubject(id Identity) bool {
-	for _, s := range c.policy.Spec.Subjects {
-		switch {
-		case s.Kind == v1alpha1.SubjectUser && id.Username == s.Name,
-			s.Kind == v1alpha1.SubjectGroup && slices.Contains(id.Groups, s.Name),
-			s.Kind == v1alpha1.SubjectServiceAccount && id.Username == serviceAccountPrefix+s.Namespace+":"+s.Name:
-			return true
-		}
+	return slices.ContainsFunc(c.policy.Spec.Subjects, func(s v1alpha1.Subject) bool { return names(s, id) })
+}
+
+// names reports whether subject s names the user, by name, group or
+// service account.
+func names(s v1alpha1.Subject, id Identity) bool {
+	switch s.Kind {
+	case v1alpha1.SubjectUser:
+		return id.Username == s.Name
+	case v1alpha1.SubjectGroup:
+		return slices.Contains(id.Groups, s.Name)
+	case v1alpha1.SubjectServiceAccount:
+		return id.Username == serviceAccountPrefix+s.Namespace+":"+s.Name
 	}
 	return false
 }

@@ -116,9 +116,6 @@ func (s Set) Names() []string {
 	return out
 }
 
-// Empty reports whether no policy applies.
-func (s Set) Empty() bool { return len(s.policies) == 0 }
-
 // entries calls fn for every entry of every phase and rule.
 func (s Set) entries(fn func(entry) bool) bool {
 	for _, p := range s.policies {
