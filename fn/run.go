@@ -42,6 +42,8 @@ type run struct {
 	drift       v1alpha1.DriftPolicy
 	upgrades    []v1alpha1.UpgradeAllowance
 	revision    string
+	upgrade     policy.Bound    // what the UpgradeAllowances grant the revision
+	upgradeBase allowance.Trace // the trace of changes they let through
 
 	allowances []allowance.Allowance // unconsumed allowances of the XR, sorted
 	xrTrace    allowance.Trace       // the XR's trace, ending with the XR's hop
@@ -122,6 +124,8 @@ func (r *run) load(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
 		}
 		r.frozen = fz.User
 	}
+	r.upgrade = policy.UpgradeBound(r.upgrades, r.revision)
+	r.upgradeBase = r.upgradeTrace()
 }
 
 func (r *run) problem(err error) { r.problems = append(r.problems, err.Error()) }
@@ -373,7 +377,7 @@ func (r *run) decideMutation(c policy.Child, m mutation.Mutation, unchanged bool
 	}
 	prev := (&unstructured.Unstructured{Object: observed}).GetAnnotations()[v1alpha1.AnnotationCompositionRevision]
 	if r.revision != "" && prev != "" && prev != r.revision {
-		if policy.UpgradeBound(r.upgrades, r.revision).AllowsMutation(c, m) {
+		if r.upgrade.AllowsMutation(c, m) {
 			return decision{ok: true, upgrade: true}
 		}
 		return decision{reason: fmt.Sprintf("Composition revision changed from %s to %s and no UpgradeAllowance for %s covers it", prev, r.revision, r.revision)}
@@ -460,41 +464,32 @@ func (r *run) stampExternal(dm childMeta, have []allowance.Allowance, passed []m
 			Generation: gen, Initiator: xa.Initiator, Trace: t,
 		})
 	}
-	if !found && r.phase != policy.PhaseSteady && !r.restrictAll {
-		b := r.set.PhaseBound(r.phase)
-		verbs := b.ExternalVerbs(dm.child)
-		var grant []string
-		for _, v := range verbs {
-			if v == verb || v == v1alpha1.VerbAll {
-				grant = []string{verb}
-			}
-		}
-		if r.phase == policy.PhaseDeleting {
-			grant = nil // deletion of external resources is the gate controller's and admission's call
-		}
-		if len(grant) > 0 {
-			t := append(slices.Clone(r.xrTrace), hop)
-			add(allowance.Allowance{
-				Relation: v1alpha1.RelationExternal,
-				Target:   v1alpha1.Target{External: map[string]string{"apiGroup": dm.child.APIGroup, "kind": dm.child.Kind}},
-				Verbs:    grant, Generation: gen, Initiator: t.Initiator(), Trace: t,
-			})
-		}
+	// Without an XR allowance, a kind-wide grant: creation during
+	// initialization (deletion of external resources is the gate
+	// controller's and admission's call), or the composition revision's own
+	// changes, which reach the cloud only when an UpgradeAllowance grants the
+	// external Update; that trace starts at the UpgradeAllowance.
+	if !found && r.phase == policy.PhaseInitializing && !r.restrictAll && grants(r.set.PhaseBound(r.phase).ExternalVerbs(dm.child), verb) {
+		add(kindGrant(dm.child, verb, gen, append(slices.Clone(r.xrTrace), hop)))
 	}
-	if !found && upgraded && slices.ContainsFunc(policy.UpgradeBound(r.upgrades, r.revision).ExternalVerbs(dm.child), func(v string) bool {
-		return v == v1alpha1.VerbUpdate || v == v1alpha1.VerbAll
-	}) {
-		// The composition revision's own changes reach the cloud only when
-		// an UpgradeAllowance grants the external Update; its trace starts
-		// at the UpgradeAllowance, whose author admission recorded.
-		t := append(r.upgradeTrace(), hop)
-		add(allowance.Allowance{
-			Relation: v1alpha1.RelationExternal,
-			Target:   v1alpha1.Target{External: map[string]string{"apiGroup": dm.child.APIGroup, "kind": dm.child.Kind}},
-			Verbs:    []string{v1alpha1.VerbUpdate}, Generation: gen, Initiator: t.Initiator(), Trace: t,
-		})
+	if !found && upgraded && grants(r.upgrade.ExternalVerbs(dm.child), v1alpha1.VerbUpdate) {
+		add(kindGrant(dm.child, v1alpha1.VerbUpdate, gen, append(slices.Clone(r.upgradeBase), hop)))
 	}
 	return out
+}
+
+// grants reports whether verbs include verb or "*".
+func grants(verbs []string, verb string) bool {
+	return slices.Contains(verbs, verb) || slices.Contains(verbs, v1alpha1.VerbAll)
+}
+
+// kindGrant is an External allowance for verb on the child's kind.
+func kindGrant(c policy.Child, verb string, gen int64, t allowance.Trace) allowance.Allowance {
+	return allowance.Allowance{
+		Relation: v1alpha1.RelationExternal,
+		Target:   v1alpha1.Target{External: map[string]string{"apiGroup": c.APIGroup, "kind": c.Kind}},
+		Verbs:    []string{verb}, Generation: gen, Initiator: t.Initiator(), Trace: t,
+	}
 }
 
 // upgradeTrace is the chain of a change the composition revision made on
@@ -535,7 +530,7 @@ func (r *run) traceFor(dm, om childMeta, passed []mutation.Mutation, chosen *all
 	case chosen != nil:
 		base = withHop(chosen.Trace, r.xrTrace[len(r.xrTrace)-1])
 	case upgraded:
-		base = r.upgradeTrace()
+		base = r.upgradeBase
 	}
 	return allowance.FormatTrace(append(slices.Clone(base), r.mrHop(dm, om.generation+1, passed)))
 }
