@@ -193,7 +193,8 @@ func (c Case) Args(t Tools) []string {
 	return args
 }
 
-// Render runs `crossplane render` for the case and returns its raw output.
+// Render runs `crossplane render` for the case and returns its output in
+// Normalize's order, so golden files, the demo and `make render` agree.
 func (c Case) Render(ctx context.Context, t Tools) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, t.Crossplane, c.Args(t)...) //nolint:gosec // our own tool
 	var stderr bytes.Buffer
@@ -202,7 +203,7 @@ func (c Case) Render(ctx context.Context, t Tools) ([]byte, error) {
 	if err != nil {
 		return nil, errors.Wrapf(err, "crossplane %s: %s", strings.Join(c.Args(t), " "), stderr.String())
 	}
-	return out, nil
+	return Normalize(out), nil
 }
 
 // Normalize orders render output deterministically: the XR first, then the

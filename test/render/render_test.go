@@ -75,7 +75,6 @@ func renderCase(t *testing.T, c Case) []byte {
 	if err != nil {
 		t.Fatalf("render %s: %v", c.ID(), err)
 	}
-	out = Normalize(out)
 	rendered[c.ID()] = out
 	return out
 }
