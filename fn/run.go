@@ -469,18 +469,13 @@ func (r *run) stampExternal(dm childMeta, have []allowance.Allowance, passed []m
 	// controller's and admission's call), or the composition revision's own
 	// changes, which reach the cloud only when an UpgradeAllowance grants the
 	// external Update; that trace starts at the UpgradeAllowance.
-	if !found && r.phase == policy.PhaseInitializing && !r.restrictAll && grants(r.set.PhaseBound(r.phase).ExternalVerbs(dm.child), verb) {
+	if !found && r.phase == policy.PhaseInitializing && !r.restrictAll && v1alpha1.GrantsVerb(r.set.PhaseBound(r.phase).ExternalVerbs(dm.child), verb) {
 		add(kindGrant(dm.child, verb, gen, append(slices.Clone(r.xrTrace), hop)))
 	}
-	if !found && upgraded && grants(r.upgrade.ExternalVerbs(dm.child), v1alpha1.VerbUpdate) {
+	if !found && upgraded && v1alpha1.GrantsVerb(r.upgrade.ExternalVerbs(dm.child), v1alpha1.VerbUpdate) {
 		add(kindGrant(dm.child, v1alpha1.VerbUpdate, gen, append(slices.Clone(r.upgradeBase), hop)))
 	}
 	return out
-}
-
-// grants reports whether verbs include verb or "*".
-func grants(verbs []string, verb string) bool {
-	return slices.Contains(verbs, verb) || slices.Contains(verbs, v1alpha1.VerbAll)
 }
 
 // kindGrant is an External allowance for verb on the child's kind.

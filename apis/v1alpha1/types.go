@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -58,6 +60,12 @@ const (
 	VerbDelete = "Delete"
 	VerbAll    = "*"
 )
+
+// GrantsVerb reports whether a verbs list grants verb, directly or through
+// "*". Allowances, policy entries and bounds all read verbs this way.
+func GrantsVerb(verbs []string, verb string) bool {
+	return slices.Contains(verbs, verb) || slices.Contains(verbs, VerbAll)
+}
 
 // MutationVerb is a field-level operation on a child object.
 // +kubebuilder:validation:Enum=Insert;Delete;Mutate;"*"

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -105,7 +104,7 @@ func (a Allowance) ConsumedAt(observed int64, ok bool) bool {
 
 // HasVerb reports whether the allowance grants verb, directly or through "*".
 func (a Allowance) HasVerb(verb string) bool {
-	return slices.Contains(a.Verbs, verb) || slices.Contains(a.Verbs, v1alpha1.VerbAll)
+	return v1alpha1.GrantsVerb(a.Verbs, verb)
 }
 
 // SortKey orders allowances deterministically (trace linearity): by the

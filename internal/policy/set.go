@@ -267,7 +267,7 @@ func (b Bound) AllowsChild(c Child, verb string) bool {
 	if len(es) == 0 {
 		return !b.grant
 	}
-	return slices.ContainsFunc(es, func(e entry) bool { return hasVerb(e.Verbs, verb) })
+	return slices.ContainsFunc(es, func(e entry) bool { return v1alpha1.GrantsVerb(e.Verbs, verb) })
 }
 
 // AllowsMutation reports whether the bound allows the field mutation on a
@@ -282,7 +282,7 @@ func (b Bound) AllowsMutation(c Child, m mutation.Mutation) bool {
 		return !b.grant
 	}
 	return slices.ContainsFunc(es, func(e entry) bool {
-		return hasVerb(e.Verbs, v1alpha1.VerbUpdate) && (len(e.Mutations) == 0 || e.bounds.Covers(m))
+		return v1alpha1.GrantsVerb(e.Verbs, v1alpha1.VerbUpdate) && (len(e.Mutations) == 0 || e.bounds.Covers(m))
 	})
 }
 
@@ -302,10 +302,6 @@ func (b Bound) ExternalVerbs(c Child) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func hasVerb(verbs []string, v string) bool {
-	return slices.Contains(verbs, v) || slices.Contains(verbs, v1alpha1.VerbAll)
 }
 
 // UpgradeBound is what the UpgradeAllowances for a composition revision
