@@ -144,11 +144,10 @@ func compilePhase(at string, es []v1alpha1.PolicyEntry, fail func(string, error)
 	return phase{present: true, unrestricted: len(es) == 0, entries: compileEntries(at+".policies", es, fail)}
 }
 
-// Verbs an entry may name.
-var (
-	childVerbs    = []string{v1alpha1.VerbCreate, v1alpha1.VerbUpdate, v1alpha1.VerbDelete, v1alpha1.VerbAll}
-	externalVerbs = childVerbs // Crossplane's external verbs, the ones a gate can open
-)
+// entryVerbs are the verbs an entry may name: for ControllerChild the
+// object operations, for External Crossplane's external verbs, the ones a
+// gate can open. Both are the same four.
+var entryVerbs = []string{v1alpha1.VerbCreate, v1alpha1.VerbUpdate, v1alpha1.VerbDelete, v1alpha1.VerbAll}
 
 func compileEntries(at string, es []v1alpha1.PolicyEntry, fail func(string, error)) []entry {
 	out := make([]entry, 0, len(es))
@@ -161,7 +160,6 @@ func compileEntries(at string, es []v1alpha1.PolicyEntry, fail func(string, erro
 				ce.relation = v1alpha1.RelationExternal
 			}
 		}
-		verbs := childVerbs
 		switch ce.relation {
 		case v1alpha1.RelationControllerChild:
 			if e.Target.Resource == "" {
@@ -176,7 +174,6 @@ func compileEntries(at string, es []v1alpha1.PolicyEntry, fail func(string, erro
 			}
 			ce.bounds = b
 		case v1alpha1.RelationExternal:
-			verbs = externalVerbs
 			if !slices.ContainsFunc(externalKeys, func(k string) bool { _, ok := e.Target.External[k]; return ok }) {
 				fail(here+".target.external", errors.Errorf("must name at least one of %s", strings.Join(externalKeys, ", ")))
 			}
@@ -190,8 +187,8 @@ func compileEntries(at string, es []v1alpha1.PolicyEntry, fail func(string, erro
 			fail(here+".verbs", errors.New("at least one verb is required"))
 		}
 		for j, v := range e.Verbs {
-			if !slices.Contains(verbs, v) {
-				fail(fmt.Sprintf("%s.verbs[%d]", here, j), errors.Errorf("%q is not one of %s", v, strings.Join(verbs, ", ")))
+			if !slices.Contains(entryVerbs, v) {
+				fail(fmt.Sprintf("%s.verbs[%d]", here, j), errors.Errorf("%q is not one of %s", v, strings.Join(entryVerbs, ", ")))
 			}
 		}
 		out = append(out, ce)
