@@ -14,8 +14,13 @@ CROSSPLANE      := $(BIN)/crossplane
 CROSSPLANE_CORE := $(BIN)/crossplane-core
 PAT             := $(BIN)/function-patch-and-transform
 CONTROLLER_GEN  := $(BIN)/controller-gen
+KUBE_APISERVER  := $(BIN)/kube-apiserver
+ETCD            := $(BIN)/etcd
 
-TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(CONTROLLER_GEN)
+TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(ETCD)
+
+# envtest finds kube-apiserver and etcd here.
+export KUBEBUILDER_ASSETS := $(BIN)
 
 export PATH := $(BIN):$(PATH)
 
@@ -37,6 +42,12 @@ $(PAT): test/tools/patch-and-transform/go.mod test/tools/patch-and-transform/go.
 
 $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
 	cd test/tools/controller-gen && $(GO) build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+$(KUBE_APISERVER): test/tools/kube-apiserver/go.mod test/tools/kube-apiserver/go.sum
+	cd test/tools/kube-apiserver && $(GO) build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+
+$(ETCD): test/tools/etcd/go.mod test/tools/etcd/go.sum test/tools/etcd/main.go
+	cd test/tools/etcd && $(GO) build -o $@ .
 
 ## generate: regenerate deepcopy code and CRDs with controller-gen.
 generate: $(CONTROLLER_GEN)
