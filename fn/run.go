@@ -283,24 +283,18 @@ func (r *run) composed(resName string, observed, desired map[string]any) bool {
 	if observed != nil {
 		og, ok = allowance.ObservedGeneration(observed)
 	}
-	var verbs []string
-	var kept []allowance.Allowance
-	for _, a := range mrAllowances {
-		if a.ConsumedAt(og, ok) {
-			continue // consumed allowances never reopen a gate; prune them
-		}
-		kept = append(kept, a)
-		if a.Relation == v1alpha1.RelationExternal && !r.expired(a) {
-			verbs = append(verbs, a.Verbs...)
-		}
-	}
-	if r.frozen != "" && len(verbs) > 0 {
+	g := gate.Decide(gate.Inputs{
+		Allowances: mrAllowances, Observed: og, Reconciled: ok,
+		ReadOnly: r.cfg.readOnly, Now: r.now, Limit: r.cfg.maxGateOpen, Frozen: r.frozen,
+	})
+	// Consumed allowances never reopen a gate; the function prunes them.
+	kept := slices.DeleteFunc(g.Allowances, func(a allowance.Allowance) bool { return a.Consumed })
+	if len(g.Withheld) > 0 {
 		r.withhold(resName, dm, "open gate", "", fmt.Sprintf("%s is frozen by %s", ref(r.xr), r.frozen))
-		verbs = nil
 	}
-	policies, err := gate.Compute(r.cfg.readOnly, verbs)
-	if err != nil {
-		r.withhold(resName, dm, "open gate", "", err.Error())
+	policies := g.Policies
+	if g.Err != nil {
+		r.withhold(resName, dm, "open gate", "", g.Err.Error())
 	}
 	if err := fieldpath.Pave(desired).SetValue(pathManagementPolicies, policies); err != nil {
 		r.problem(errors.Wrapf(err, "cannot set %s on %s", pathManagementPolicies, ref(desired)))
@@ -528,17 +522,6 @@ func (r *run) traceFor(dm, om childMeta, passed []mutation.Mutation, chosen *all
 		base = r.upgradeBase
 	}
 	return allowance.FormatTrace(append(slices.Clone(base), r.mrHop(dm, om.generation+1, passed)))
-}
-
-func (r *run) expired(a allowance.Allowance) bool {
-	if len(a.Trace) == 0 {
-		return false
-	}
-	ts, err := time.Parse(time.RFC3339, a.Trace[len(a.Trace)-1].Timestamp)
-	if err != nil {
-		return false
-	}
-	return r.now.Sub(ts) > r.cfg.maxGateOpen
 }
 
 func (r *run) withhold(resName string, m childMeta, verb, path, reason string) {

@@ -312,3 +312,19 @@ func mustCompact(v any) string {
 	}
 	return string(b)
 }
+
+// ExpiredAt reports whether the allowance's gate has been open longer than
+// limit at now, counting from its last hop (when it was stamped on the
+// carrying object). Without a readable timestamp it never expires: the
+// consumption rule still closes the gate. The function and the gate
+// controller both close gates by this rule, so they agree on when.
+func (a Allowance) ExpiredAt(now time.Time, limit time.Duration) bool {
+	if len(a.Trace) == 0 || limit <= 0 {
+		return false
+	}
+	ts, err := time.Parse(time.RFC3339, a.Trace[len(a.Trace)-1].Timestamp)
+	if err != nil {
+		return false
+	}
+	return now.Sub(ts) > limit
+}

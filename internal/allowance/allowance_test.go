@@ -3,6 +3,7 @@ package allowance
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -207,5 +208,29 @@ func TestParseFreeze(t *testing.T) {
 		if _, err := ParseFreeze(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseFreeze(%s): want error containing %q, got %v", in, want, err)
 		}
+	}
+}
+
+func TestExpiredAt(t *testing.T) {
+	at := time.Date(2026, 1, 24, 10, 0, 0, 0, time.UTC)
+	a := Allowance{Trace: Trace{{Kind: "Bucket", Name: "b", Timestamp: Timestamp(at)}}}
+	cases := map[string]struct {
+		a     Allowance
+		now   time.Time
+		limit time.Duration
+		want  bool
+	}{
+		"WithinLimit":    {a: a, now: at.Add(time.Minute), limit: time.Hour},
+		"PastLimit":      {a: a, now: at.Add(2 * time.Hour), limit: time.Hour, want: true},
+		"NoLimit":        {a: a, now: at.Add(1000 * time.Hour)},
+		"NoTrace":        {a: Allowance{}, now: at.Add(2 * time.Hour), limit: time.Hour},
+		"BadTimestampNo": {a: Allowance{Trace: Trace{{Timestamp: "yesterday"}}}, now: at, limit: time.Nanosecond},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.a.ExpiredAt(tc.now, tc.limit); got != tc.want {
+				t.Errorf("ExpiredAt() = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -34,6 +34,12 @@ type Request struct {
 	// derive it: 1 on create, the old generation plus one when spec changed.
 	Generation int64
 	Now        time.Time
+	// Parent is the allowance of the object's parent that covers this
+	// change when a controller propagates it (Crossplane's claim controller
+	// writing an XR): the change then needs no mayInitiate, only a subject
+	// (or no subjects), and the allowances it earns continue the parent's
+	// trace and keep its initiator.
+	Parent *allowance.Allowance
 }
 
 // Violation is a change to a watched field that no rule permits.
@@ -141,7 +147,7 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 			hop := d.Hop
 			hop.Field = hit[0]
 			hop.Attestations = capture(r.capture, req.Object)
-			d.Allowances = appendUnique(d.Allowances, allowancesFor(r, hop, gen)...)
+			d.Allowances = appendUnique(d.Allowances, allowancesFor(r, hop, gen, req.Parent)...)
 		}
 	}
 	var first string
@@ -160,8 +166,8 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 	if first != "" {
 		// The object's hop carries what the first permitted change captured.
 		for _, a := range d.Allowances {
-			if a.Trace[0].Field == first {
-				d.Hop.Attestations = a.Trace[0].Attestations
+			if own := a.Trace[len(a.Trace)-1]; own.Field == first {
+				d.Hop.Attestations = own.Attestations
 				break
 			}
 		}
@@ -172,7 +178,12 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 
 // permits reports why the request may not start rule ri, or "" when it may.
 func (c *Compiled) permits(ri int, req Request) (string, error) {
-	if !c.mayInitiate(req.User) {
+	switch {
+	case req.Parent != nil:
+		if len(c.policy.Spec.Subjects) > 0 && !c.IsSubject(req.User) {
+			return fmt.Sprintf("user %q is not a subject and may not propagate changes", req.User.Username), nil
+		}
+	case !c.mayInitiate(req.User):
 		return fmt.Sprintf("user %q is not a subject with mayInitiate", req.User.Username), nil
 	}
 	for _, cond := range c.rules[ri].conditions {
@@ -247,10 +258,15 @@ var unrestrictedEntries = []entry{
 	{PolicyEntry: v1alpha1.PolicyEntry{Target: v1alpha1.Target{External: map[string]string{"kind": "*"}}, Verbs: []string{v1alpha1.VerbAll}}, relation: v1alpha1.RelationExternal},
 }
 
-func allowancesFor(r rule, hop allowance.Hop, gen int64) []allowance.Allowance {
+func allowancesFor(r rule, hop allowance.Hop, gen int64, parent *allowance.Allowance) []allowance.Allowance {
 	es := r.entries
 	if len(es) == 0 {
 		es = unrestrictedEntries
+	}
+	initiator, trace := hop.User, allowance.Trace{hop}
+	if parent != nil {
+		initiator = parent.Initiator
+		trace = append(slices.Clone(parent.Trace), hop)
 	}
 	out := make([]allowance.Allowance, 0, len(es))
 	for _, e := range es {
@@ -260,8 +276,8 @@ func allowancesFor(r rule, hop allowance.Hop, gen int64) []allowance.Allowance {
 			Verbs:      slices.Clone(e.Verbs),
 			Mutations:  slices.Clone(e.Mutations),
 			Generation: gen,
-			Initiator:  hop.User,
-			Trace:      allowance.Trace{hop},
+			Initiator:  initiator,
+			Trace:      slices.Clone(trace),
 		})
 	}
 	return out

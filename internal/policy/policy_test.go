@@ -451,10 +451,16 @@ func TestEvaluate(t *testing.T) {
 	hop := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, Field: "spec.size",
 		User: "alice@example.com", Timestamp: "2026-11-22T12:00:00Z", Attestations: map[string]string{"metadata.annotations[jira]": "INFRA-1"},
 		Labels: map[string]string{"ticket": "T-9"}}
+	claimHop := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "db", Generation: 2, Field: "spec.size", User: "alice@example.com", Timestamp: "2026-11-22T11:59:00Z"}
+	claimAllowance := allowance.Allowance{Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{APIGroup: "example.com", Resource: "xdatabases"},
+		Verbs: []string{"Update"}, Generation: 2, Initiator: "alice@example.com", Trace: allowance.Trace{claimHop}}
+	cpHop := hop
+	cpHop.User = crossplane.Username
 	cases := map[string]struct {
 		reason         string
 		old, new       map[string]any
 		user           Identity
+		parent         *allowance.Allowance
 		wantAllowances []allowance.Allowance
 		wantHop        allowance.Hop
 		wantViolations []Violation
@@ -482,6 +488,24 @@ func TestEvaluate(t *testing.T) {
 			old:    xr(t, "small", jira), new: xr(t, "large", jira), user: crossplane,
 			wantHop:        allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: crossplane.Username, Timestamp: "2026-11-22T12:00:00Z", Labels: map[string]string{"ticket": "T-9"}},
 			wantViolations: []Violation{{Field: "spec.size", Policy: "xdatabase-policy", Reason: `user "system:serviceaccount:crossplane-system:crossplane" is not a subject with mayInitiate`}},
+		},
+		"PropagatedBySubject": {
+			reason: "Crossplane's service account propagates a Claim's allowance: no mayInitiate needed, the trace continues the Claim's and keeps its initiator.",
+			old:    xr(t, "small", jira), new: xr(t, "large", jira), user: crossplane, parent: &claimAllowance,
+			wantAllowances: []allowance.Allowance{
+				{Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{APIGroup: "rds.aws.crossplane.io", APIVersion: "v1alpha1", Resource: "rdsinstances"},
+					Verbs: []string{"Update"}, Mutations: []v1alpha1.MutationBound{{JSONPath: "spec.forProvider.instanceClass", Verbs: []v1alpha1.MutationVerb{"Mutate"}}},
+					Generation: 5, Initiator: "alice@example.com", Trace: allowance.Trace{claimHop, cpHop}},
+				{Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"provider": "provider-aws", "kind": "RDSInstance"}},
+					Verbs: []string{"Update"}, Generation: 5, Initiator: "alice@example.com", Trace: allowance.Trace{claimHop, cpHop}},
+			},
+			wantHop: cpHop,
+		},
+		"PropagatedByNonSubject": {
+			reason: "Only a subject may propagate: Bob writing the XR with a Claim allowance in hand is still a violation.",
+			old:    xr(t, "small", jira), new: xr(t, "large", jira), user: bob, parent: &claimAllowance,
+			wantHop:        allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: "bob@example.com", Timestamp: "2026-11-22T12:00:00Z", Labels: map[string]string{"ticket": "T-9"}},
+			wantViolations: []Violation{{Field: "spec.size", Policy: "xdatabase-policy", Reason: `user "bob@example.com" is not a subject and may not propagate changes`}},
 		},
 		"ConditionFalse": {
 			reason: "Without the jira annotation the condition fails and the violation quotes it.",
@@ -524,7 +548,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d, err := s.Evaluate(Request{Object: tc.new, OldObject: tc.old, User: tc.user, Now: evalNow})
+			d, err := s.Evaluate(Request{Object: tc.new, OldObject: tc.old, User: tc.user, Now: evalNow, Parent: tc.parent})
 			if err != nil {
 				t.Fatalf("%s\nEvaluate(): %v", tc.reason, err)
 			}

@@ -1,0 +1,88 @@
+package gate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+)
+
+func TestDecide(t *testing.T) {
+	now := time.Date(2026, 1, 24, 10, 30, 0, 0, time.UTC)
+	ext := func(gen int64, at time.Time, verbs ...string) allowance.Allowance {
+		return allowance.Allowance{
+			Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "Bucket"}},
+			Verbs: verbs, Generation: gen,
+			Trace: allowance.Trace{{APIVersion: "v1", Kind: "Bucket", Name: "b", Generation: gen, Timestamp: allowance.Timestamp(at)}},
+		}
+	}
+	child := allowance.Allowance{Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{APIGroup: "g", Resource: "r"}, Verbs: []string{"Update"}, Generation: 9}
+
+	cases := map[string]struct {
+		in           Inputs
+		wantPolicies []string
+		wantConsumed int
+		wantExpired  int
+		wantWithheld int
+		wantErr      bool
+	}{
+		"UnconsumedUpdateOpens": {
+			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Observed: 2, Reconciled: true},
+			wantPolicies: []string{Observe, Update, LateInitialize},
+		},
+		"ObservedGenerationConsumes": {
+			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Observed: 3, Reconciled: true},
+			wantPolicies: DefaultReadOnly, wantConsumed: 1,
+		},
+		"NotReconciledYetStaysOpen": {
+			in:           Inputs{Allowances: []allowance.Allowance{ext(1, now, "Create")}},
+			wantPolicies: []string{Observe, Create, LateInitialize},
+		},
+		"ExpiredOpensNothing": {
+			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now.Add(-time.Hour), "Update")}, Observed: 2, Reconciled: true, Limit: time.Minute},
+			wantPolicies: DefaultReadOnly, wantExpired: 1,
+		},
+		"FreezeWithholds": {
+			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Observed: 2, Reconciled: true, Frozen: "oncall"},
+			wantPolicies: DefaultReadOnly, wantWithheld: 1,
+		},
+		"ControllerChildOpensNothing": {
+			in:           Inputs{Allowances: []allowance.Allowance{child}, Observed: 2, Reconciled: true},
+			wantPolicies: DefaultReadOnly,
+		},
+		"UnsupportedFailsClosed": {
+			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update", "Delete")}, Observed: 2, Reconciled: true},
+			wantPolicies: DefaultReadOnly, wantErr: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.in.Now = now
+			if tc.in.ReadOnly == nil {
+				tc.in.ReadOnly = DefaultReadOnly
+			}
+			d := Decide(tc.in)
+			if diff := cmp.Diff(tc.wantPolicies, d.Policies); diff != "" {
+				t.Errorf("Policies: -want +got:\n%s", diff)
+			}
+			if (d.Err != nil) != tc.wantErr {
+				t.Errorf("Err = %v, want error %v", d.Err, tc.wantErr)
+			}
+			if len(d.Consumed) != tc.wantConsumed || len(d.Expired) != tc.wantExpired || len(d.Withheld) != tc.wantWithheld {
+				t.Errorf("consumed/expired/withheld = %d/%d/%d, want %d/%d/%d", len(d.Consumed), len(d.Expired), len(d.Withheld), tc.wantConsumed, tc.wantExpired, tc.wantWithheld)
+			}
+			if len(d.Allowances) != len(tc.in.Allowances) {
+				t.Fatalf("Decide dropped allowances: %d of %d kept", len(d.Allowances), len(tc.in.Allowances))
+			}
+			if tc.wantConsumed > 0 && !d.Allowances[0].Consumed {
+				t.Error("consumed allowance not marked Consumed")
+			}
+			if tc.in.Allowances[0].Consumed {
+				t.Error("Decide modified its input")
+			}
+		})
+	}
+}
