@@ -328,3 +328,18 @@ func (a Allowance) ExpiredAt(now time.Time, limit time.Duration) bool {
 	}
 	return now.Sub(ts) > limit
 }
+
+// FrozenBy names who froze an object through its kausality.io/freeze
+// annotation, "" when nobody did. An unreadable freeze still freezes: a
+// freeze must never be lost to a typo.
+func FrozenBy(annotations map[string]string) string {
+	v, ok := annotations[v1alpha1.AnnotationFreeze]
+	if !ok {
+		return ""
+	}
+	f, err := ParseFreeze(v)
+	if err != nil {
+		return "an unreadable " + v1alpha1.AnnotationFreeze + " annotation"
+	}
+	return f.User
+}

@@ -1,0 +1,248 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+// Audit annotation keys; the API server prefixes them with the webhook's
+// name, so they carry no domain of their own.
+const (
+	auditInitiator  = "initiator"
+	auditViolations = "violations"
+	auditMode       = "mode"
+)
+
+// Composites is the mutating webhook for Claims and composite resources of
+// the kinds AllowancePolicies name. It evaluates the policies with the
+// request's authenticated identity, denies (Enforce) or warns about (Log)
+// changes no rule permits, and injects the allowances and trace a permitted
+// change earns. Writes by Crossplane to a composite that has a Claim are
+// checked against the Claim's allowances and continue its trace.
+type Composites struct {
+	// Policies lists the AllowancePolicies (a cached client).
+	Policies client.Reader
+	// Reader reads parents uncached, so a Claim's allowances are current.
+	Reader  client.Reader
+	Cache   *policy.Cache
+	Trusted Trusted
+	Now     func() time.Time
+}
+
+// Handle implements admission.Handler.
+func (h *Composites) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	old, obj, err := objects(req)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if msg := h.Trusted.protect(req.UserInfo, old, obj); msg != "" {
+		return admission.Denied(msg)
+	}
+	set, warnings, err := policiesFor(ctx, h.Policies, h.Cache, obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if len(set.Names()) == 0 {
+		return admission.Allowed("").WithWarnings(warnings...)
+	}
+
+	r := policy.Request{Object: obj.Object, User: identity(req.UserInfo), Now: h.Now()}
+	if old != nil {
+		r.OldObject = old.Object
+	}
+	// The chain a Crossplane write continues: the Claim's.
+	var parentTrace allowance.Trace
+	var parentNote string
+	if req.UserInfo.Username == h.Trusted.Crossplane {
+		claim, err := h.claimOf(ctx, obj)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		if claim != nil {
+			r.Parent, parentNote, err = parentFor(claim, old, obj, req.Resource.Resource)
+			if err != nil {
+				return admission.Denied(err.Error())
+			}
+			if r.Parent != nil {
+				parentTrace = r.Parent.Trace
+			} else if parentTrace, err = allowance.ParseTrace(claim.GetAnnotations()[v1alpha1.AnnotationTrace]); err != nil {
+				return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationTrace, describe(claim)).Error())
+			}
+		}
+	}
+
+	d, err := set.Evaluate(r)
+	if err != nil {
+		return admission.Denied(errors.Wrapf(err, "cannot evaluate AllowancePolicies %s", strings.Join(set.Names(), ", ")).Error())
+	}
+	audit := map[string]string{auditMode: string(d.Mode)}
+	if len(d.Violations) > 0 {
+		msgs := make([]string, 0, len(d.Violations))
+		for _, v := range d.Violations {
+			msgs = append(msgs, v.Error())
+		}
+		msg := fmt.Sprintf("%s: %s", describe(obj), strings.Join(msgs, "; "))
+		if parentNote != "" {
+			msg += " (" + parentNote + ")"
+		}
+		audit[auditViolations] = msg
+		if d.Mode == v1alpha1.ModeEnforce {
+			return withAudit(admission.Denied(msg), audit)
+		}
+		warnings = append(warnings, "Log mode, would be denied: "+msg)
+	}
+
+	if err := inject(old, obj, d, parentTrace); err != nil {
+		return admission.Denied(err.Error())
+	}
+	if len(d.Allowances) > 0 {
+		audit[auditInitiator] = d.Allowances[0].Initiator
+	}
+	return withAudit(patched(req, obj), audit).WithWarnings(warnings...)
+}
+
+// inject writes the decision's allowances and trace onto obj. Both start
+// from the stored object, never from the request: Crossplane's claim
+// controller copies a Claim's annotations onto its composite, and those are
+// the Claim's, not the composite's. Consumed allowances are pruned; the
+// trace changes when the write earned something or created the object.
+func inject(old, obj *unstructured.Unstructured, d policy.Decision, parentTrace allowance.Trace) error {
+	var stored map[string]string
+	if old != nil {
+		stored = old.GetAnnotations()
+	}
+	have, err := allowance.Parse(stored[v1alpha1.AnnotationAllowances])
+	if err != nil {
+		return errors.Wrapf(err, "cannot parse annotation %s on %s; it is kept as it is and this write is denied until an administrator repairs it", v1alpha1.AnnotationAllowances, describe(old))
+	}
+	og, ok := allowance.ObservedGeneration(obj.Object)
+	kept := slices.DeleteFunc(have, func(a allowance.Allowance) bool { return a.ConsumedAt(og, ok) })
+	kept = append(kept, d.Allowances...)
+	ann := maps.Clone(obj.GetAnnotations())
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	restore := func(k string) {
+		if v, ok := stored[k]; ok {
+			ann[k] = v
+		} else {
+			delete(ann, k)
+		}
+	}
+	if len(kept) > 0 {
+		ann[v1alpha1.AnnotationAllowances] = allowance.Format(kept)
+	} else {
+		delete(ann, v1alpha1.AnnotationAllowances)
+	}
+	if len(d.Allowances) > 0 || old == nil {
+		ann[v1alpha1.AnnotationTrace] = allowance.FormatTrace(append(slices.Clone(parentTrace), d.Hop))
+	} else {
+		restore(v1alpha1.AnnotationTrace)
+	}
+	obj.SetAnnotations(ann)
+	return nil
+}
+
+// claimOf returns the Claim of a legacy composite (spec.claimRef), or nil
+// when it has none or the Claim is gone.
+func (h *Composites) claimOf(ctx context.Context, xr *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	ref, ok, _ := unstructured.NestedStringMap(xr.Object, "spec", "claimRef")
+	if !ok || ref["name"] == "" || ref["kind"] == "" {
+		return nil, nil
+	}
+	claim := &unstructured.Unstructured{}
+	claim.SetAPIVersion(ref["apiVersion"])
+	claim.SetKind(ref["kind"])
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: ref["namespace"], Name: ref["name"]}, claim); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil, nil
+		}
+		return nil, errors.Wrapf(err, "cannot get the Claim %s %s/%s of %s", ref["kind"], ref["namespace"], ref["name"], describe(xr))
+	}
+	return claim, nil
+}
+
+// crossplaneFields are composite spec fields Crossplane itself manages;
+// they are never a change a Claim must allow.
+var crossplaneFields = []string{
+	"spec.crossplane", "spec.claimRef", "spec.compositionRef", "spec.compositionRevisionRef", "spec.compositionSelector",
+	"spec.compositionUpdatePolicy", "spec.compositionRevisionSelector", "spec.resourceRefs", "spec.writeConnectionSecretToRef",
+	"spec.publishConnectionDetailsTo", "spec.environmentConfigRefs",
+}
+
+func crossplaneField(p string) bool {
+	return slices.ContainsFunc(crossplaneFields, func(f string) bool { return mutation.Under(p, f) })
+}
+
+// parentFor picks the Claim's unconsumed allowance for this composite that
+// covers every spec change, first in trace order. note says why none did.
+func parentFor(claim, old, xr *unstructured.Unstructured, resource string) (*allowance.Allowance, string, error) {
+	as, err := allowance.Parse(claim.GetAnnotations()[v1alpha1.AnnotationAllowances])
+	if err != nil {
+		return nil, "", errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(claim))
+	}
+	var oldSpec any
+	if old != nil {
+		oldSpec = old.Object["spec"]
+	}
+	changed := mutation.Diff("spec", oldSpec, xr.Object["spec"], mutation.WithSkip(crossplaneField))
+	child := policy.ChildOf(xr.GetAPIVersion(), xr.GetKind())
+	if resource != "" {
+		child.Resource = resource
+	}
+	og, ok := allowance.ObservedGeneration(claim.Object)
+	allowance.Sort(as)
+	for i, a := range as {
+		if a.Relation != v1alpha1.RelationControllerChild || a.ConsumedAt(og, ok) || !policy.MatchesChild(a.Target, child) {
+			continue
+		}
+		if !slices.ContainsFunc(changed, func(m mutation.Mutation) bool {
+			return !(a.HasVerb(v1alpha1.VerbUpdate) && (len(a.Mutations) == 0 || mutation.CoveredBy(m, a.Mutations)))
+		}) {
+			return &as[i], "", nil
+		}
+	}
+	if len(changed) == 0 {
+		return nil, "", nil
+	}
+	return nil, fmt.Sprintf("no unconsumed allowance on %s covers %s", describe(claim), changed[0].Path), nil
+}
+
+// policiesFor is the compiled policy set for obj's kind. Policies that do
+// not compile are left out with a warning: their status says why.
+func policiesFor(ctx context.Context, r client.Reader, cache *policy.Cache, obj *unstructured.Unstructured) (policy.Set, []string, error) {
+	l := &v1alpha1.AllowancePolicyList{}
+	if err := r.List(ctx, l); err != nil {
+		return policy.Set{}, nil, errors.Wrap(err, "cannot list AllowancePolicies")
+	}
+	set, errs := cache.For(obj.GetAPIVersion(), obj.GetKind(), l.Items)
+	var warnings []string
+	for _, err := range errs {
+		warnings = append(warnings, "ignored: "+err.Error())
+	}
+	return set, warnings, nil
+}
+
+func withAudit(r admission.Response, audit map[string]string) admission.Response {
+	r.AuditAnnotations = audit
+	return r
+}

@@ -1,0 +1,124 @@
+package admission
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+// Trusted are the users that write Kausality's own annotations: the
+// provider itself (gate controller, consumption marks) and Crossplane (the
+// function's output, the claim controller).
+type Trusted struct {
+	// Provider is the provider's own username.
+	Provider string
+	// Crossplane is Crossplane's service account username.
+	Crossplane string
+}
+
+// Has reports whether username is one of the trusted writers.
+func (t Trusted) Has(username string) bool {
+	return username != "" && (username == t.Provider || username == t.Crossplane)
+}
+
+// protectedAnnotations only trusted users may change; users may set the
+// rest of kausality.io/* (freeze, mode, allow-delete, trace-*).
+var protectedAnnotations = []string{
+	v1alpha1.AnnotationAllowances,
+	v1alpha1.AnnotationTrace,
+	v1alpha1.AnnotationControllerUAHash,
+	v1alpha1.AnnotationCompositionRevision,
+	v1alpha1.AnnotationApplied,
+}
+
+// protect says why user may not make this write, or "" when it may: only
+// trusted users change the protected annotations or the gated label.
+func (t Trusted) protect(user authenticationv1.UserInfo, old, obj *unstructured.Unstructured) string {
+	if t.Has(user.Username) {
+		return ""
+	}
+	var oldAnn, oldLabels map[string]string
+	if old != nil {
+		oldAnn, oldLabels = old.GetAnnotations(), old.GetLabels()
+	}
+	newAnn := obj.GetAnnotations()
+	var changed []string
+	for _, k := range protectedAnnotations {
+		ov, oldOK := oldAnn[k]
+		nv, newOK := newAnn[k]
+		if ov != nv || oldOK != newOK {
+			changed = append(changed, "annotation "+k)
+		}
+	}
+	if ov, nv := oldLabels[v1alpha1.LabelGated], obj.GetLabels()[v1alpha1.LabelGated]; ov != nv {
+		changed = append(changed, "label "+v1alpha1.LabelGated)
+	}
+	if len(changed) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s of %s: only Kausality and Crossplane may change %s; user %q may set %s, %s, %s and %s* annotations",
+		strings.Join(changed, " and "), describe(obj), strings.Join(changed, ", "), user.Username,
+		v1alpha1.AnnotationFreeze, v1alpha1.AnnotationMode, v1alpha1.AnnotationAllowDelete, v1alpha1.AnnotationTraceLabelPrefix)
+}
+
+// identity is the authenticated requester as policies see it.
+func identity(user authenticationv1.UserInfo) policy.Identity {
+	return policy.Identity{Username: user.Username, Groups: slices.Clone(user.Groups)}
+}
+
+// describe names an object in messages: Kind namespace/name.
+func describe(o *unstructured.Unstructured) string {
+	if o.GetNamespace() != "" {
+		return fmt.Sprintf("%s %s/%s", o.GetKind(), o.GetNamespace(), o.GetName())
+	}
+	return fmt.Sprintf("%s %s", o.GetKind(), o.GetName())
+}
+
+// objects decodes a request's object and old object; old is nil on create.
+func objects(req admission.Request) (old, obj *unstructured.Unstructured, err error) {
+	decode := func(raw []byte) (*unstructured.Unstructured, error) {
+		if len(raw) == 0 {
+			return nil, nil
+		}
+		u := &unstructured.Unstructured{}
+		if err := json.Unmarshal(raw, &u.Object); err != nil {
+			return nil, fmt.Errorf("cannot decode %s %s: %w", req.Kind.Kind, req.Name, err)
+		}
+		return u, nil
+	}
+	if obj, err = decode(req.Object.Raw); err != nil {
+		return nil, nil, err
+	}
+	if old, err = decode(req.OldObject.Raw); err != nil {
+		return nil, nil, err
+	}
+	return old, obj, nil
+}
+
+// withAnnotations returns obj's annotations with set applied.
+func withAnnotations(obj *unstructured.Unstructured, set map[string]string) {
+	ann := maps.Clone(obj.GetAnnotations())
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	maps.Copy(ann, set)
+	obj.SetAnnotations(ann)
+}
+
+// patched is the response that turns the request's object into obj.
+func patched(req admission.Request, obj *unstructured.Unstructured) admission.Response {
+	raw, err := json.Marshal(obj.Object)
+	if err != nil {
+		return admission.Errored(500, fmt.Errorf("cannot encode %s: %w", describe(obj), err))
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}

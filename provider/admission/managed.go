@@ -1,0 +1,220 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+const pathManagementPolicies = "spec.managementPolicies"
+
+// Managed is the mutating webhook for gated managed resources. It is where
+// the race of DESIGN §4.6 is settled: whoever writes the resource, the
+// stored object decides which allowances are consumed, and the gate written
+// is the gate formula over the allowances as they will be stored, so a
+// stale pipeline run can never reopen a consumed gate and a new allowance
+// opens its gate in the same write that stamps it. Crossplane's writes must
+// chain every new allowance to an unconsumed allowance of the composite.
+type Managed struct {
+	// Reader reads composites and UpgradeAllowances uncached.
+	Reader      client.Reader
+	Trusted     Trusted
+	ReadOnly    []string
+	MaxGateOpen time.Duration
+	Now         func() time.Time
+}
+
+// Handle implements admission.Handler.
+func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	old, obj, err := objects(req)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if msg := h.Trusted.protect(req.UserInfo, old, obj); msg != "" {
+		return admission.Denied(msg)
+	}
+	if obj.GetLabels()[v1alpha1.LabelGated] != "true" {
+		return admission.Allowed("")
+	}
+	as, err := allowance.Parse(obj.GetAnnotations()[v1alpha1.AnnotationAllowances])
+	if err != nil {
+		return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(obj)).Error())
+	}
+	if req.UserInfo.Username == h.Trusted.Crossplane {
+		if msg, err := h.chain(ctx, old, obj, as); err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		} else if msg != "" {
+			return admission.Denied(msg)
+		}
+	}
+
+	// The stored object's observed generation decides consumption: status
+	// is not written through this request.
+	var og int64
+	var ok bool
+	if old != nil {
+		og, ok = allowance.ObservedGeneration(old.Object)
+	}
+	current, _ := fieldpath.Pave(obj.Object).GetStringArray(pathManagementPolicies)
+	d := gate.Decide(gate.Inputs{
+		Allowances: as, Observed: og, Reconciled: ok, ReadOnly: h.readOnly(current),
+		Now: h.Now(), Limit: h.MaxGateOpen, Frozen: allowance.FrozenBy(obj.GetAnnotations()),
+	})
+	var warnings []string
+	if !slices.Equal(current, d.Policies) {
+		if err := fieldpath.Pave(obj.Object).SetValue(pathManagementPolicies, d.Policies); err != nil {
+			return admission.Errored(http.StatusInternalServerError, errors.Wrapf(err, "cannot set %s on %s", pathManagementPolicies, describe(obj)))
+		}
+		if !h.Trusted.Has(req.UserInfo.Username) {
+			warnings = append(warnings, fmt.Sprintf("%s of %s is kept at %v by Kausality: it opens only for unconsumed allowances", pathManagementPolicies, describe(obj), d.Policies))
+		}
+	}
+	if d.Err != nil {
+		warnings = append(warnings, fmt.Sprintf("the gate of %s stays closed: %v", describe(obj), d.Err))
+	}
+	if len(d.Consumed) > 0 {
+		ann := obj.GetAnnotations()
+		ann[v1alpha1.AnnotationAllowances] = allowance.Format(d.Allowances)
+		obj.SetAnnotations(ann)
+	}
+	return patched(req, obj).WithWarnings(warnings...)
+}
+
+// readOnly is the closed gate: the writer's own read-only set when what it
+// wrote is one (a Composition may close gates to [Observe]), else the
+// configured one.
+func (h *Managed) readOnly(written []string) []string {
+	ro := slices.DeleteFunc(slices.Clone(written), func(p string) bool { return p != gate.Observe && p != gate.LateInitialize })
+	if len(ro) > 0 && gate.ValidateReadOnly(ro) == nil {
+		return ro
+	}
+	return h.ReadOnly
+}
+
+// chain says why Crossplane may not stamp these allowances, or "" when
+// every new one continues a chain: an unconsumed allowance of the
+// controlling composite, a Create while the resource is being created, or
+// an UpgradeAllowance naming the resource's composition revision.
+func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured, as []allowance.Allowance) (string, error) {
+	var stored []allowance.Allowance
+	if old != nil {
+		stored, _ = allowance.Parse(old.GetAnnotations()[v1alpha1.AnnotationAllowances])
+	}
+	var xr *unstructured.Unstructured
+	var xrAllowances []allowance.Allowance
+	xrOG, xrOK := int64(0), false
+	for i, a := range as {
+		if slices.ContainsFunc(stored, func(s allowance.Allowance) bool { return sameAllowance(s, a) }) {
+			continue
+		}
+		if len(a.Trace) < 2 {
+			return fmt.Sprintf("allowance %d on %s has no parent hop in its trace", i, describe(obj)), nil
+		}
+		parent := a.Trace[:len(a.Trace)-1]
+		if parent[0].Kind == v1alpha1.UpgradeAllowanceKind {
+			ok, err := h.upgrade(ctx, parent[0].Name, obj)
+			if err != nil || ok {
+				return "", err
+			}
+			return fmt.Sprintf("allowance %d on %s starts at UpgradeAllowance %s, which does not name composition revision %q", i, describe(obj), parent[0].Name, obj.GetAnnotations()[v1alpha1.AnnotationCompositionRevision]), nil
+		}
+		if xr == nil {
+			var err error
+			if xr, err = h.composite(ctx, obj); err != nil {
+				return "", err
+			}
+			if xr == nil {
+				return fmt.Sprintf("allowance %d on %s: the resource has no controlling composite to chain to", i, describe(obj)), nil
+			}
+			if xrAllowances, err = allowance.Parse(xr.GetAnnotations()[v1alpha1.AnnotationAllowances]); err != nil {
+				return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(xr)).Error(), nil
+			}
+			xrOG, xrOK = allowance.ObservedGeneration(xr.Object)
+		}
+		last := parent[len(parent)-1]
+		if last.Kind != xr.GetKind() || last.Name != xr.GetName() {
+			return fmt.Sprintf("allowance %d on %s: its trace names %s %s as parent, not the controlling %s", i, describe(obj), last.Kind, last.Name, describe(xr)), nil
+		}
+		if old == nil && len(a.Verbs) == 1 && a.Verbs[0] == v1alpha1.VerbCreate {
+			continue // creation, bounded by the composite's initializing phase
+		}
+		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return !x.ConsumedAt(xrOG, xrOK) && continues(parent, x.Trace) }) {
+			return fmt.Sprintf("allowance %d on %s does not chain to an unconsumed allowance of %s", i, describe(obj), describe(xr)), nil
+		}
+	}
+	return "", nil
+}
+
+// continues reports whether the hops before a managed resource's own hop
+// are the composite allowance's trace, with the composite's hop appended
+// unless the trace already ends with it.
+func continues(parent, xr allowance.Trace) bool {
+	if len(parent) < len(xr) {
+		return false
+	}
+	for i, h := range xr {
+		p := parent[i]
+		if p.Kind != h.Kind || p.Name != h.Name || p.Generation != h.Generation {
+			return false
+		}
+	}
+	return len(parent) <= len(xr)+1
+}
+
+// sameAllowance identifies an allowance by what it grants and where its
+// chain starts (DESIGN §3: parent, generation, target).
+func sameAllowance(a, b allowance.Allowance) bool {
+	return a.Relation == b.Relation && a.Generation == b.Generation && a.SortKey() == b.SortKey() &&
+		policyTargetEqual(a.Target, b.Target)
+}
+
+func policyTargetEqual(a, b v1alpha1.Target) bool {
+	return a.APIGroup == b.APIGroup && a.APIVersion == b.APIVersion && a.Resource == b.Resource && fmt.Sprint(a.External) == fmt.Sprint(b.External)
+}
+
+// composite returns the managed resource's controlling composite, nil when
+// it has none.
+func (h *Managed) composite(ctx context.Context, mr *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	owner := metav1.GetControllerOf(mr)
+	if owner == nil {
+		return nil, nil
+	}
+	xr := &unstructured.Unstructured{}
+	xr.SetAPIVersion(owner.APIVersion)
+	xr.SetKind(owner.Kind)
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: mr.GetNamespace(), Name: owner.Name}, xr); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil, nil
+		}
+		return nil, errors.Wrapf(err, "cannot get the composite %s %s of %s", owner.Kind, owner.Name, describe(mr))
+	}
+	return xr, nil
+}
+
+// upgrade reports whether the named UpgradeAllowance covers the managed
+// resource's composition revision.
+func (h *Managed) upgrade(ctx context.Context, name string, mr *unstructured.Unstructured) (bool, error) {
+	u := &v1alpha1.UpgradeAllowance{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
+		return false, client.IgnoreNotFound(errors.Wrapf(err, "cannot get UpgradeAllowance %s", name))
+	}
+	return len(policy.UpgradesFor([]v1alpha1.UpgradeAllowance{*u}, mr.GetAnnotations()[v1alpha1.AnnotationCompositionRevision])) > 0, nil
+}

@@ -1,0 +1,237 @@
+// Package gate is the gate controller: it watches managed resources
+// labelled kausality.io/gated=true, of any kind, and keeps each one's
+// spec.managementPolicies equal to the gate formula of internal/gate as
+// allowances arrive, are consumed and expire.
+package gate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
+)
+
+// ConditionGate is the condition the controller sets on every gated
+// managed resource: True while the gate is open.
+const ConditionGate xpv2.ConditionType = "GateOpen"
+
+// Reasons of the GateOpen condition and of the controller's Events.
+const (
+	ReasonOpened      xpv2.ConditionReason = "Opened"
+	ReasonClosed      xpv2.ConditionReason = "Closed"
+	ReasonConsumed    xpv2.ConditionReason = "Consumed"
+	ReasonExpired     xpv2.ConditionReason = "Expired"
+	ReasonFrozen      xpv2.ConditionReason = "Frozen"
+	ReasonUnsupported xpv2.ConditionReason = "Unsupported"
+	ReasonInvalid     xpv2.ConditionReason = "InvalidAllowances"
+)
+
+const pathManagementPolicies = "spec.managementPolicies"
+
+// Options configure the gate controller.
+type Options struct {
+	// ReadOnly is the closed gate; DefaultReadOnly when empty.
+	ReadOnly []string
+	// MaxGateOpen closes a gate whose allowance was stamped longer ago.
+	MaxGateOpen time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// A Reconciler keeps the gate of the managed resources of one kind.
+type Reconciler struct {
+	kube    client.Client
+	reader  client.Reader
+	gvk     schema.GroupVersionKind
+	opts    Options
+	events  events.EventRecorder
+	metrics *Metrics
+	log     logr.Logger
+}
+
+// NewReconciler returns a Reconciler for managed resources of kind gvk.
+// reader reads the parents a freeze may be set on, uncached.
+func NewReconciler(kube client.Client, reader client.Reader, gvk schema.GroupVersionKind, rec events.EventRecorder, m *Metrics, o Options, log logr.Logger) *Reconciler {
+	if len(o.ReadOnly) == 0 {
+		o.ReadOnly = gate.DefaultReadOnly
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Reconciler{kube: kube, reader: reader, gvk: gvk, opts: o, events: rec, metrics: m, log: log.WithValues("kind", gvk.String())}
+}
+
+// Reconcile brings one managed resource's gate and consumption marks in
+// line with its allowances and observed generation.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	mr := &unstructured.Unstructured{}
+	mr.SetGroupVersionKind(r.gvk)
+	if err := r.kube.Get(ctx, req.NamespacedName, mr); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(errors.Wrapf(err, "cannot get %s %s", r.gvk.Kind, req.NamespacedName))
+	}
+	if mr.GetLabels()[v1alpha1.LabelGated] != "true" || mr.GetDeletionTimestamp() != nil {
+		return ctrl.Result{}, nil
+	}
+	ref := fmt.Sprintf("%s %s", r.gvk.Kind, client.ObjectKeyFromObject(mr))
+	now := r.opts.Now()
+	current, _ := fieldpath.Pave(mr.Object).GetStringArray(pathManagementPolicies)
+
+	as, err := allowance.Parse(mr.GetAnnotations()[v1alpha1.AnnotationAllowances])
+	if err != nil {
+		// Keep the annotation as it is (nothing is lost) but fail closed.
+		msg := errors.Wrapf(err, "cannot parse annotation %s on %s; the gate stays closed", v1alpha1.AnnotationAllowances, ref).Error()
+		return ctrl.Result{}, r.apply(ctx, mr, current, r.opts.ReadOnly, nil, xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg}, corev1.EventTypeWarning)
+	}
+	og, ok := allowance.ObservedGeneration(mr.Object)
+	d := gate.Decide(gate.Inputs{
+		Allowances: as, Observed: og, Reconciled: ok, ReadOnly: r.opts.ReadOnly,
+		Now: now, Limit: r.opts.MaxGateOpen, Frozen: r.frozen(ctx, mr),
+	})
+
+	var marks []allowance.Allowance
+	if len(d.Consumed) > 0 {
+		marks = d.Allowances
+	}
+	cond, eventType := r.condition(d, current)
+	if err := r.apply(ctx, mr, current, d.Policies, marks, cond, eventType); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(d.Open) == 0 || r.opts.MaxGateOpen <= 0 {
+		return ctrl.Result{}, nil
+	}
+	// Come back when the oldest open allowance expires.
+	next := r.opts.MaxGateOpen
+	for _, a := range d.Open {
+		if ts, err := time.Parse(time.RFC3339, a.Trace[len(a.Trace)-1].Timestamp); err == nil {
+			next = min(next, max(ts.Add(r.opts.MaxGateOpen).Sub(now), 0)+time.Second)
+		}
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// condition is the GateOpen condition for a decision, and the Event type
+// announcing it.
+func (r *Reconciler) condition(d gate.Decision, current []string) (xpv2.Condition, string) {
+	switch {
+	case d.Err != nil:
+		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonUnsupported, Message: d.Err.Error()}, corev1.EventTypeWarning
+	case len(d.Open) > 0:
+		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionTrue, Reason: ReasonOpened,
+			Message: fmt.Sprintf("gate open for %s: %s", strings.Join(d.Verbs, ", "), describe(d.Open))}, corev1.EventTypeNormal
+	case len(d.Withheld) > 0:
+		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonFrozen,
+			Message: fmt.Sprintf("gate closed by a freeze; withheld: %s", describe(d.Withheld))}, corev1.EventTypeWarning
+	case len(d.Expired) > 0:
+		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonExpired,
+			Message: fmt.Sprintf("gate closed after %s: %s", r.opts.MaxGateOpen, describe(d.Expired))}, corev1.EventTypeWarning
+	case len(d.Consumed) > 0:
+		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonConsumed,
+			Message: fmt.Sprintf("gate closed: consumed %s", describe(d.Consumed))}, corev1.EventTypeNormal
+	}
+	return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonClosed, Message: "gate closed: no unconsumed External allowance"}, corev1.EventTypeNormal
+}
+
+// describe names allowances by verbs, generation and initiator.
+func describe(as []allowance.Allowance) string {
+	parts := make([]string, 0, len(as))
+	for _, a := range as {
+		p := fmt.Sprintf("%s at generation %d", strings.Join(a.Verbs, "+"), a.Generation)
+		if a.Initiator != "" {
+			p += " initiated by " + a.Initiator
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// apply writes the gate and consumption marks, then the condition, and
+// reports a transition as an Event and in the metrics.
+func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, current, want []string, marks []allowance.Allowance, cond xpv2.Condition, eventType string) error {
+	changedGate := !slices.Equal(current, want)
+	if changedGate || marks != nil {
+		if err := fieldpath.Pave(mr.Object).SetValue(pathManagementPolicies, want); err != nil {
+			return errors.Wrapf(err, "cannot set %s", pathManagementPolicies)
+		}
+		if marks != nil {
+			ann := mr.GetAnnotations()
+			ann[v1alpha1.AnnotationAllowances] = allowance.Format(marks)
+			mr.SetAnnotations(ann)
+		}
+		// Update, not patch: the resourceVersion makes a concurrent writer
+		// (Crossplane, the provider) win and this reconcile start over.
+		if err := r.kube.Update(ctx, mr); err != nil {
+			return errors.Wrapf(err, "cannot update the gate of %s %s", mr.GetKind(), mr.GetName())
+		}
+	}
+
+	cs := &xpv2.ConditionedStatus{}
+	_ = fieldpath.Pave(mr.Object).GetValueInto("status", cs) // absent status: no conditions
+	prev := cs.GetCondition(ConditionGate)
+	cond.LastTransitionTime = metav1.NewTime(r.opts.Now())
+	cond.ObservedGeneration = mr.GetGeneration()
+	if prev.Equal(cond) {
+		return nil
+	}
+	cs.SetConditions(cond)
+	conds, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cs)
+	if err != nil {
+		return errors.Wrap(err, "cannot convert conditions")
+	}
+	if err := fieldpath.Pave(mr.Object).SetValue("status.conditions", conds["conditions"]); err != nil {
+		return errors.Wrap(err, "cannot set status.conditions")
+	}
+	if err := r.kube.Status().Update(ctx, mr); err != nil {
+		return errors.Wrapf(err, "cannot update the %s condition of %s %s", ConditionGate, mr.GetKind(), mr.GetName())
+	}
+	if prev.Reason != cond.Reason || prev.Status != cond.Status {
+		r.events.Eventf(mr, nil, eventType, string(cond.Reason), "Gate", "%s", cond.Message)
+		r.metrics.transition(r.gvk, prev, cond, r.opts.Now())
+		r.log.V(1).Info("gate transition", "name", mr.GetName(), "reason", cond.Reason, "policies", want)
+	}
+	return nil
+}
+
+// frozen names who froze the managed resource, its controlling composite
+// or the composite's Claim, or "" when none did. An unreadable freeze
+// annotation freezes too: a freeze must never be lost to a typo.
+func (r *Reconciler) frozen(ctx context.Context, mr *unstructured.Unstructured) string {
+	if by := allowance.FrozenBy(mr.GetAnnotations()); by != "" {
+		return by
+	}
+	owner := metav1.GetControllerOf(mr)
+	if owner == nil {
+		return ""
+	}
+	xr := &unstructured.Unstructured{}
+	xr.SetAPIVersion(owner.APIVersion)
+	xr.SetKind(owner.Kind)
+	if err := r.reader.Get(ctx, client.ObjectKey{Namespace: mr.GetNamespace(), Name: owner.Name}, xr); err != nil {
+		if !kerrors.IsNotFound(err) {
+			r.log.Info("cannot read the composite of a gated resource for a freeze", "name", mr.GetName(), "error", err.Error())
+		}
+		return ""
+	}
+	if by := allowance.FrozenBy(xr.GetAnnotations()); by != "" {
+		return by + " on " + xr.GetKind() + " " + xr.GetName()
+	}
+	return ""
+}

@@ -1,0 +1,146 @@
+package gate
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+)
+
+// categoryManaged is the CRD category every Crossplane managed resource
+// kind carries.
+const categoryManaged = "managed"
+
+// A Kind is a managed resource kind found by discovery.
+type Kind struct {
+	GVK        schema.GroupVersionKind
+	Resource   string
+	Namespaced bool
+}
+
+// A Watcher finds the managed resource kinds the API server serves and
+// starts a gate controller for each, so the gate controller needs no list
+// of kinds: a provider installed later is picked up at the next discovery.
+type Watcher struct {
+	mgr      manager.Manager
+	disco    discovery.DiscoveryInterface
+	interval time.Duration
+	newRec   func(schema.GroupVersionKind) *Reconciler
+	log      logr.Logger
+
+	mu      sync.Mutex
+	started map[schema.GroupVersionKind]Kind
+	notify  []func()
+}
+
+// NewWatcher returns a Watcher that rediscovers kinds every interval.
+func NewWatcher(mgr manager.Manager, disco discovery.DiscoveryInterface, interval time.Duration, newRec func(schema.GroupVersionKind) *Reconciler, log logr.Logger) *Watcher {
+	return &Watcher{mgr: mgr, disco: disco, interval: interval, newRec: newRec, log: log, started: map[schema.GroupVersionKind]Kind{}}
+}
+
+// OnChange registers fn to run whenever new kinds are found.
+func (w *Watcher) OnChange(fn func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.notify = append(w.notify, fn)
+}
+
+// Kinds are the managed resource kinds watched so far, sorted.
+func (w *Watcher) Kinds() []Kind {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]Kind, 0, len(w.started))
+	for _, k := range w.started {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GVK.String() < out[j].GVK.String() })
+	return out
+}
+
+// Start discovers kinds until ctx ends. It implements manager.Runnable.
+func (w *Watcher) Start(ctx context.Context) error {
+	t := time.NewTicker(w.interval)
+	defer t.Stop()
+	for {
+		if err := w.Discover(); err != nil {
+			// Partial discovery (an aggregated API down) is normal; what
+			// was found is watched.
+			w.log.Info("managed resource discovery incomplete", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Discover starts a gate controller for every managed kind not yet watched.
+func (w *Watcher) Discover() error {
+	lists, derr := w.disco.ServerPreferredResources()
+	var found []Kind
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if !slices.Contains(r.Categories, categoryManaged) || !slices.Contains(r.Verbs, "watch") || !slices.Contains(r.Verbs, "update") {
+				continue
+			}
+			found = append(found, Kind{GVK: gv.WithKind(r.Kind), Resource: r.Name, Namespaced: r.Namespaced})
+		}
+	}
+	added := false
+	for _, k := range found {
+		w.mu.Lock()
+		_, ok := w.started[k.GVK]
+		w.mu.Unlock()
+		if ok {
+			continue
+		}
+		if err := w.watch(k.GVK); err != nil {
+			return errors.Wrapf(err, "cannot watch %s", k.GVK)
+		}
+		w.mu.Lock()
+		w.started[k.GVK] = k
+		w.mu.Unlock()
+		added = true
+	}
+	if added {
+		w.mu.Lock()
+		fns := slices.Clone(w.notify)
+		w.mu.Unlock()
+		for _, fn := range fns {
+			fn()
+		}
+	}
+	return errors.Wrap(derr, "cannot discover API resources")
+}
+
+func (w *Watcher) watch(gvk schema.GroupVersionKind) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	gated := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[v1alpha1.LabelGated] == "true" })
+	return ctrl.NewControllerManagedBy(w.mgr).
+		Named("gate/" + gvk.GroupKind().String()).
+		For(u, builder.WithPredicates(gated)).
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		Complete(w.newRec(gvk))
+}
