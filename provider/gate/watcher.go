@@ -54,7 +54,8 @@ func NewWatcher(mgr manager.Manager, disco discovery.DiscoveryInterface, interva
 	return &Watcher{mgr: mgr, disco: disco, interval: interval, newRec: newRec, log: log, started: map[schema.GroupVersionKind]Kind{}}
 }
 
-// OnChange registers fn to run whenever new kinds are found.
+// OnChange registers fn to run after every discovery, so what depends on
+// the kinds (webhook rules, kinds whose CRDs arrived late) catches up.
 func (w *Watcher) OnChange(fn func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -107,7 +108,6 @@ func (w *Watcher) Discover() error {
 			found = append(found, Kind{GVK: gv.WithKind(r.Kind), Resource: r.Name, Namespaced: r.Namespaced})
 		}
 	}
-	added := false
 	for _, k := range found {
 		w.mu.Lock()
 		_, ok := w.started[k.GVK]
@@ -121,15 +121,12 @@ func (w *Watcher) Discover() error {
 		w.mu.Lock()
 		w.started[k.GVK] = k
 		w.mu.Unlock()
-		added = true
 	}
-	if added {
-		w.mu.Lock()
-		fns := slices.Clone(w.notify)
-		w.mu.Unlock()
-		for _, fn := range fns {
-			fn()
-		}
+	w.mu.Lock()
+	fns := slices.Clone(w.notify)
+	w.mu.Unlock()
+	for _, fn := range fns {
+		fn()
 	}
 	return errors.Wrap(derr, "cannot discover API resources")
 }
@@ -139,7 +136,7 @@ func (w *Watcher) watch(gvk schema.GroupVersionKind) error {
 	u.SetGroupVersionKind(gvk)
 	gated := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[v1alpha1.LabelGated] == "true" })
 	return ctrl.NewControllerManagedBy(w.mgr).
-		Named("gate/" + gvk.GroupKind().String()).
+		Named("gate/"+gvk.GroupKind().String()).
 		For(u, builder.WithPredicates(gated)).
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
 		Complete(w.newRec(gvk))

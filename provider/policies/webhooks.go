@@ -1,0 +1,293 @@
+package policies
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/provider/admission"
+	"github.com/kausality-io/kausality-crossplane/provider/gate"
+)
+
+// Webhook paths the provider serves.
+const (
+	PathPolicies   = "/validate-policies"
+	PathComposites = "/mutate-composite"
+	PathManaged    = "/mutate-managed"
+	PathDeletion   = "/validate-delete"
+)
+
+// DynamicName names the webhook configurations and admission policies the
+// provider manages itself; the package ships only the static
+// configuration for AllowancePolicies, whose client config (service and CA
+// bundle, which Crossplane fills in) the dynamic ones copy.
+const DynamicName = "kausality-dynamic"
+
+// labelManaged marks what the provider manages itself.
+const labelManaged = "kausality.io/managed-by"
+
+// Webhooks keeps the dynamic admission configuration in line with the
+// AllowancePolicies and the managed kinds discovered: rules name exactly
+// the kinds involved and never match all resources.
+type Webhooks struct {
+	Kube   client.Client
+	Reader client.Reader
+	Mapper meta.RESTMapper
+	Cache  *policy.Cache
+	// Static is the ValidatingWebhookConfiguration from the package.
+	Static string
+	// Managed are the managed kinds the gate controller watches.
+	Managed func() []gate.Kind
+	Log     logr.Logger
+
+	mu sync.Mutex
+}
+
+// target is what the dynamic configuration is computed from.
+type target struct {
+	composites, protected []schema.GroupVersionResource
+	protectedBy           map[schema.GroupVersionResource][]string
+	managed               []schema.GroupVersionResource
+}
+
+// Sync rewrites the dynamic webhook configurations and deletion protection
+// policies. It is safe to call concurrently.
+func (w *Webhooks) Sync(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l := &v1alpha1.AllowancePolicyList{}
+	if err := w.Reader.List(ctx, l); err != nil {
+		return errors.Wrap(err, "cannot list AllowancePolicies")
+	}
+	t := target{protectedBy: map[schema.GroupVersionResource][]string{}}
+	for i := range l.Items {
+		p := &l.Items[i]
+		if _, err := w.Cache.Compile(p); err != nil {
+			continue // its Ready condition says why
+		}
+		f := p.Spec.For
+		m, err := w.Mapper.RESTMapping(schema.GroupKind{Group: f.APIGroup, Kind: f.Kind}, f.APIVersion)
+		if err != nil {
+			// The kind's CRD may not exist yet; the next sync picks it up.
+			w.Log.Info("AllowancePolicy names a kind the API server does not serve", "policy", p.GetName(), "kind", f.Kind, "error", err.Error())
+			continue
+		}
+		if !slices.Contains(t.composites, m.Resource) {
+			t.composites = append(t.composites, m.Resource)
+		}
+		if p.Spec.DeletionProtection {
+			if _, ok := t.protectedBy[m.Resource]; !ok {
+				t.protected = append(t.protected, m.Resource)
+			}
+			t.protectedBy[m.Resource] = append(t.protectedBy[m.Resource], p.GetName())
+		}
+	}
+	if w.Managed != nil {
+		for _, k := range w.Managed() {
+			t.managed = append(t.managed, k.GVK.GroupVersion().WithResource(k.Resource))
+		}
+	}
+
+	static := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := w.Reader.Get(ctx, client.ObjectKey{Name: w.Static}, static); err != nil {
+		return errors.Wrapf(err, "cannot get ValidatingWebhookConfiguration %s from the package", w.Static)
+	}
+	if len(static.Webhooks) == 0 {
+		return errors.Errorf("ValidatingWebhookConfiguration %s has no webhooks to copy the client config from", w.Static)
+	}
+	cc := static.Webhooks[0].ClientConfig
+	if err := w.syncMutating(ctx, cc, t); err != nil {
+		return err
+	}
+	if err := w.syncValidating(ctx, cc, t); err != nil {
+		return err
+	}
+	return w.syncDeletionPolicies(ctx, t)
+}
+
+// clientConfig is the static webhook's client config with another path.
+func clientConfig(cc admissionregistrationv1.WebhookClientConfig, path string) admissionregistrationv1.WebhookClientConfig {
+	out := *cc.DeepCopy()
+	switch {
+	case out.Service != nil:
+		out.Service.Path = ptr.To(path)
+	case out.URL != nil:
+		if u, err := url.Parse(*out.URL); err == nil {
+			u.Path = path
+			out.URL = ptr.To(u.String())
+		}
+	}
+	return out
+}
+
+// rules lists each resource with the operations, grouped per group and
+// version so the configuration stays short.
+func rules(gvrs []schema.GroupVersionResource, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+	by := map[schema.GroupVersion][]string{}
+	var order []schema.GroupVersion
+	for _, r := range gvrs {
+		gv := r.GroupVersion()
+		if _, ok := by[gv]; !ok {
+			order = append(order, gv)
+		}
+		if !slices.Contains(by[gv], r.Resource) {
+			by[gv] = append(by[gv], r.Resource)
+		}
+	}
+	slices.SortFunc(order, func(a, b schema.GroupVersion) int { return strings.Compare(a.String(), b.String()) })
+	out := make([]admissionregistrationv1.RuleWithOperations, 0, len(order))
+	for _, gv := range order {
+		rs := by[gv]
+		slices.Sort(rs)
+		out = append(out, admissionregistrationv1.RuleWithOperations{
+			Operations: ops,
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{gv.Group}, APIVersions: []string{gv.Version}, Resources: rs,
+				Scope: ptr.To(admissionregistrationv1.AllScopes)},
+		})
+	}
+	return out
+}
+
+var (
+	sideEffectsNone = ptr.To(admissionregistrationv1.SideEffectClassNone)
+	failClosed      = ptr.To(admissionregistrationv1.Fail)
+	reviewVersions  = []string{"v1"}
+	gatedSelector   = &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelGated: "true"}}
+)
+
+func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.WebhookClientConfig, t target) error {
+	var hooks []admissionregistrationv1.MutatingWebhook
+	if len(t.composites) > 0 {
+		hooks = append(hooks, admissionregistrationv1.MutatingWebhook{
+			Name: "composites.kausality.io", ClientConfig: clientConfig(cc, PathComposites),
+			Rules:       rules(t.composites, admissionregistrationv1.Create, admissionregistrationv1.Update),
+			SideEffects: sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions,
+			ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
+		})
+	}
+	if len(t.managed) > 0 {
+		hooks = append(hooks, admissionregistrationv1.MutatingWebhook{
+			Name: "managed.kausality.io", ClientConfig: clientConfig(cc, PathManaged),
+			Rules:          rules(t.managed, admissionregistrationv1.Create, admissionregistrationv1.Update),
+			ObjectSelector: gatedSelector,
+			SideEffects:    sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions,
+			ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
+		})
+	}
+	c := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DynamicName}}
+	if len(hooks) == 0 {
+		return client.IgnoreNotFound(errors.Wrapf(w.Kube.Delete(ctx, c), "cannot delete MutatingWebhookConfiguration %s", DynamicName))
+	}
+	_, err := controllerutil.CreateOrUpdate(ctx, w.Kube, c, func() error {
+		c.Labels = map[string]string{labelManaged: "provider-kausality"}
+		if !equality.Semantic.DeepEqual(c.Webhooks, hooks) {
+			c.Webhooks = hooks
+		}
+		return nil
+	})
+	return errors.Wrapf(err, "cannot apply MutatingWebhookConfiguration %s", DynamicName)
+}
+
+func (w *Webhooks) syncValidating(ctx context.Context, cc admissionregistrationv1.WebhookClientConfig, t target) error {
+	c := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DynamicName}}
+	if len(t.protected) == 0 {
+		return client.IgnoreNotFound(errors.Wrapf(w.Kube.Delete(ctx, c), "cannot delete ValidatingWebhookConfiguration %s", DynamicName))
+	}
+	hooks := []admissionregistrationv1.ValidatingWebhook{{
+		Name: "deletion.kausality.io", ClientConfig: clientConfig(cc, PathDeletion),
+		Rules:       rules(t.protected, admissionregistrationv1.Delete),
+		SideEffects: sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
+	}}
+	_, err := controllerutil.CreateOrUpdate(ctx, w.Kube, c, func() error {
+		c.Labels = map[string]string{labelManaged: "provider-kausality"}
+		if !equality.Semantic.DeepEqual(c.Webhooks, hooks) {
+			c.Webhooks = hooks
+		}
+		return nil
+	})
+	return errors.Wrapf(err, "cannot apply ValidatingWebhookConfiguration %s", DynamicName)
+}
+
+// allowDelete is the deletion protection rule in the CEL of
+// ValidatingAdmissionPolicy.
+const allowDelete = "has(oldObject.metadata.annotations) && '" + v1alpha1.AnnotationAllowDelete + "' in oldObject.metadata.annotations && oldObject.metadata.annotations['" + v1alpha1.AnnotationAllowDelete + "'] == 'true'"
+
+// objectName is the CEL for how messages name an object: Kind namespace/name.
+const objectName = "oldObject.kind + ' ' + (has(oldObject.metadata.namespace) ? oldObject.metadata.namespace + '/' : '') + oldObject.metadata.name"
+
+// syncDeletionPolicies keeps one ValidatingAdmissionPolicy and binding per
+// protected kind; they work inside the API server, so deletion protection
+// holds while the provider is down.
+func (w *Webhooks) syncDeletionPolicies(ctx context.Context, t target) error {
+	want := map[string]bool{}
+	for _, r := range t.protected {
+		name := fmt.Sprintf("kausality-protect-%s.%s", r.Resource, r.Group)
+		want[name] = true
+		msg := admission.DeletionMessage("\x00", t.protectedBy[r])
+		_, suffix, _ := strings.Cut(msg, "\x00")
+		vap := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if _, err := controllerutil.CreateOrUpdate(ctx, w.Kube, vap, func() error {
+			vap.Labels = map[string]string{labelManaged: "provider-kausality"}
+			vap.Spec = admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				FailurePolicy: failClosed,
+				MatchConstraints: &admissionregistrationv1.MatchResources{
+					ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: rules([]schema.GroupVersionResource{r}, admissionregistrationv1.Delete)[0]}},
+				},
+				Validations: []admissionregistrationv1.Validation{{
+					Expression: allowDelete, MessageExpression: objectName + " + " + celString(suffix), Reason: ptr.To(metav1.StatusReasonForbidden),
+				}},
+			}
+			return nil
+		}); err != nil {
+			return errors.Wrapf(err, "cannot apply ValidatingAdmissionPolicy %s", name)
+		}
+		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if _, err := controllerutil.CreateOrUpdate(ctx, w.Kube, b, func() error {
+			b.Labels = map[string]string{labelManaged: "provider-kausality"}
+			b.Spec = admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			}
+			return nil
+		}); err != nil {
+			return errors.Wrapf(err, "cannot apply ValidatingAdmissionPolicyBinding %s", name)
+		}
+	}
+	l := &admissionregistrationv1.ValidatingAdmissionPolicyList{}
+	if err := w.Reader.List(ctx, l, client.MatchingLabels{labelManaged: "provider-kausality"}); err != nil {
+		return errors.Wrap(err, "cannot list ValidatingAdmissionPolicies")
+	}
+	for i := range l.Items {
+		name := l.Items[i].GetName()
+		if want[name] {
+			continue
+		}
+		if err := w.Kube.Delete(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}); client.IgnoreNotFound(err) != nil {
+			return errors.Wrapf(err, "cannot delete ValidatingAdmissionPolicyBinding %s", name)
+		}
+		if err := w.Kube.Delete(ctx, &l.Items[i]); client.IgnoreNotFound(err) != nil {
+			return errors.Wrapf(err, "cannot delete ValidatingAdmissionPolicy %s", name)
+		}
+	}
+	return nil
+}
+
+// celString quotes s as a CEL string literal.
+func celString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}

@@ -1,0 +1,166 @@
+// Package server wires the provider: one controller-runtime manager with
+// the gate controller, the AllowancePolicy controller and the admission
+// webhooks. The provider binary and the envtest suites both start it
+// through New, so the tests run what ships.
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/provider/admission"
+	gatectl "github.com/kausality-io/kausality-crossplane/provider/gate"
+	"github.com/kausality-io/kausality-crossplane/provider/policies"
+)
+
+// Options configure the provider.
+type Options struct {
+	// MetricsAddress and HealthAddress are listen addresses; "0" disables.
+	MetricsAddress, HealthAddress string
+	// LeaderElection makes one replica active; its lease lives in
+	// LeaderElectionNamespace.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	// WebhookHost, WebhookPort and CertDir serve the webhooks; CertDir
+	// holds tls.crt and tls.key (Crossplane mounts them for providers).
+	WebhookHost string
+	WebhookPort int
+	CertDir     string
+	// StaticWebhook is the package's ValidatingWebhookConfiguration.
+	StaticWebhook string
+	// CrossplaneUser is the username of Crossplane's service account.
+	CrossplaneUser string
+	// ReadOnly is the closed gate; MaxGateOpen closes gates left open.
+	ReadOnly    []string
+	MaxGateOpen time.Duration
+	// DiscoveryInterval is how often new managed kinds are looked for.
+	DiscoveryInterval time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	Log logr.Logger
+}
+
+// Scheme is the provider's scheme: Kubernetes' built-in types and
+// kausality.io.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, errors.Wrap(err, "cannot add Kubernetes types to the scheme")
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, errors.Wrap(err, "cannot add kausality.io types to the scheme")
+	}
+	return s, nil
+}
+
+// New returns the provider's manager, ready to Start.
+func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if len(o.ReadOnly) == 0 {
+		o.ReadOnly = gate.DefaultReadOnly
+	}
+	if err := gate.ValidateReadOnly(o.ReadOnly); err != nil {
+		return nil, errors.Wrap(err, "invalid read-only management policies")
+	}
+	s, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  s,
+		Logger:                  o.Log,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddress},
+		HealthProbeBindAddress:  o.HealthAddress,
+		LeaderElection:          o.LeaderElection,
+		LeaderElectionID:        "provider-kausality.kausality.io",
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir}),
+		Cache: cache.Options{
+			// Of managed resources only gated ones are cached; Kausality's
+			// own kinds are cached whole.
+			DefaultLabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelGated: "true"}),
+			ByObject: map[client.Object]cache.ByObject{
+				&v1alpha1.AllowancePolicy{}:  {Label: labels.Everything()},
+				&v1alpha1.UpgradeAllowance{}: {Label: labels.Everything()},
+			},
+		},
+	})
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot create the manager")
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: s, Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot create a client")
+	}
+	self := &authenticationv1.SelfSubjectReview{}
+	if err := direct.Create(ctx, self); err != nil {
+		return nil, errors.Wrap(err, "cannot learn the provider's own username (SelfSubjectReview)")
+	}
+	trusted := admission.Trusted{Provider: self.Status.UserInfo.Username, Crossplane: o.CrossplaneUser}
+	o.Log.Info("trusted writers of kausality.io annotations", "provider", trusted.Provider, "crossplane", trusted.Crossplane)
+
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot create a discovery client")
+	}
+	gm := gatectl.NewMetrics(metrics.Registry)
+	rec := mgr.GetEventRecorder("provider-kausality")
+	watcher := gatectl.NewWatcher(mgr, disco, o.DiscoveryInterval, func(gvk schema.GroupVersionKind) *gatectl.Reconciler {
+		return gatectl.NewReconciler(mgr.GetClient(), direct, gvk, rec, gm, gatectl.Options{ReadOnly: o.ReadOnly, MaxGateOpen: o.MaxGateOpen, Now: o.Now}, o.Log)
+	}, o.Log.WithName("discovery"))
+	if err := mgr.Add(watcher); err != nil {
+		return nil, errors.Wrap(err, "cannot add the managed kind discovery")
+	}
+
+	pc := policy.NewCache()
+	hooks := &policies.Webhooks{Kube: direct, Reader: direct, Mapper: mgr.GetRESTMapper(), Cache: pc, Static: o.StaticWebhook, Managed: watcher.Kinds, Log: o.Log.WithName("webhooks")}
+	watcher.OnChange(func() {
+		if err := hooks.Sync(ctx); err != nil {
+			o.Log.Info("cannot update the webhook rules for new managed kinds", "error", err.Error())
+		}
+	})
+	if err := (&policies.Reconciler{Kube: mgr.GetClient(), Cache: pc, Webhooks: hooks}).Setup(mgr); err != nil {
+		return nil, errors.Wrap(err, "cannot set up the AllowancePolicy controller")
+	}
+
+	srv := mgr.GetWebhookServer()
+	srv.Register(policies.PathPolicies, &webhook.Admission{Handler: &admission.Policies{}})
+	srv.Register(policies.PathComposites, &webhook.Admission{Handler: &admission.Composites{Policies: mgr.GetClient(), Reader: direct, Cache: pc, Trusted: trusted, Now: o.Now}})
+	srv.Register(policies.PathManaged, &webhook.Admission{Handler: &admission.Managed{Reader: direct, Trusted: trusted, ReadOnly: o.ReadOnly, MaxGateOpen: o.MaxGateOpen, Now: o.Now}})
+	srv.Register(policies.PathDeletion, &webhook.Admission{Handler: &admission.Deletion{Policies: mgr.GetClient(), Cache: pc}})
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, errors.Wrap(err, "cannot add the health check")
+	}
+	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
+		return nil, errors.Wrap(err, "cannot add the readiness check")
+	}
+	return mgr, nil
+}
+
+// ServiceAccountUser is the username of the service account
+// "namespace:name".
+func ServiceAccountUser(nsName string) string { return "system:serviceaccount:" + nsName }
