@@ -51,13 +51,13 @@ $(ETCD): test/tools/etcd/go.mod test/tools/etcd/go.sum test/tools/etcd/main.go
 
 ## generate: regenerate deepcopy code and CRDs with controller-gen.
 generate: $(CONTROLLER_GEN)
-	$(GO) generate ./apis/... ./input/...
+	$(GO) generate ./apis/... ./input/... ./test/recorder/apis/...
 
 ## check-generate: fail when committed generated files are stale.
 check-generate: generate
-	@if [ -n "$$(git status --porcelain -- apis input package)" ]; then \
+	@if [ -n "$$(git status --porcelain -- apis input package test/recorder)" ]; then \
 	  echo "Generated files are stale; run 'make generate' and commit:"; \
-	  git status --porcelain -- apis input package; exit 1; fi
+	  git status --porcelain -- apis input package test/recorder; exit 1; fi
 
 ## build: build the function binary into bin/.
 build:

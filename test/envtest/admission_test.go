@@ -1,0 +1,268 @@
+package envtest
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+)
+
+// object builds an unstructured example.com object.
+func object(kind, namespace, name string, spec map[string]any, annotations map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetAPIVersion("example.com/v1alpha1")
+	u.SetKind(kind)
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	if annotations != nil {
+		u.SetAnnotations(annotations)
+	}
+	return u
+}
+
+// update reads obj fresh as c and writes it back after fn changed it,
+// retrying on conflicts (the provider writes the same objects).
+func update(c client.Client, obj client.Object, fn func()) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		fn()
+		return c.Update(context.Background(), obj)
+	})
+}
+
+func allowancesOf(t testing.TB, o client.Object) []allowance.Allowance {
+	t.Helper()
+	as, err := allowance.Parse(o.GetAnnotations()[v1alpha1.AnnotationAllowances])
+	if err != nil {
+		t.Fatalf("annotation %s of %s: %v", v1alpha1.AnnotationAllowances, o.GetName(), err)
+	}
+	return as
+}
+
+func namespace(t testing.TB, name string) {
+	t.Helper()
+	if err := as(t, "admin").Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !kerrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func TestAllowancePolicyValidation(t *testing.T) {
+	ctx := context.Background()
+	kube := as(t, alice, "platform-team")
+
+	bad := &v1alpha1.AllowancePolicy{}
+	if err := yaml.Unmarshal([]byte(`
+metadata: {name: broken}
+spec:
+  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: DatabaseClaim}
+  rules:
+  - trigger: spec.size
+    conditions: ["object.spec.size =="]
+`), bad); err != nil {
+		t.Fatal(err)
+	}
+	err := kube.Create(ctx, bad)
+	contains(t, err, "denied", "AllowancePolicy broken", "object.spec.size ==")
+
+	badPath := bad.DeepCopy()
+	badPath.Spec.Rules[0].Conditions = nil
+	badPath.Spec.Rules[0].Trigger = "spec.size[["
+	contains(t, kube.Create(ctx, badPath), "denied", "spec.size[[")
+
+	// The suite's policies compiled, and say so.
+	eventually(t, 20e9, "Ready condition of AllowancePolicy claims", func() (bool, string) {
+		p := &v1alpha1.AllowancePolicy{}
+		if err := kube.Get(ctx, client.ObjectKey{Name: "claims"}, p); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil {
+			return false, "no Ready condition"
+		}
+		return c.Status == metav1.ConditionTrue && c.ObservedGeneration == p.GetGeneration(), c.Message
+	})
+}
+
+func TestClaimChangesNeedPermission(t *testing.T) {
+	ctx := context.Background()
+	namespace(t, "team-a")
+	waitForRules(t, "databaseclaims")
+	aliceC := as(t, alice, "platform-team")
+	bobC := as(t, bob)
+
+	claim := object("DatabaseClaim", "team-a", "orders", map[string]any{"size": "small"}, map[string]string{"jira": "INFRA-1"})
+	if err := aliceC.Create(ctx, claim); err != nil {
+		t.Fatalf("alice creates the Claim: %v", err)
+	}
+	tr, err := allowance.ParseTrace(claim.GetAnnotations()[v1alpha1.AnnotationTrace])
+	if err != nil || len(tr) != 1 || tr[0].User != alice {
+		t.Fatalf("trace of a new Claim = %v (%v), want one hop naming %s", tr, err, alice)
+	}
+
+	t.Run("DeniedWithoutMayInitiate", func(t *testing.T) {
+		c := claim.DeepCopy()
+		err := update(bobC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") })
+		contains(t, err, "denied", "spec.size", "AllowancePolicy claims", `user "bob@example.com" is not a subject with mayInitiate`)
+	})
+	t.Run("DeniedWithoutJira", func(t *testing.T) {
+		c := object("DatabaseClaim", "team-a", "no-jira", map[string]any{"size": "small"}, nil)
+		if err := aliceC.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		err := update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") })
+		contains(t, err, "denied", "spec.size", "AllowancePolicy claims", "is false")
+	})
+	t.Run("LogModeWarns", func(t *testing.T) {
+		c := object("DatabaseClaim", "team-a", "logged", map[string]any{"size": "small"}, map[string]string{v1alpha1.AnnotationMode: "Log"})
+		if err := aliceC.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		bobW, w := warningsAs(t, bob)
+		if err := update(bobW, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+			t.Fatalf("Log mode denied: %v", err)
+		}
+		if !strings.Contains(strings.Join(w.got, "\n"), "spec.size") {
+			t.Errorf("warnings %q do not name spec.size", w.got)
+		}
+		if as := allowancesOf(t, c); len(as) != 0 {
+			t.Errorf("an unpermitted change earned allowances: %v", as)
+		}
+	})
+	t.Run("PermittedChangeCarriesInitiator", func(t *testing.T) {
+		c := claim.DeepCopy()
+		if err := update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+			t.Fatalf("alice's permitted change: %v", err)
+		}
+		as := allowancesOf(t, c)
+		if len(as) != 1 {
+			t.Fatalf("allowances = %v, want one", as)
+		}
+		a := as[0]
+		if a.Initiator != alice || a.Target.Resource != "xdatabases" || a.Generation != c.GetGeneration() {
+			t.Errorf("allowance = %+v, want initiator %s for xdatabases at generation %d", a, alice, c.GetGeneration())
+		}
+		if got := a.Trace[0].Attestations["metadata.annotations[jira]"]; got != "INFRA-1" {
+			t.Errorf("jira attestation = %q, want INFRA-1", got)
+		}
+	})
+	t.Run("AllowancesAreProtected", func(t *testing.T) {
+		c := claim.DeepCopy()
+		err := update(aliceC, c, func() {
+			ann := c.GetAnnotations()
+			ann[v1alpha1.AnnotationAllowances] = `[{"relation":"External","target":{"external":{"kind":"*"}},"verbs":["*"],"generation":99}]`
+			c.SetAnnotations(ann)
+		})
+		contains(t, err, "denied", "annotation kausality.io/allowances", "only Kausality and Crossplane may change")
+	})
+	t.Run("UsersMaySetTheirAnnotations", func(t *testing.T) {
+		c := claim.DeepCopy()
+		if err := update(bobC, c, func() {
+			ann := c.GetAnnotations()
+			ann[v1alpha1.AnnotationTraceLabelPrefix+"ticket"] = "T-1"
+			ann[v1alpha1.AnnotationFreeze] = `{"user":"bob@example.com","message":"incident"}`
+			c.SetAnnotations(ann)
+		}); err != nil {
+			t.Errorf("bob sets freeze and a trace label: %v", err)
+		}
+	})
+}
+
+func TestXRContinuesTheClaimsChain(t *testing.T) {
+	ctx := context.Background()
+	namespace(t, "team-b")
+	waitForRules(t, "xdatabases")
+	aliceC, cp := as(t, alice, "platform-team"), as(t, crossplane, "system:serviceaccounts")
+
+	claim := object("DatabaseClaim", "team-b", "billing", map[string]any{"size": "small"}, map[string]string{"jira": "INFRA-2"})
+	if err := aliceC.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	claimRef := map[string]any{"apiVersion": "example.com/v1alpha1", "kind": "DatabaseClaim", "namespace": "team-b", "name": "billing"}
+	xr := object("XDatabase", "", "billing-x1", map[string]any{"size": "small", "claimRef": claimRef}, nil)
+	if err := cp.Create(ctx, xr); err != nil {
+		t.Fatalf("Crossplane creates the XR: %v", err)
+	}
+	if tr, _ := allowance.ParseTrace(xr.GetAnnotations()[v1alpha1.AnnotationTrace]); len(tr) != 2 || tr[0].User != alice || tr[1].Kind != "XDatabase" {
+		t.Errorf("XR trace = %v, want the Claim's hop by %s then the XR's", tr, alice)
+	}
+
+	// Without an allowance on the Claim, Crossplane may not change a
+	// watched field: it may only propagate.
+	x := xr.DeepCopy()
+	err := update(cp, x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") })
+	contains(t, err, "denied", "spec.size", "AllowancePolicy xdatabases", "no unconsumed allowance on DatabaseClaim team-b/billing covers spec.size")
+
+	c := claim.DeepCopy()
+	if err := update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+		t.Fatal(err)
+	}
+	x = xr.DeepCopy()
+	if err := update(cp, x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") }); err != nil {
+		t.Fatalf("Crossplane propagates the Claim's permitted change: %v", err)
+	}
+	as := allowancesOf(t, x)
+	if len(as) != 2 {
+		t.Fatalf("XR allowances = %v, want the rule's two", as)
+	}
+	for _, a := range as {
+		if a.Initiator != alice || len(a.Trace) != 2 || a.Trace[0].Kind != "DatabaseClaim" || a.Trace[1].Kind != "XDatabase" || a.Trace[1].User != crossplane {
+			t.Errorf("XR allowance %+v: want initiator %s and trace Claim → XR (by Crossplane)", a, alice)
+		}
+	}
+}
+
+func TestDeletionProtection(t *testing.T) {
+	ctx := context.Background()
+	waitForRules(t, "xdatabases")
+	aliceC := as(t, alice, "platform-team")
+	eventually(t, 20e9, "the deletion protection ValidatingAdmissionPolicy", func() (bool, string) {
+		vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		err := aliceC.Get(ctx, client.ObjectKey{Name: "kausality-protect-xdatabases.example.com"}, vap)
+		return err == nil, errString(err)
+	})
+
+	xr := object("XDatabase", "", "precious", map[string]any{"size": "small"}, nil)
+	if err := aliceC.Create(ctx, xr); err != nil {
+		t.Fatal(err)
+	}
+	// The policy may take a moment to bind; until then the webhook denies.
+	err := aliceC.Delete(ctx, xr.DeepCopy())
+	contains(t, err, "XDatabase precious is protected from deletion by AllowancePolicy xdatabases", `kausality.io/allow-delete: "true"`)
+
+	x := xr.DeepCopy()
+	if err := update(aliceC, x, func() {
+		ann := x.GetAnnotations()
+		ann[v1alpha1.AnnotationAllowDelete] = "true"
+		x.SetAnnotations(ann)
+	}); err != nil {
+		t.Fatalf("alice sets allow-delete: %v", err)
+	}
+	if err := aliceC.Delete(ctx, x); err != nil {
+		t.Fatalf("deleting with allow-delete: %v", err)
+	}
+	if err := aliceC.Get(ctx, client.ObjectKeyFromObject(x), x); !kerrors.IsNotFound(err) {
+		t.Errorf("XR still there after delete: %v", err)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,238 @@
+// Package envtest runs the provider against a real kube-apiserver and
+// etcd: its webhooks registered through the API server from the package's
+// webhook configuration, requests made as different users through
+// impersonation, the gate controller on real watches and the recording
+// provider (crossplane-runtime's managed reconciler) as the MR controller.
+package envtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/provider/policies"
+	"github.com/kausality-io/kausality-crossplane/provider/server"
+	"github.com/kausality-io/kausality-crossplane/test/recorder"
+	recorderv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/v1alpha1"
+)
+
+// Users the tests act as. Alice is on the platform team; Bob is not.
+const (
+	alice      = "alice@example.com"
+	bob        = "bob@example.com"
+	crossplane = "system:serviceaccount:crossplane-system:crossplane"
+)
+
+// poll is how often the recording provider re-observes.
+const poll = time.Second
+
+var (
+	env      *envtest.Environment
+	admin    *rest.Config
+	scheme   *runtime.Scheme
+	cloud    = recorder.NewCloud()
+	provider manager.Manager
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run these tests with 'make test', which builds kube-apiserver and etcd into .cache/bin")
+		return 1
+	}
+	root := filepath.Join("..", "..")
+	env = &envtest.Environment{
+		CRDDirectoryPaths: []string{
+			filepath.Join(root, "package", "provider", "crds"),
+			filepath.Join(root, "test", "recorder", "crds"),
+			filepath.Join("testdata", "crds"),
+		},
+		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "package", "provider", "webhookconfigurations")}},
+	}
+	var err error
+	if admin, err = env.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "cannot start kube-apiserver and etcd:", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// start runs the provider and the recording provider, and lets every
+// authenticated user do anything RBAC would let them: these tests are
+// about what Kausality allows, not RBAC.
+func start(ctx context.Context) error {
+	var err error
+	if scheme, err = server.Scheme(); err != nil {
+		return err
+	}
+	if err := recorderv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	kube, err := client.New(admin, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	if err := kube.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "everyone-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:authenticated"}},
+	}); err != nil {
+		return fmt.Errorf("cannot grant users access: %w", err)
+	}
+
+	log := logr.Discard()
+	if os.Getenv("KAUSALITY_TEST_LOG") != "" {
+		log = zap.New(zap.UseDevMode(true))
+	}
+	ctrl.SetLogger(log)
+	wo := env.WebhookInstallOptions
+	if provider, err = server.New(ctx, admin, server.Options{
+		MetricsAddress: "0", HealthAddress: "0",
+		WebhookHost: wo.LocalServingHost, WebhookPort: wo.LocalServingPort, CertDir: wo.LocalServingCertDir,
+		StaticWebhook: "provider-kausality", CrossplaneUser: crossplane,
+		MaxGateOpen: 10 * time.Minute, DiscoveryInterval: time.Second, Log: log,
+	}); err != nil {
+		return fmt.Errorf("cannot create the provider: %w", err)
+	}
+	go func() {
+		if err := provider.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "provider stopped:", err)
+		}
+	}()
+
+	rec, err := ctrl.NewManager(admin, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: log})
+	if err != nil {
+		return fmt.Errorf("cannot create the recording provider: %w", err)
+	}
+	if err := recorder.Setup(rec, cloud, poll); err != nil {
+		return fmt.Errorf("cannot set up the recording provider: %w", err)
+	}
+	go func() {
+		if err := rec.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "recording provider stopped:", err)
+		}
+	}()
+
+	for _, y := range suitePolicies {
+		p := &v1alpha1.AllowancePolicy{}
+		if err := yaml.Unmarshal([]byte(y), p); err != nil {
+			return fmt.Errorf("bad policy fixture: %w", err)
+		}
+		if err := kube.Create(ctx, p); err != nil {
+			return fmt.Errorf("cannot create AllowancePolicy %s: %w", p.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// as is a client acting as user, through impersonation; warnings the API
+// server returns are collected into warnings when it is not nil.
+func as(t testing.TB, user string, groups ...string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatalf("cannot create a client for %s: %v", user, err)
+	}
+	return c
+}
+
+// warningsAs is like as and also returns the API server's warnings.
+func warningsAs(t testing.TB, user string, groups ...string) (client.Client, *warnings) {
+	t.Helper()
+	w := &warnings{}
+	cfg := rest.CopyConfig(admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	cfg.WarningHandler = w
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatalf("cannot create a client for %s: %v", user, err)
+	}
+	return c, w
+}
+
+type warnings struct{ got []string }
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) { w.got = append(w.got, text) }
+
+// eventually polls cond until it holds or timeout passes; cond says what it
+// saw last, for the failure message.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s; last saw: %s", timeout, what, last)
+}
+
+// waitForRules waits until the provider's dynamic webhooks cover resource.
+func waitForRules(t testing.TB, resource string) {
+	t.Helper()
+	kube := as(t, "admin-reader")
+	eventually(t, 30*time.Second, "webhook rules for "+resource, func() (bool, string) {
+		c := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if err := kube.Get(context.Background(), client.ObjectKey{Name: policies.DynamicName}, c); err != nil {
+			return false, err.Error()
+		}
+		for _, h := range c.Webhooks {
+			for _, r := range h.Rules {
+				for _, res := range r.Resources {
+					if res == resource {
+						return true, ""
+					}
+				}
+			}
+		}
+		return false, fmt.Sprintf("%d webhooks", len(c.Webhooks))
+	})
+}
+
+// contains fails unless err's message contains every part.
+func contains(t testing.TB, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("want an error containing %q, got none", parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not contain %q", err.Error(), p)
+		}
+	}
+}
