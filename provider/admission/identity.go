@@ -3,7 +3,6 @@ package admission
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -102,16 +101,6 @@ func objects(req admission.Request) (old, obj *unstructured.Unstructured, err er
 		return nil, nil, err
 	}
 	return old, obj, nil
-}
-
-// withAnnotations returns obj's annotations with set applied.
-func withAnnotations(obj *unstructured.Unstructured, set map[string]string) {
-	ann := maps.Clone(obj.GetAnnotations())
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	maps.Copy(ann, set)
-	obj.SetAnnotations(ann)
 }
 
 // patched is the response that turns the request's object into obj.
