@@ -8,6 +8,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -88,8 +89,10 @@ func objects(req admission.Request) (old, obj *unstructured.Unstructured, err er
 		if len(raw) == 0 {
 			return nil, nil
 		}
+		// Kubernetes' JSON decoding keeps whole numbers int64, so a patch
+		// never rewrites a large integer through float64.
 		u := &unstructured.Unstructured{}
-		if err := json.Unmarshal(raw, &u.Object); err != nil {
+		if err := utiljson.Unmarshal(raw, &u.Object); err != nil {
 			return nil, fmt.Errorf("cannot decode %s %s: %w", req.Kind.Kind, req.Name, err)
 		}
 		return u, nil

@@ -111,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(d.Consumed) > 0 {
 		marks = d.Allowances
 	}
-	cond, eventType := r.condition(d, current)
+	cond, eventType := r.condition(d, mr)
 	if err := r.apply(ctx, mr, current, d.Policies, marks, cond, eventType); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -130,7 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // condition is the GateOpen condition for a decision, and the Event type
 // announcing it.
-func (r *Reconciler) condition(d gate.Decision, current []string) (xpv2.Condition, string) {
+func (r *Reconciler) condition(d gate.Decision, current *unstructured.Unstructured) (xpv2.Condition, string) {
 	switch {
 	case d.Err != nil:
 		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonUnsupported, Message: d.Err.Error()}, corev1.EventTypeWarning
@@ -143,11 +143,33 @@ func (r *Reconciler) condition(d gate.Decision, current []string) (xpv2.Conditio
 	case len(d.Expired) > 0:
 		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonExpired,
 			Message: fmt.Sprintf("gate closed after %s: %s", r.opts.MaxGateOpen, describe(d.Expired))}, corev1.EventTypeWarning
-	case len(d.Consumed) > 0:
+	}
+	// Allowances consumed since the condition was last written closed the
+	// gate, whoever marked them (this controller, or admission settling a
+	// write).
+	prev := gateCondition(current)
+	var consumed []allowance.Allowance
+	for _, a := range d.Allowances {
+		if a.Consumed && a.Relation == v1alpha1.RelationExternal && a.Generation > prev.ObservedGeneration {
+			consumed = append(consumed, a)
+		}
+	}
+	if len(consumed) > 0 {
 		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonConsumed,
-			Message: fmt.Sprintf("gate closed: consumed %s", describe(d.Consumed))}, corev1.EventTypeNormal
+			Message: fmt.Sprintf("gate closed: consumed %s", describe(consumed))}, corev1.EventTypeNormal
+	}
+	if prev.Status == corev1.ConditionFalse {
+		// Still closed: keep saying why it closed (Consumed, Expired).
+		return prev, corev1.EventTypeNormal
 	}
 	return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonClosed, Message: "gate closed: no unconsumed External allowance"}, corev1.EventTypeNormal
+}
+
+// gateCondition is the managed resource's GateOpen condition.
+func gateCondition(mr *unstructured.Unstructured) xpv2.Condition {
+	cs := &xpv2.ConditionedStatus{}
+	_ = fieldpath.Pave(mr.Object).GetValueInto("status", cs) // absent status: no conditions
+	return cs.GetCondition(ConditionGate)
 }
 
 // describe names allowances by verbs, generation and initiator.
@@ -187,6 +209,9 @@ func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, c
 	_ = fieldpath.Pave(mr.Object).GetValueInto("status", cs) // absent status: no conditions
 	prev := cs.GetCondition(ConditionGate)
 	cond.LastTransitionTime = metav1.NewTime(r.opts.Now())
+	if prev.Status == cond.Status {
+		cond.LastTransitionTime = prev.LastTransitionTime
+	}
 	cond.ObservedGeneration = mr.GetGeneration()
 	if prev.Equal(cond) {
 		return nil

@@ -45,6 +45,23 @@ func update(c client.Client, obj client.Object, fn func()) error {
 	})
 }
 
+// reconciled marks o as reconciled at its current generation, as
+// Crossplane's claim and composite controllers do: until then the default
+// initializing.when holds and policies bound creation, not changes.
+func reconciled(t testing.TB, o *unstructured.Unstructured) {
+	t.Helper()
+	kube := as(t, crossplane, "system:serviceaccounts")
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := kube.Get(context.Background(), client.ObjectKeyFromObject(o), o); err != nil {
+			return err
+		}
+		_ = unstructured.SetNestedField(o.Object, o.GetGeneration(), "status", "observedGeneration")
+		return kube.Status().Update(context.Background(), o)
+	}); err != nil {
+		t.Fatalf("cannot mark %s reconciled: %v", o.GetName(), err)
+	}
+}
+
 func allowancesOf(t testing.TB, o client.Object) []allowance.Allowance {
 	t.Helper()
 	as, err := allowance.Parse(o.GetAnnotations()[v1alpha1.AnnotationAllowances])
@@ -109,6 +126,7 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 	if err := aliceC.Create(ctx, claim); err != nil {
 		t.Fatalf("alice creates the Claim: %v", err)
 	}
+	reconciled(t, claim)
 	tr, err := allowance.ParseTrace(claim.GetAnnotations()[v1alpha1.AnnotationTrace])
 	if err != nil || len(tr) != 1 || tr[0].User != alice {
 		t.Fatalf("trace of a new Claim = %v (%v), want one hop naming %s", tr, err, alice)
@@ -124,6 +142,7 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 		if err := aliceC.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
+		reconciled(t, c)
 		err := update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") })
 		contains(t, err, "denied", "spec.size", "AllowancePolicy claims", "is false")
 	})
@@ -132,6 +151,7 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 		if err := aliceC.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
+		reconciled(t, c)
 		bobW, w := warningsAs(t, bob)
 		if err := update(bobW, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
 			t.Fatalf("Log mode denied: %v", err)
@@ -192,6 +212,7 @@ func TestXRContinuesTheClaimsChain(t *testing.T) {
 	if err := aliceC.Create(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
+	reconciled(t, claim)
 	claimRef := map[string]any{"apiVersion": "example.com/v1alpha1", "kind": "DatabaseClaim", "namespace": "team-b", "name": "billing"}
 	xr := object("XDatabase", "", "billing-x1", map[string]any{"size": "small", "claimRef": claimRef}, nil)
 	if err := cp.Create(ctx, xr); err != nil {
@@ -200,6 +221,7 @@ func TestXRContinuesTheClaimsChain(t *testing.T) {
 	if tr, _ := allowance.ParseTrace(xr.GetAnnotations()[v1alpha1.AnnotationTrace]); len(tr) != 2 || tr[0].User != alice || tr[1].Kind != "XDatabase" {
 		t.Errorf("XR trace = %v, want the Claim's hop by %s then the XR's", tr, alice)
 	}
+	reconciled(t, xr)
 
 	// Without an allowance on the Claim, Crossplane may not change a
 	// watched field: it may only propagate.

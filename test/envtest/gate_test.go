@@ -76,6 +76,7 @@ func TestGateOpensForOneUpdateAndCloses(t *testing.T) {
 	if err := aliceC.Create(ctx, xr); err != nil {
 		t.Fatal(err)
 	}
+	reconciled(t, xr)
 	b := bucket("gated-1", 1, xr)
 	if err := cp.Create(ctx, b); err != nil {
 		t.Fatalf("Crossplane creates the gated Bucket: %v", err)

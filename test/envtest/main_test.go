@@ -148,8 +148,14 @@ func start(ctx context.Context) error {
 		if err := yaml.Unmarshal([]byte(y), p); err != nil {
 			return fmt.Errorf("bad policy fixture: %w", err)
 		}
-		if err := kube.Create(ctx, p); err != nil {
-			return fmt.Errorf("cannot create AllowancePolicy %s: %w", p.GetName(), err)
+		// The policy webhook answers once the provider's webhook server is
+		// up; until then creation fails closed.
+		deadline := time.Now().Add(60 * time.Second)
+		for err := kube.Create(ctx, p); err != nil; err = kube.Create(ctx, p) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("cannot create AllowancePolicy %s: %w", p.GetName(), err)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
 	return nil

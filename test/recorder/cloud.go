@@ -1,0 +1,127 @@
+// Package recorder is a recording test provider: crossplane-runtime's real
+// managed reconciler, with management policies enabled, for one managed
+// resource kind (Bucket), whose external client records every call it makes
+// against an in-memory fake cloud, so tests can assert exactly what the cloud
+// saw.
+package recorder
+
+import (
+	"maps"
+	"sync"
+)
+
+// Verbs of the calls the external client makes against the Cloud.
+const (
+	VerbObserve = "Observe"
+	VerbCreate  = "Create"
+	VerbUpdate  = "Update"
+	VerbDelete  = "Delete"
+)
+
+// State is the state of one external bucket in the Cloud.
+type State struct {
+	Size   int64
+	Region string
+	Tags   map[string]string
+}
+
+// Call is one call the external client made against the Cloud.
+type Call struct {
+	// Verb is one of Observe, Create, Update or Delete.
+	Verb string
+	// Name is the external name of the bucket.
+	Name string
+	// Size is the size written by a Create or Update; zero for Observe and
+	// Delete.
+	Size int64
+}
+
+// Cloud is a concurrency-safe fake external system: buckets by name, plus a
+// log of every call made against it.
+type Cloud struct {
+	mu      sync.Mutex
+	buckets map[string]State
+	calls   []Call
+}
+
+// NewCloud returns an empty Cloud.
+func NewCloud() *Cloud {
+	return &Cloud{buckets: map[string]State{}}
+}
+
+// Calls returns a copy of the call log, oldest first.
+func (c *Cloud) Calls() []Call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Call(nil), c.calls...)
+}
+
+// Count returns how many calls with the supplied verb were made for the
+// supplied name.
+func (c *Cloud) Count(verb, name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, call := range c.calls {
+		if call.Verb == verb && call.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+// Get returns the state of the named bucket, and whether it exists.
+func (c *Cloud) Get(name string) (State, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.buckets[name]
+	if !ok {
+		return State{}, false
+	}
+	s.Tags = maps.Clone(s.Tags)
+	return s, true
+}
+
+// Put seeds or overwrites the named bucket without recording a call, e.g. an
+// external resource that exists before its managed resource.
+func (c *Cloud) Put(name string, s State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.Tags = maps.Clone(s.Tags)
+	c.buckets[name] = s
+}
+
+// Reset removes every bucket and clears the call log.
+func (c *Cloud) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buckets = map[string]State{}
+	c.calls = nil
+}
+
+// observe records an Observe call and returns the named bucket.
+func (c *Cloud) observe(name string) (State, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, Call{Verb: VerbObserve, Name: name})
+	s, ok := c.buckets[name]
+	s.Tags = maps.Clone(s.Tags)
+	return s, ok
+}
+
+// write records a Create or Update call and stores the bucket.
+func (c *Cloud) write(verb, name string, s State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, Call{Verb: verb, Name: name, Size: s.Size})
+	s.Tags = maps.Clone(s.Tags)
+	c.buckets[name] = s
+}
+
+// remove records a Delete call and removes the bucket.
+func (c *Cloud) remove(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, Call{Verb: VerbDelete, Name: name})
+	delete(c.buckets, name)
+}

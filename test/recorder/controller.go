@@ -1,0 +1,133 @@
+package recorder
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"github.com/kausality-io/kausality-crossplane/test/recorder/apis/v1alpha1"
+)
+
+// Bucket is a cluster-scoped, legacy-style managed resource.
+var _ resource.LegacyManaged = &v1alpha1.Bucket{}
+
+const errNotBucket = "managed resource is not a Bucket"
+
+// Setup registers the Bucket controller with the manager: crossplane-runtime's
+// managed reconciler with management policies enabled, polling every poll and
+// with no creation grace period, whose external client works against cloud.
+// The manager's scheme must hold the v1alpha1 types. Controller name
+// validation is skipped so that several managers in one test binary may each
+// run the controller.
+func Setup(mgr ctrl.Manager, cloud *Cloud, poll time.Duration) error {
+	name := managed.ControllerName(v1alpha1.BucketKind)
+	skipNameValidation := true
+
+	r := managed.NewReconciler(mgr,
+		resource.ManagedKind(v1alpha1.BucketGroupVersionKind),
+		managed.WithExternalConnector(&connector{cloud: cloud}),
+		managed.WithManagementPolicies(),
+		managed.WithPollInterval(poll),
+		// The Cloud is strongly consistent: trust a "does not exist" right
+		// after a Create. The default 30s grace period would otherwise stall
+		// deleting a Bucket created less than 30s ago.
+		managed.WithCreationGracePeriod(0),
+		managed.WithLogger(logging.NewLogrLogger(mgr.GetLogger().WithValues("controller", name))),
+		managed.WithRecorder(event.NewAPIRecorder(mgr.GetEventRecorderFor(name))), //nolint:staticcheck // crossplane-runtime's recorder wants the old events API.
+	)
+
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(name).
+		For(&v1alpha1.Bucket{}).
+		WithEventFilter(resource.DesiredStateChanged()).
+		WithOptions(controller.Options{SkipNameValidation: &skipNameValidation}).
+		Complete(r)
+}
+
+// connector connects directly to the Cloud; no ProviderConfig is read.
+type connector struct {
+	cloud *Cloud
+}
+
+// Connect returns an external client for the Cloud.
+func (c *connector) Connect(_ context.Context, _ resource.Managed) (managed.ExternalClient, error) {
+	return &external{cloud: c.cloud}, nil
+}
+
+// external records every call it makes against the Cloud. The external name
+// of a Bucket is its object name.
+type external struct {
+	cloud *Cloud
+}
+
+// Observe reports whether the bucket exists and matches spec.forProvider, and
+// copies it into status.atProvider. It never late-initializes.
+func (e *external) Observe(_ context.Context, mg resource.Managed) (managed.ExternalObservation, error) {
+	cr, ok := mg.(*v1alpha1.Bucket)
+	if !ok {
+		return managed.ExternalObservation{}, errors.New(errNotBucket)
+	}
+
+	s, exists := e.cloud.observe(cr.GetName())
+	if !exists {
+		return managed.ExternalObservation{ResourceExists: false}, nil
+	}
+
+	cr.Status.AtProvider = v1alpha1.BucketObservation{Size: s.Size, Region: s.Region}
+	cr.SetConditions(xpv2.Available())
+
+	p := cr.Spec.ForProvider
+	return managed.ExternalObservation{
+		ResourceExists:          true,
+		ResourceUpToDate:        s.Size == p.Size && s.Region == p.Region && maps.Equal(s.Tags, p.Tags),
+		ResourceLateInitialized: false,
+	}, nil
+}
+
+// Create writes spec.forProvider into the Cloud.
+func (e *external) Create(_ context.Context, mg resource.Managed) (managed.ExternalCreation, error) {
+	cr, ok := mg.(*v1alpha1.Bucket)
+	if !ok {
+		return managed.ExternalCreation{}, errors.New(errNotBucket)
+	}
+	e.cloud.write(VerbCreate, cr.GetName(), stateOf(cr))
+	return managed.ExternalCreation{}, nil
+}
+
+// Update writes spec.forProvider into the Cloud.
+func (e *external) Update(_ context.Context, mg resource.Managed) (managed.ExternalUpdate, error) {
+	cr, ok := mg.(*v1alpha1.Bucket)
+	if !ok {
+		return managed.ExternalUpdate{}, errors.New(errNotBucket)
+	}
+	e.cloud.write(VerbUpdate, cr.GetName(), stateOf(cr))
+	return managed.ExternalUpdate{}, nil
+}
+
+// Delete removes the bucket from the Cloud.
+func (e *external) Delete(_ context.Context, mg resource.Managed) (managed.ExternalDelete, error) {
+	cr, ok := mg.(*v1alpha1.Bucket)
+	if !ok {
+		return managed.ExternalDelete{}, errors.New(errNotBucket)
+	}
+	e.cloud.remove(cr.GetName())
+	return managed.ExternalDelete{}, nil
+}
+
+// Disconnect does nothing.
+func (e *external) Disconnect(_ context.Context) error { return nil }
+
+// stateOf returns the Cloud state spec.forProvider asks for.
+func stateOf(cr *v1alpha1.Bucket) State {
+	p := cr.Spec.ForProvider
+	return State{Size: p.Size, Region: p.Region, Tags: p.Tags}
+}
