@@ -93,8 +93,8 @@ fuzz:
 	  done; done
 
 ## bench: run the benchmarks (compare runs with benchstat).
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/... ./fn/...
+bench: tools
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/... ./fn/... ./test/envtest/
 
 clean:
 	rm -rf bin .cache
