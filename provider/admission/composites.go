@@ -19,6 +19,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/provider/parents"
 )
 
 // Audit annotation keys; the API server prefixes them with the webhook's
@@ -73,7 +74,7 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 	var parentTrace allowance.Trace
 	var parentNote string
 	if req.UserInfo.Username == h.Trusted.Crossplane {
-		claim, err := h.claimOf(ctx, obj)
+		claim, err := parents.Claim(ctx, h.Reader, obj)
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
@@ -160,25 +161,6 @@ func inject(old, obj *unstructured.Unstructured, d policy.Decision, parentTrace 
 	}
 	obj.SetAnnotations(ann)
 	return nil
-}
-
-// claimOf returns the Claim of a legacy composite (spec.claimRef), or nil
-// when it has none or the Claim is gone.
-func (h *Composites) claimOf(ctx context.Context, xr *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	ref, ok, _ := unstructured.NestedStringMap(xr.Object, "spec", "claimRef")
-	if !ok || ref["name"] == "" || ref["kind"] == "" {
-		return nil, nil
-	}
-	claim := &unstructured.Unstructured{}
-	claim.SetAPIVersion(ref["apiVersion"])
-	claim.SetKind(ref["kind"])
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: ref["namespace"], Name: ref["name"]}, claim); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return nil, nil
-		}
-		return nil, errors.Wrapf(err, "cannot get the Claim %s %s/%s of %s", ref["kind"], ref["namespace"], ref["name"], describe(xr))
-	}
-	return claim, nil
 }
 
 // crossplaneFields are composite spec fields Crossplane itself manages;

@@ -10,7 +10,6 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -19,6 +18,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/provider/parents"
 )
 
 const pathManagementPolicies = "spec.managementPolicies"
@@ -73,10 +73,14 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	if old != nil {
 		og, ok = allowance.ObservedGeneration(old.Object)
 	}
+	frozen, err := parents.Frozen(ctx, h.Reader, obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
 	current, _ := fieldpath.Pave(obj.Object).GetStringArray(pathManagementPolicies)
 	d := gate.Decide(gate.Inputs{
 		Allowances: as, Observed: og, Reconciled: ok, ReadOnly: h.readOnly(current),
-		Now: h.Now(), Limit: h.MaxGateOpen, Frozen: allowance.FrozenBy(obj.GetAnnotations()),
+		Now: h.Now(), Limit: h.MaxGateOpen, Frozen: frozen,
 	})
 	var warnings []string
 	if !slices.Equal(current, d.Policies) {
@@ -138,7 +142,7 @@ func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured
 		}
 		if xr == nil {
 			var err error
-			if xr, err = h.composite(ctx, obj); err != nil {
+			if xr, err = parents.Composite(ctx, h.Reader, obj); err != nil {
 				return "", err
 			}
 			if xr == nil {
@@ -188,25 +192,6 @@ func sameAllowance(a, b allowance.Allowance) bool {
 
 func policyTargetEqual(a, b v1alpha1.Target) bool {
 	return a.APIGroup == b.APIGroup && a.APIVersion == b.APIVersion && a.Resource == b.Resource && fmt.Sprint(a.External) == fmt.Sprint(b.External)
-}
-
-// composite returns the managed resource's controlling composite, nil when
-// it has none.
-func (h *Managed) composite(ctx context.Context, mr *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	owner := metav1.GetControllerOf(mr)
-	if owner == nil {
-		return nil, nil
-	}
-	xr := &unstructured.Unstructured{}
-	xr.SetAPIVersion(owner.APIVersion)
-	xr.SetKind(owner.Kind)
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: mr.GetNamespace(), Name: owner.Name}, xr); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return nil, nil
-		}
-		return nil, errors.Wrapf(err, "cannot get the composite %s %s of %s", owner.Kind, owner.Name, describe(mr))
-	}
-	return xr, nil
 }
 
 // upgrade reports whether the named UpgradeAllowance covers the managed

@@ -16,7 +16,6 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,6 +27,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/provider/parents"
 )
 
 // ConditionGate is the condition the controller sets on every gated
@@ -235,28 +235,12 @@ func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, c
 	return nil
 }
 
-// frozen names who froze the managed resource, its controlling composite
-// or the composite's Claim, or "" when none did. An unreadable freeze
-// annotation freezes too: a freeze must never be lost to a typo.
+// frozen names who froze the managed resource or a parent. A parent that
+// cannot be read freezes: a gate never opens on a guess.
 func (r *Reconciler) frozen(ctx context.Context, mr *unstructured.Unstructured) string {
-	if by := allowance.FrozenBy(mr.GetAnnotations()); by != "" {
-		return by
+	by, err := parents.Frozen(ctx, r.reader, mr)
+	if err != nil {
+		return "an unreadable parent (" + err.Error() + ")"
 	}
-	owner := metav1.GetControllerOf(mr)
-	if owner == nil {
-		return ""
-	}
-	xr := &unstructured.Unstructured{}
-	xr.SetAPIVersion(owner.APIVersion)
-	xr.SetKind(owner.Kind)
-	if err := r.reader.Get(ctx, client.ObjectKey{Namespace: mr.GetNamespace(), Name: owner.Name}, xr); err != nil {
-		if !kerrors.IsNotFound(err) {
-			r.log.Info("cannot read the composite of a gated resource for a freeze", "name", mr.GetName(), "error", err.Error())
-		}
-		return ""
-	}
-	if by := allowance.FrozenBy(xr.GetAnnotations()); by != "" {
-		return by + " on " + xr.GetKind() + " " + xr.GetName()
-	}
-	return ""
+	return by
 }

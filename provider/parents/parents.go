@@ -1,0 +1,73 @@
+// Package parents finds the objects above a managed resource, the
+// controlling composite and its Claim, and whether any of them is frozen.
+// The gate controller and admission both ask, so they agree.
+package parents
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+)
+
+// Composite returns the managed resource's controlling composite, nil when
+// it has none or the composite is gone.
+func Composite(ctx context.Context, r client.Reader, mr *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	owner := metav1.GetControllerOf(mr)
+	if owner == nil {
+		return nil, nil
+	}
+	return get(ctx, r, owner.APIVersion, owner.Kind, mr.GetNamespace(), owner.Name)
+}
+
+// Claim returns the Claim of a legacy composite (spec.claimRef), nil when
+// it has none or the Claim is gone.
+func Claim(ctx context.Context, r client.Reader, xr *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	ref, ok, _ := unstructured.NestedStringMap(xr.Object, "spec", "claimRef")
+	if !ok || ref["name"] == "" || ref["kind"] == "" {
+		return nil, nil
+	}
+	return get(ctx, r, ref["apiVersion"], ref["kind"], ref["namespace"], ref["name"])
+}
+
+func get(ctx context.Context, r client.Reader, apiVersion, kind, namespace, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil, nil
+		}
+		return nil, errors.Wrapf(err, "cannot get %s %s", kind, client.ObjectKey{Namespace: namespace, Name: name})
+	}
+	return u, nil
+}
+
+// Frozen names who froze the managed resource, its composite or the
+// composite's Claim, and where; "" when nobody did. A parent that cannot be
+// read is an error: the caller decides whether that fails closed.
+func Frozen(ctx context.Context, r client.Reader, mr *unstructured.Unstructured) (string, error) {
+	if by := allowance.FrozenBy(mr.GetAnnotations()); by != "" {
+		return by, nil
+	}
+	xr, err := Composite(ctx, r, mr)
+	if err != nil || xr == nil {
+		return "", err
+	}
+	if by := allowance.FrozenBy(xr.GetAnnotations()); by != "" {
+		return fmt.Sprintf("%s on %s %s", by, xr.GetKind(), xr.GetName()), nil
+	}
+	claim, err := Claim(ctx, r, xr)
+	if err != nil || claim == nil {
+		return "", err
+	}
+	if by := allowance.FrozenBy(claim.GetAnnotations()); by != "" {
+		return fmt.Sprintf("%s on %s %s/%s", by, claim.GetKind(), claim.GetNamespace(), claim.GetName()), nil
+	}
+	return "", nil
+}
