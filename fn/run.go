@@ -284,7 +284,7 @@ func (r *run) composed(resName string, observed, desired map[string]any) bool {
 		og, ok = allowance.ObservedGeneration(observed)
 	}
 	g := gate.Decide(gate.Inputs{
-		Allowances: mrAllowances, Observed: og, Reconciled: ok,
+		Allowances: mrAllowances, Observed: og, Reconciled: ok, Generation: om.generation,
 		ReadOnly: r.cfg.readOnly, Now: r.now, Limit: r.cfg.maxGateOpen, Frozen: r.frozen,
 	})
 	// Consumed allowances never reopen a gate; the function prunes them.

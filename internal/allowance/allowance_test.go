@@ -129,6 +129,9 @@ func TestObservedGeneration(t *testing.T) {
 			map[string]any{"type": "Synced", "observedGeneration": int64(2)},
 		}}}, want: 6, wantOK: true},
 		"NoStatus": {obj: map[string]any{}},
+		"Paused": {obj: map[string]any{"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "Synced", "reason": "ReconcilePaused", "observedGeneration": int64(5)},
+		}}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

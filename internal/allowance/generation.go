@@ -3,7 +3,10 @@ package allowance
 // ObservedGeneration reads an object's observed generation the way
 // crossplane-runtime v2 reports it: status.observedGeneration when present,
 // else the observedGeneration of the Synced condition. ok is false when the
-// object reports neither, i.e. no controller has reconciled it yet.
+// object reports neither, i.e. no controller has reconciled it yet, or
+// when the Synced condition says reconciliation is paused
+// (crossplane.io/paused): a paused resource reports the generation it was
+// paused at, but nothing of that generation was applied.
 func ObservedGeneration(content map[string]any) (int64, bool) {
 	status, _ := content["status"].(map[string]any)
 	if g, ok := asInt(status["observedGeneration"]); ok {
@@ -14,6 +17,9 @@ func ObservedGeneration(content map[string]any) (int64, bool) {
 		cm, _ := c.(map[string]any)
 		if cm["type"] != "Synced" {
 			continue
+		}
+		if cm["reason"] == "ReconcilePaused" {
+			return 0, false
 		}
 		if g, ok := asInt(cm["observedGeneration"]); ok {
 			return g, true

@@ -27,7 +27,10 @@ func TestDecide(t *testing.T) {
 		wantConsumed int
 		wantExpired  int
 		wantWithheld int
-		wantErr      bool
+		// wantGeneration is the first allowance's generation afterwards,
+		// when it must have moved.
+		wantGeneration int64
+		wantErr        bool
 	}{
 		"UnconsumedUpdateOpens": {
 			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Observed: 2, Reconciled: true},
@@ -48,6 +51,10 @@ func TestDecide(t *testing.T) {
 		"FreezeWithholds": {
 			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Observed: 2, Reconciled: true, Frozen: "oncall"},
 			wantPolicies: DefaultReadOnly, wantWithheld: 1,
+		},
+		"FreezeDoesNotConsume": {
+			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Observed: 4, Reconciled: true, Generation: 4, Frozen: "oncall"},
+			wantPolicies: DefaultReadOnly, wantWithheld: 1, wantGeneration: 5,
 		},
 		"ControllerChildOpensNothing": {
 			in:           Inputs{Allowances: []allowance.Allowance{child}, Observed: 2, Reconciled: true},
@@ -79,6 +86,9 @@ func TestDecide(t *testing.T) {
 			}
 			if tc.wantConsumed > 0 && !d.Allowances[0].Consumed {
 				t.Error("consumed allowance not marked Consumed")
+			}
+			if tc.wantGeneration != 0 && (d.Allowances[0].Generation != tc.wantGeneration || !d.Changed || d.Allowances[0].Consumed) {
+				t.Errorf("held allowance = generation %d consumed %v (changed %v), want generation %d unconsumed", d.Allowances[0].Generation, d.Allowances[0].Consumed, d.Changed, tc.wantGeneration)
 			}
 			if tc.in.Allowances[0].Consumed {
 				t.Error("Decide modified its input")

@@ -68,10 +68,11 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 
 	// The stored object's observed generation decides consumption: status
 	// is not written through this request.
-	var og int64
+	var og, gen int64
 	var ok bool
 	if old != nil {
 		og, ok = allowance.ObservedGeneration(old.Object)
+		gen = old.GetGeneration()
 	}
 	frozen, err := parents.Frozen(ctx, h.Reader, obj)
 	if err != nil {
@@ -79,7 +80,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	current, _ := fieldpath.Pave(obj.Object).GetStringArray(pathManagementPolicies)
 	d := gate.Decide(gate.Inputs{
-		Allowances: as, Observed: og, Reconciled: ok, ReadOnly: h.readOnly(current),
+		Allowances: as, Observed: og, Reconciled: ok, Generation: gen, ReadOnly: h.readOnly(current),
 		Now: h.Now(), Limit: h.MaxGateOpen, Frozen: frozen,
 	})
 	var warnings []string
@@ -94,7 +95,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	if d.Err != nil {
 		warnings = append(warnings, fmt.Sprintf("the gate of %s stays closed: %v", describe(obj), d.Err))
 	}
-	if len(d.Consumed) > 0 {
+	if d.Changed {
 		ann := obj.GetAnnotations()
 		ann[v1alpha1.AnnotationAllowances] = allowance.Format(d.Allowances)
 		obj.SetAnnotations(ann)

@@ -47,6 +47,9 @@ const (
 
 const pathManagementPolicies = "spec.managementPolicies"
 
+// frozenRecheck is how often a frozen gate looks whether the freeze lifted.
+const frozenRecheck = 15 * time.Second
+
 // Options configure the gate controller.
 type Options struct {
 	// ReadOnly is the closed gate; DefaultReadOnly when empty.
@@ -103,17 +106,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	og, ok := allowance.ObservedGeneration(mr.Object)
 	d := gate.Decide(gate.Inputs{
-		Allowances: as, Observed: og, Reconciled: ok, ReadOnly: r.opts.ReadOnly,
+		Allowances: as, Observed: og, Reconciled: ok, Generation: mr.GetGeneration(), ReadOnly: r.opts.ReadOnly,
 		Now: now, Limit: r.opts.MaxGateOpen, Frozen: r.frozen(ctx, mr),
 	})
 
 	var marks []allowance.Allowance
-	if len(d.Consumed) > 0 {
+	if d.Changed {
 		marks = d.Allowances
 	}
 	cond, eventType := r.condition(d, mr)
 	if err := r.apply(ctx, mr, current, d.Policies, marks, cond, eventType); err != nil {
 		return ctrl.Result{}, err
+	}
+	if len(d.Withheld) > 0 {
+		// A freeze on a parent lifts without an event on this resource.
+		return ctrl.Result{RequeueAfter: frozenRecheck}, nil
 	}
 	if len(d.Open) == 0 || r.opts.MaxGateOpen <= 0 {
 		return ctrl.Result{}, nil

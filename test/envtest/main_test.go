@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,7 +52,14 @@ var (
 	scheme   *runtime.Scheme
 	cloud    = recorder.NewCloud()
 	provider manager.Manager
+	// clock is the provider's clock; tests move it forward to expire gates.
+	clock = &testClock{}
 )
+
+type testClock struct{ offset atomic.Int64 }
+
+func (c *testClock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -120,7 +128,7 @@ func start(ctx context.Context) error {
 		MetricsAddress: "0", HealthAddress: "0",
 		WebhookHost: wo.LocalServingHost, WebhookPort: wo.LocalServingPort, CertDir: wo.LocalServingCertDir,
 		StaticWebhook: "provider-kausality", CrossplaneUser: crossplane,
-		MaxGateOpen: 10 * time.Minute, DiscoveryInterval: time.Second, Log: log,
+		MaxGateOpen: 10 * time.Minute, DiscoveryInterval: time.Second, Now: clock.Now, Log: log,
 	}); err != nil {
 		return fmt.Errorf("cannot create the provider: %w", err)
 	}
