@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -48,15 +47,9 @@ type Composites struct {
 
 // Handle implements admission.Handler.
 func (h *Composites) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed("")
-	}
-	old, obj, err := objects(req)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
-	}
-	if msg := h.Trusted.protect(req.UserInfo, old, obj); msg != "" {
-		return admission.Denied(msg)
+	old, obj, done := h.Trusted.write(req)
+	if done != nil {
+		return *done
 	}
 	set, warnings, err := policiesFor(ctx, h.Policies, h.Cache, obj)
 	if err != nil {

@@ -3,9 +3,11 @@ package admission
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -68,6 +70,26 @@ func (t Trusted) protect(user authenticationv1.UserInfo, old, obj *unstructured.
 	return fmt.Sprintf("%s of %s: only Kausality and Crossplane may change %s; user %q may set %s, %s, %s and %s* annotations",
 		strings.Join(changed, " and "), describe(obj), strings.Join(changed, ", "), user.Username,
 		v1alpha1.AnnotationFreeze, v1alpha1.AnnotationMode, v1alpha1.AnnotationAllowDelete, v1alpha1.AnnotationTraceLabelPrefix)
+}
+
+// write decodes a create or update and applies annotation protection.
+// done is the response when there is nothing more to decide: other
+// operations pass, undecodable objects and protected changes fail.
+func (t Trusted) write(req admission.Request) (old, obj *unstructured.Unstructured, done *admission.Response) {
+	respond := func(r admission.Response) (*unstructured.Unstructured, *unstructured.Unstructured, *admission.Response) {
+		return nil, nil, &r
+	}
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return respond(admission.Allowed(""))
+	}
+	old, obj, err := objects(req)
+	if err != nil {
+		return respond(admission.Errored(http.StatusBadRequest, err))
+	}
+	if msg := t.protect(req.UserInfo, old, obj); msg != "" {
+		return respond(admission.Denied(msg))
+	}
+	return old, obj, nil
 }
 
 // identity is the authenticated requester as policies see it.

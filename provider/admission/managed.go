@@ -9,7 +9,6 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
-	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -41,15 +40,9 @@ type Managed struct {
 
 // Handle implements admission.Handler.
 func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed("")
-	}
-	old, obj, err := objects(req)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
-	}
-	if msg := h.Trusted.protect(req.UserInfo, old, obj); msg != "" {
-		return admission.Denied(msg)
+	old, obj, done := h.Trusted.write(req)
+	if done != nil {
+		return *done
 	}
 	if obj.GetLabels()[v1alpha1.LabelGated] != "true" {
 		return admission.Allowed("")

@@ -89,6 +89,19 @@ func waitForEvent(t *testing.T, name, reason, eventType string) {
 	})
 }
 
+// poke makes Bob write b without changing its spec (a trace label, which
+// users may set), so the gate controller and admission look at it again.
+func poke(t *testing.T, b *unstructured.Unstructured) {
+	t.Helper()
+	if err := update(as(t, bob), b, func() {
+		ann := b.GetAnnotations()
+		ann[v1alpha1.AnnotationTraceLabelPrefix+"poke"] = time.Now().Format(time.RFC3339Nano)
+		b.SetAnnotations(ann)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestStaleWriteCannotReopenAConsumedGate(t *testing.T) {
 	ctx := context.Background()
 	_, b, xa := gatedPair(t, "stale-1", nil)
@@ -160,13 +173,7 @@ func TestFreezeHoldsTheChangeUntilLifted(t *testing.T) {
 	}
 	// The controller rechecks frozen gates periodically; a write to the
 	// resource makes it look at once.
-	if err := update(as(t, bob), b, func() {
-		ann := b.GetAnnotations()
-		ann[v1alpha1.AnnotationTraceLabelPrefix+"poke"] = "1"
-		b.SetAnnotations(ann)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	poke(t, b)
 	eventually(t, 30*time.Second, "the held change applied and the gate closed", func() (bool, string) {
 		if err := cp.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
@@ -202,13 +209,7 @@ func TestGateOpenTooLongExpires(t *testing.T) {
 	defer clock.Advance(-11 * time.Minute)
 	// Any write makes the controller look again (it also comes back on its
 	// own once the limit passes in real time).
-	if err := update(as(t, bob), b, func() {
-		ann := b.GetAnnotations()
-		ann[v1alpha1.AnnotationTraceLabelPrefix+"poke"] = "1"
-		b.SetAnnotations(ann)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	poke(t, b)
 	eventually(t, 15*time.Second, "the gate closed as expired", func() (bool, string) {
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
