@@ -16,15 +16,16 @@ PAT             := $(BIN)/function-patch-and-transform
 CONTROLLER_GEN  := $(BIN)/controller-gen
 KUBE_APISERVER  := $(BIN)/kube-apiserver
 ETCD            := $(BIN)/etcd
+IMAGE           := $(BIN)/image
 
-TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(ETCD)
+TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(ETCD) $(IMAGE)
 
 # envtest finds kube-apiserver and etcd here.
 export KUBEBUILDER_ASSETS := $(BIN)
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all tools generate check-generate build test unit render golden demo fuzz bench clean
+.PHONY: all tools generate check-generate build test unit render golden demo fuzz bench clean xpkg
 
 all: build
 
@@ -49,6 +50,9 @@ $(KUBE_APISERVER): test/tools/kube-apiserver/go.mod test/tools/kube-apiserver/go
 $(ETCD): test/tools/etcd/go.mod test/tools/etcd/go.sum test/tools/etcd/main.go
 	cd test/tools/etcd && $(GO) build -o $@ .
 
+$(IMAGE): test/tools/image/go.mod test/tools/image/go.sum test/tools/image/main.go
+	cd test/tools/image && $(GO) build -o $@ .
+
 ## generate: regenerate deepcopy code and CRDs with controller-gen.
 generate: $(CONTROLLER_GEN)
 	$(GO) generate ./apis/... ./input/... ./test/recorder/apis/...
@@ -69,8 +73,24 @@ unit: tools
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
-## test: everything that needs no network: generated files, vet, unit, fuzz seeds, render goldens.
-test: check-generate unit
+## test: everything that needs no network: generated files, vet, packages, unit, fuzz seeds, render goldens, envtest.
+test: check-generate xpkg unit
+
+OUT     := $(ROOT)/_output
+VERSION ?= dev
+STATIC  := CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w'
+
+## xpkg: build function-kausality and provider-kausality .xpkg files into _output, offline (images without Docker).
+xpkg: $(CROSSPLANE) $(IMAGE)
+	@# --examples-root defaults to ./examples, the repository's render cases,
+	@# which are not package examples: point it where nothing is.
+	@mkdir -p $(OUT)/bin && rm -rf $(OUT)/no-examples
+	$(STATIC) -o $(OUT)/bin/function-kausality ./fn
+	$(STATIC) -o $(OUT)/bin/provider-kausality ./provider
+	$(IMAGE) --binary $(OUT)/bin/function-kausality --out $(OUT)/function-kausality-image.tar --tag kausality.io/function-kausality:$(VERSION) --port 9443
+	$(IMAGE) --binary $(OUT)/bin/provider-kausality --out $(OUT)/provider-kausality-image.tar --tag kausality.io/provider-kausality:$(VERSION) --port 9443 --port 8080 --port 8081
+	$(CROSSPLANE) xpkg build --package-root package/function --examples-root $(OUT)/no-examples --embed-runtime-image-tarball $(OUT)/function-kausality-image.tar --package-file $(OUT)/function-kausality.xpkg
+	$(CROSSPLANE) xpkg build --package-root package/provider --examples-root $(OUT)/no-examples --embed-runtime-image-tarball $(OUT)/provider-kausality-image.tar --package-file $(OUT)/provider-kausality.xpkg
 
 ## render: render every example with the real crossplane render and print the output.
 render: tools
@@ -97,4 +117,4 @@ bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/... ./fn/... ./test/envtest/
 
 clean:
-	rm -rf bin .cache
+	rm -rf bin .cache _output
