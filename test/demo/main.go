@@ -45,7 +45,7 @@ func run(w io.Writer, raw bool) error {
 		return err
 	}
 	defer os.RemoveAll(tmp) //nolint:errcheck // best effort
-	fns, err := render.StartFunctions(ctx, root, tmp, tools)
+	fns, err := render.StartFunctions(ctx, root, tmp, tools, render.ExampleFunctions)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func run(m *testing.M) int {
 		CRDDirectoryPaths: []string{
 			filepath.Join(root, "package", "provider", "crds"),
 			filepath.Join(root, "test", "recorder", "crds"),
-			filepath.Join("testdata", "crds"),
+			filepath.Join(root, "test", "crds"),
 		},
 		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "package", "provider", "webhookconfigurations")}},

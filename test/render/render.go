@@ -83,26 +83,45 @@ const (
 	PatchTransformAddress = "localhost:9444"
 )
 
+// FunctionOptions say where the functions listen and which clock
+// function-kausality runs with.
+type FunctionOptions struct {
+	KausalityAddress, PatchTransformAddress string
+	// FixedTime pins function-kausality's clock (RFC 3339); empty runs it
+	// on the real clock.
+	FixedTime string
+}
+
+// ExampleFunctions are the options the examples' functions.yaml expects.
+var ExampleFunctions = FunctionOptions{KausalityAddress: KausalityAddress, PatchTransformAddress: PatchTransformAddress, FixedTime: FixedTime}
+
 // StartFunctions builds function-kausality from root/fn into dir and starts
 // it and function-patch-and-transform, waiting until both listen.
-func StartFunctions(ctx context.Context, root, dir string, t Tools) (*Functions, error) {
+func StartFunctions(ctx context.Context, root, dir string, t Tools, o FunctionOptions) (*Functions, error) {
 	fnBin := filepath.Join(dir, "function-kausality")
 	build := exec.CommandContext(ctx, "go", "build", "-o", fnBin, "./fn")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, errors.Wrapf(err, "cannot build function-kausality: %s", out)
 	}
+	kausality := []string{"--insecure", "--address", o.KausalityAddress, "--metrics-address", ""}
+	if o.FixedTime != "" {
+		kausality = append(kausality, "--fixed-time", o.FixedTime)
+	}
 	f := &Functions{}
-	for _, p := range []struct{ bin, addr string }{{fnBin, KausalityAddress}, {t.PatchTransform, PatchTransformAddress}} {
+	for _, p := range []struct {
+		bin, addr string
+		args      []string
+	}{
+		{fnBin, o.KausalityAddress, kausality},
+		{t.PatchTransform, o.PatchTransformAddress, []string{"--insecure", "--address", o.PatchTransformAddress}},
+	} {
 		if c, err := net.DialTimeout("tcp", p.addr, 200*time.Millisecond); err == nil {
 			_ = c.Close()
 			f.Stop()
 			return nil, errors.Errorf("%s is already in use; stop whatever listens there (another make render or demo?)", p.addr)
 		}
-		cmd := exec.Command(p.bin, "--insecure", "--address", p.addr, "--metrics-address", "", "--fixed-time", FixedTime) //nolint:gosec // our own binaries
-		if strings.HasSuffix(p.bin, "function-patch-and-transform") {
-			cmd = exec.Command(p.bin, "--insecure", "--address", p.addr) //nolint:gosec // our own binaries
-		}
+		cmd := exec.Command(p.bin, p.args...) //nolint:gosec // our own binaries
 		var logs bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &logs, &logs
 		// Die with the harness, so an interrupted render or demo never

@@ -52,7 +52,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir) //nolint:errcheck // best effort
-	fns, err := StartFunctions(ctx, root, dir, tools)
+	fns, err := StartFunctions(ctx, root, dir, tools, ExampleFunctions)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
