@@ -84,26 +84,11 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 		}
 	}
 
-	d, err := set.Evaluate(r)
-	if err != nil {
-		return admission.Denied(errors.Wrapf(err, "cannot evaluate AllowancePolicies %s", strings.Join(set.Names(), ", ")).Error())
+	d, audit, warned, denied := evaluate(set, r, obj, parentNote)
+	if denied != nil {
+		return *denied
 	}
-	audit := map[string]string{auditMode: string(d.Mode)}
-	if len(d.Violations) > 0 {
-		msgs := make([]string, 0, len(d.Violations))
-		for _, v := range d.Violations {
-			msgs = append(msgs, v.Error())
-		}
-		msg := fmt.Sprintf("%s: %s", describe(obj), strings.Join(msgs, "; "))
-		if parentNote != "" {
-			msg += " (" + parentNote + ")"
-		}
-		audit[auditViolations] = msg
-		if d.Mode == v1alpha1.ModeEnforce {
-			return withAudit(admission.Denied(msg), audit)
-		}
-		warnings = append(warnings, "Log mode, would be denied: "+msg)
-	}
+	warnings = append(warnings, warned...)
 
 	if err := inject(old, obj, d, parentTrace); err != nil {
 		return admission.Denied(err.Error())
@@ -215,6 +200,35 @@ func policiesFor(ctx context.Context, r client.Reader, cache *policy.Cache, obj 
 		warnings = append(warnings, "ignored: "+err.Error())
 	}
 	return set, warnings, nil
+}
+
+// evaluate decides a write under the policies of its kind; denied is the
+// response when Enforce mode refuses it, naming fields and policies (and
+// note, why no parent allowance covered it).
+func evaluate(set policy.Set, r policy.Request, obj *unstructured.Unstructured, note string) (policy.Decision, map[string]string, []string, *admission.Response) {
+	d, err := set.Evaluate(r)
+	if err != nil {
+		resp := admission.Denied(errors.Wrapf(err, "cannot evaluate AllowancePolicies %s", strings.Join(set.Names(), ", ")).Error())
+		return d, nil, nil, &resp
+	}
+	audit := map[string]string{auditMode: string(d.Mode)}
+	if len(d.Violations) == 0 {
+		return d, audit, nil, nil
+	}
+	msgs := make([]string, 0, len(d.Violations))
+	for _, v := range d.Violations {
+		msgs = append(msgs, v.Error())
+	}
+	msg := fmt.Sprintf("%s: %s", describe(obj), strings.Join(msgs, "; "))
+	if note != "" {
+		msg += " (" + note + ")"
+	}
+	audit[auditViolations] = msg
+	if d.Mode == v1alpha1.ModeEnforce {
+		resp := withAudit(admission.Denied(msg), audit)
+		return d, audit, nil, &resp
+	}
+	return d, audit, []string{"Log mode, would be denied: " + msg}, nil
 }
 
 func withAudit(r admission.Response, audit map[string]string) admission.Response {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -31,7 +32,11 @@ const pathManagementPolicies = "spec.managementPolicies"
 // chain every new allowance to an unconsumed allowance of the composite.
 type Managed struct {
 	// Reader reads composites and UpgradeAllowances uncached.
-	Reader      client.Reader
+	Reader client.Reader
+	// Policies lists AllowancePolicies (a cached client); a policy may
+	// name a managed resource kind and let users change it by hand.
+	Policies    client.Reader
+	Cache       *policy.Cache
 	Trusted     Trusted
 	ReadOnly    []string
 	MaxGateOpen time.Duration
@@ -50,6 +55,33 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	as, err := allowance.Parse(obj.GetAnnotations()[v1alpha1.AnnotationAllowances])
 	if err != nil {
 		return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(obj)).Error())
+	}
+	var warnings []string
+	if !h.Trusted.Has(req.UserInfo.Username) && old != nil && specChanged(old, obj) {
+		// A hand edit starts its own chain: an origin trace naming the
+		// user, and whatever a policy for this kind lets them initiate.
+		set, warned, err := policiesFor(ctx, h.Policies, h.Cache, obj)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		d, _, logged, denied := evaluate(set, policy.Request{Object: obj.Object, OldObject: old.Object, User: identity(req.UserInfo), Now: h.Now()}, obj, "")
+		if denied != nil {
+			return *denied
+		}
+		warnings = append(append(warnings, warned...), logged...)
+		hop := d.Hop
+		if hop.Field == "" && len(d.Changed) > 0 {
+			hop.Field = d.Changed[0].Path
+		}
+		setAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{hop}))
+		for _, a := range d.Allowances {
+			if a.Relation == v1alpha1.RelationExternal {
+				as = append(as, a)
+			}
+		}
+		if len(d.Allowances) > 0 {
+			setAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(as))
+		}
 	}
 	if req.UserInfo.Username == h.Trusted.Crossplane {
 		if msg, err := h.chain(ctx, old, obj, as); err != nil {
@@ -76,7 +108,6 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		Allowances: as, Observed: og, Reconciled: ok, Generation: gen, ReadOnly: h.readOnly(current),
 		Now: h.Now(), Limit: h.MaxGateOpen, Frozen: frozen,
 	})
-	var warnings []string
 	if !slices.Equal(current, d.Policies) {
 		if err := fieldpath.Pave(obj.Object).SetValue(pathManagementPolicies, d.Policies); err != nil {
 			return admission.Errored(http.StatusInternalServerError, errors.Wrapf(err, "cannot set %s on %s", pathManagementPolicies, describe(obj)))
@@ -89,11 +120,28 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		warnings = append(warnings, fmt.Sprintf("the gate of %s stays closed: %v", describe(obj), d.Err))
 	}
 	if d.Changed {
-		ann := obj.GetAnnotations()
-		ann[v1alpha1.AnnotationAllowances] = allowance.Format(d.Allowances)
-		obj.SetAnnotations(ann)
+		setAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
 	}
 	return patched(req, obj).WithWarnings(warnings...)
+}
+
+func setAnnotation(obj *unstructured.Unstructured, k, v string) {
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[k] = v
+	obj.SetAnnotations(ann)
+}
+
+// specChanged reports whether a write changes the spec beyond the gate,
+// which Kausality owns.
+func specChanged(old, obj *unstructured.Unstructured) bool {
+	o, _, _ := unstructured.NestedMap(old.Object, "spec")
+	n, _, _ := unstructured.NestedMap(obj.Object, "spec")
+	delete(o, "managementPolicies")
+	delete(n, "managementPolicies")
+	return !equality.Semantic.DeepEqual(o, n)
 }
 
 // readOnly is the closed gate: the writer's own read-only set when what it

@@ -149,7 +149,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	srv := mgr.GetWebhookServer()
 	srv.Register(policies.PathPolicies, &webhook.Admission{Handler: &admission.Policies{}})
 	srv.Register(policies.PathComposites, &webhook.Admission{Handler: &admission.Composites{Policies: mgr.GetClient(), Reader: direct, Cache: pc, Trusted: trusted, Now: o.Now}})
-	srv.Register(policies.PathManaged, &webhook.Admission{Handler: &admission.Managed{Reader: direct, Trusted: trusted, ReadOnly: o.ReadOnly, MaxGateOpen: o.MaxGateOpen, Now: o.Now}})
+	srv.Register(policies.PathManaged, &webhook.Admission{Handler: &admission.Managed{Reader: direct, Policies: mgr.GetClient(), Cache: pc, Trusted: trusted, ReadOnly: o.ReadOnly, MaxGateOpen: o.MaxGateOpen, Now: o.Now}})
 	srv.Register(policies.PathDeletion, &webhook.Admission{Handler: &admission.Deletion{Policies: mgr.GetClient(), Cache: pc}})
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
