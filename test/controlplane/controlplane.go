@@ -40,8 +40,8 @@ import (
 
 // Users of the scenarios. Alice is on the platform team; Bob is not.
 const (
-	Alice      = "alice@example.com"
-	Bob        = "bob@example.com"
+	Alice          = "alice@example.com"
+	Bob            = "bob@example.com"
 	CrossplaneUser = "system:serviceaccount:crossplane-system:crossplane"
 	// CrossplaneSA is Crossplane's service account as the provider's flag
 	// takes it.
