@@ -122,15 +122,18 @@ func TestObservedGeneration(t *testing.T) {
 		"TopLevel":  {obj: map[string]any{"status": map[string]any{"observedGeneration": int64(3)}}, want: 3, wantOK: true},
 		"JSONFloat": {obj: map[string]any{"status": map[string]any{"observedGeneration": float64(4)}}, want: 4, wantOK: true},
 		"Synced": {obj: map[string]any{"status": map[string]any{"conditions": []any{
-			map[string]any{"type": "Ready", "observedGeneration": int64(9)},
-			map[string]any{"type": "Synced", "observedGeneration": int64(2)},
+			map[string]any{"type": "Ready", "status": "True", "observedGeneration": int64(9)},
+			map[string]any{"type": "Synced", "status": "True", "observedGeneration": int64(2)},
 		}}}, want: 2, wantOK: true},
 		"TopLevelWins": {obj: map[string]any{"status": map[string]any{"observedGeneration": int64(6), "conditions": []any{
-			map[string]any{"type": "Synced", "observedGeneration": int64(2)},
+			map[string]any{"type": "Synced", "status": "True", "observedGeneration": int64(2)},
 		}}}, want: 6, wantOK: true},
 		"NoStatus": {obj: map[string]any{}},
 		"Paused": {obj: map[string]any{"status": map[string]any{"conditions": []any{
-			map[string]any{"type": "Synced", "reason": "ReconcilePaused", "observedGeneration": int64(5)},
+			map[string]any{"type": "Synced", "status": "False", "reason": "ReconcilePaused", "observedGeneration": int64(5)},
+		}}}},
+		"Failed": {obj: map[string]any{"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "Synced", "status": "False", "reason": "ReconcileError", "observedGeneration": int64(5)},
 		}}}},
 	}
 	for name, tc := range cases {

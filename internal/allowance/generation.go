@@ -4,9 +4,10 @@ package allowance
 // crossplane-runtime v2 reports it: status.observedGeneration when present,
 // else the observedGeneration of the Synced condition. ok is false when the
 // object reports neither, i.e. no controller has reconciled it yet, or
-// when the Synced condition says reconciliation is paused
-// (crossplane.io/paused): a paused resource reports the generation it was
-// paused at, but nothing of that generation was applied.
+// when the Synced condition is not True: crossplane-runtime stamps the
+// generation on a failed (ReconcileError) or paused (ReconcilePaused)
+// reconcile too, but nothing of that generation was applied, so it must
+// not consume an allowance.
 func ObservedGeneration(content map[string]any) (int64, bool) {
 	status, _ := content["status"].(map[string]any)
 	if g, ok := asInt(status["observedGeneration"]); ok {
@@ -18,7 +19,7 @@ func ObservedGeneration(content map[string]any) (int64, bool) {
 		if cm["type"] != "Synced" {
 			continue
 		}
-		if cm["reason"] == "ReconcilePaused" {
+		if cm["status"] != "True" {
 			return 0, false
 		}
 		if g, ok := asInt(cm["observedGeneration"]); ok {

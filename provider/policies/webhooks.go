@@ -103,6 +103,9 @@ func (w *Webhooks) Sync(ctx context.Context) error {
 			t.managed = append(t.managed, k.GVK.GroupVersion().WithResource(k.Resource))
 		}
 	}
+	// A policy may name a managed kind, for hand edits; those writes go to
+	// the managed webhook, which knows Crossplane's writes from a user's.
+	t.composites = slices.DeleteFunc(t.composites, func(r schema.GroupVersionResource) bool { return slices.Contains(t.managed, r) })
 
 	static := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	if err := w.Reader.Get(ctx, client.ObjectKey{Name: w.Static}, static); err != nil {

@@ -121,8 +121,12 @@ func (x *Crossplane) SyncClaim(ctx context.Context, claimKey client.ObjectKey) (
 			}
 		}
 		if !equality.Semantic.DeepEqual(have, spec) {
+			stored := xr.DeepCopy()
 			xr.Object["spec"] = spec
 			if err := x.kube.Update(ctx, xr); err != nil {
+				// Crossplane reports a failed sync on the XR's Synced
+				// condition; so does this.
+				x.reportSyncError(ctx, stored, err)
 				return nil, false, err
 			}
 			changed = true
@@ -136,6 +140,19 @@ func (x *Crossplane) SyncClaim(ctx context.Context, claimKey client.ObjectKey) (
 		changed = true
 	}
 	return xr, changed, nil
+}
+
+func (x *Crossplane) reportSyncError(ctx context.Context, xr *unstructured.Unstructured, cause error) {
+	conds, _, _ := unstructured.NestedSlice(xr.Object, "status", "conditions")
+	out := []any{map[string]any{"type": "Synced", "status": "False", "reason": "ReconcileError",
+		"message": "cannot apply the Claim's change: " + cause.Error(), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] != "Synced" {
+			out = append(out, c)
+		}
+	}
+	_ = unstructured.SetNestedSlice(xr.Object, out, "status", "conditions")
+	_ = x.kube.Status().Update(ctx, xr) // best effort, as a condition is
 }
 
 // revisionSuffix is the "-<n>" Crossplane appends to a Composition's name

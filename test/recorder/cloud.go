@@ -42,11 +42,41 @@ type Cloud struct {
 	mu      sync.Mutex
 	buckets map[string]State
 	calls   []Call
+	held    map[string]chan struct{}
 }
 
 // NewCloud returns an empty Cloud.
 func NewCloud() *Cloud {
-	return &Cloud{buckets: map[string]State{}}
+	return &Cloud{buckets: map[string]State{}, held: map[string]chan struct{}{}}
+}
+
+// Hold makes the next writes to the named bucket wait until release is
+// called, as a slow cloud API would; tests use it to act while a write is
+// in flight.
+func (c *Cloud) Hold(name string) (release func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan struct{})
+	c.held[name] = ch
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			delete(c.held, name)
+			c.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// wait blocks while the named bucket is held.
+func (c *Cloud) wait(name string) {
+	c.mu.Lock()
+	ch := c.held[name]
+	c.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
 }
 
 // Calls returns a copy of the call log, oldest first.
@@ -111,6 +141,7 @@ func (c *Cloud) observe(name string) (State, bool) {
 
 // write records a Create or Update call and stores the bucket.
 func (c *Cloud) write(verb, name string, s State) {
+	c.wait(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, Call{Verb: verb, Name: name, Size: s.Size})

@@ -1,0 +1,263 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/recorder"
+)
+
+func xrCondition(t *testing.T, key client.ObjectKey, typ string) xpv2.Condition {
+	t.Helper()
+	xr := &unstructured.Unstructured{}
+	xr.SetGroupVersionKind(controlplane.XRGVK)
+	if err := as(t, "admin").Get(context.Background(), client.ObjectKey{Name: controlplane.XRName(key)}, xr); err != nil {
+		t.Fatal(err)
+	}
+	cs := &xpv2.ConditionedStatus{}
+	_ = fieldpath.Pave(xr.Object).GetValueInto("status", cs)
+	return cs.GetCondition(xpv2.ConditionType(typ))
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s; last saw: %s", timeout, what, last)
+}
+
+func TestS4CompositionRevisionIncident(t *testing.T) {
+	key := created(t, crossplane(t, 1), "s4", "orders")
+	data := buckets(t, key)["data"].GetName()
+
+	// The new revision changes the data bucket's tier and drops the logs
+	// bucket while no Claim or XR field changed.
+	x2 := crossplane(t, 2)
+	settle(t, x2, key)
+	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+	if len(buckets(t, key)) != 2 {
+		t.Errorf("buckets after revision 2 = %d, want both kept", len(buckets(t, key)))
+	}
+	if s, _ := cp.Cloud.Get(data); s.Tags["tier"] != "standard" {
+		t.Errorf("cloud tier = %q, want standard", s.Tags["tier"])
+	}
+	c := xrCondition(t, key, "KausalityAllowed")
+	if c.Status != "False" || !strings.Contains(c.Message, "spec.forProvider.tags.tier") || !strings.Contains(c.Message, "resource logs") {
+		t.Errorf("XR KausalityAllowed = %s %q, want False naming the withheld tier change and the logs bucket", c.Status, c.Message)
+	}
+
+	// An UpgradeAllowance for revision 2 lets exactly the tier change
+	// through; the logs bucket stays, as nothing allows its deletion.
+	if err := applyFile(context.Background(), filepath.Join("testdata", "upgrade.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, x2, key)
+	expectCalls(t, key, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+	expectClosed(t, key)
+	if s, _ := cp.Cloud.Get(data); s.Tags["tier"] != "premium" {
+		t.Errorf("cloud tier = %q, want premium", s.Tags["tier"])
+	}
+	if tr := traceOf(t, buckets(t, key)["data"]); tr[0].Kind != v1alpha1.UpgradeAllowanceKind || tr[0].Name != "xdatabases-buckets-2" {
+		t.Errorf("data bucket trace = %v, want it to start at UpgradeAllowance xdatabases-buckets-2", kinds(tr))
+	}
+}
+
+func TestS5HandEditOfManagedResource(t *testing.T) {
+	ctx := context.Background()
+	x := crossplane(t, 1)
+	key := created(t, x, "s5", "orders")
+	data := buckets(t, key)["data"]
+
+	// Bob resizes the data bucket by hand: admitted, traced to him, but the
+	// gate stays closed and the next composition does not "fix" it either.
+	if err := update(as(t, controlplane.Bob), data, func() { _ = unstructured.SetNestedField(data.Object, int64(7), "spec", "forProvider", "size") }); err != nil {
+		t.Fatalf("bob's edit: %v", err)
+	}
+	if tr := traceOf(t, data); len(tr) != 1 || tr[0].User != controlplane.Bob || tr[0].Field != "spec.forProvider.size" {
+		t.Errorf("trace after bob's edit = %+v, want one origin hop by bob on spec.forProvider.size", tr)
+	}
+	if !slices.Equal(gate(data), closed) {
+		t.Errorf("gate after bob's edit = %v, want %v", gate(data), closed)
+	}
+	settle(t, x, key)
+	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+	if s, _ := cp.Cloud.Get(data.GetName()); s.Size != 1 {
+		t.Errorf("cloud size = %d, want 1", s.Size)
+	}
+
+	// A policy for Buckets lets Alice initiate exactly such an edit.
+	p := &v1alpha1.AllowancePolicy{}
+	if err := yaml.Unmarshal([]byte(`
+metadata: {name: buckets-by-hand}
+spec:
+  for: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, kind: Bucket}
+  subjects:
+  - {kind: Group, name: platform-team, mayInitiate: true}
+  rules:
+  - trigger: spec.forProvider.size
+    policies:
+    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
+      relation: External
+      verbs: [Update]
+`), p); err != nil {
+		t.Fatal(err)
+	}
+	admin := as(t, "admin")
+	if err := admin.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), p) })
+	logs := buckets(t, key)["logs"]
+	eventually(t, 30*time.Second, "the policy to apply to Bucket edits", func() (bool, string) {
+		// Bob is not a subject: with the policy in place his edit is denied.
+		probe := logs.DeepCopy()
+		err := update(as(t, controlplane.Bob), probe, func() { _ = unstructured.SetNestedField(probe.Object, int64(9), "spec", "forProvider", "size") })
+		return err != nil && strings.Contains(err.Error(), "AllowancePolicy buckets-by-hand"), fmt.Sprint(err)
+	})
+	if err := update(alice(t), logs, func() { _ = unstructured.SetNestedField(logs.Object, int64(3), "spec", "forProvider", "size") }); err != nil {
+		t.Fatalf("alice's edit: %v", err)
+	}
+	if tr := traceOf(t, logs); len(tr) != 1 || tr[0].User != controlplane.Alice {
+		t.Errorf("trace after alice's edit = %+v, want one origin hop by alice", tr)
+	}
+	settle(t, x, key)
+	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 1, 0}})
+	expectClosed(t, key)
+	if s, _ := cp.Cloud.Get(logs.GetName()); s.Size != 3 {
+		t.Errorf("cloud size of logs = %d, want alice's 3", s.Size)
+	}
+}
+
+func TestS7AnnotationsAreProtected(t *testing.T) {
+	key := created(t, crossplane(t, 1), "s7", "orders")
+	data := buckets(t, key)["data"]
+
+	b := data.DeepCopy()
+	err := update(as(t, controlplane.Bob), b, func() {
+		ann := b.GetAnnotations()
+		ann[v1alpha1.AnnotationAllowances] = `[{"relation":"External","target":{"external":{"kind":"*"}},"verbs":["*"],"generation":99}]`
+		b.SetAnnotations(ann)
+	})
+	contains(t, err, "annotation kausality.io/allowances", "only Kausality and Crossplane may change")
+	c := claim(key.Namespace, key.Name, "", nil)
+	err = update(alice(t), c, func() {
+		ann := c.GetAnnotations()
+		ann[v1alpha1.AnnotationTrace] = `[]`
+		c.SetAnnotations(ann)
+	})
+	contains(t, err, "annotation kausality.io/trace", "only Kausality and Crossplane may change")
+
+	// Even a trusted writer cannot store a malformed annotation, and the
+	// stored one is kept.
+	before := buckets(t, key)["data"].GetAnnotations()[v1alpha1.AnnotationAllowances]
+	b = data.DeepCopy()
+	err = update(as(t, "admin"), b, func() {
+		ann := b.GetAnnotations()
+		ann[v1alpha1.AnnotationAllowances] = `[{"relation":"External",`
+		b.SetAnnotations(ann)
+	})
+	contains(t, err, "cannot parse annotation kausality.io/allowances on Bucket "+data.GetName())
+	if after := buckets(t, key)["data"].GetAnnotations()[v1alpha1.AnnotationAllowances]; after != before {
+		t.Errorf("allowances changed from %q to %q", before, after)
+	}
+}
+
+func TestS8Faults(t *testing.T) {
+	ctx := context.Background()
+	x := crossplane(t, 1)
+	key := created(t, x, "s8", "orders")
+	data := buckets(t, key)["data"]
+	c := claim(key.Namespace, key.Name, "", nil)
+	if err := update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := x.SyncClaim(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	// The cloud is slow: the Update is in flight when the provider dies
+	// with the gate open.
+	release := cp.Cloud.Hold(data.GetName())
+	defer release()
+	if _, err := x.Composite(ctx, controlplane.XRName(key)); err != nil {
+		t.Fatal(err)
+	}
+	cp.KillProvider()
+	release()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = cp.StartProvider()
+		}
+	})
+	eventually(t, 30*time.Second, "the external Update", func() (bool, string) {
+		n := cp.Cloud.Count(recorder.VerbUpdate, data.GetName())
+		return n == 1, fmt.Sprint(n, " updates")
+	})
+	if err := as(t, "admin").Get(ctx, client.ObjectKeyFromObject(data), data); err != nil {
+		t.Fatal(err)
+	}
+	if as := allowancesOf(t, data); len(as) != 1 || as[0].Consumed {
+		t.Fatalf("allowances while the provider is down = %+v, want the open one, unmarked", as)
+	}
+
+	// With the webhook unreachable, nothing propagates and the XR says why.
+	if err := update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "small", "spec", "size") }); err == nil {
+		t.Error("a Claim change was admitted with the webhook down")
+	}
+
+	if err := cp.StartProvider(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	eventually(t, 30*time.Second, "the gate closed after restart", func() (bool, string) {
+		if err := as(t, "admin").Get(ctx, client.ObjectKeyFromObject(data), data); err != nil {
+			return false, err.Error()
+		}
+		as := allowancesOf(t, data)
+		return len(as) == 1 && as[0].Consumed && slices.Equal(gate(data), closed), fmt.Sprintf("%+v %v", as, gate(data))
+	})
+	settle(t, x, key)
+	expectCalls(t, key, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+
+	// A Claim change admitted before the provider went down cannot reach
+	// the XR while it is down, and the XR says why.
+	if err := update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "small", "spec", "size") }); err != nil {
+		t.Fatal(err)
+	}
+	cp.KillProvider()
+	restarted = false
+	_, _, err := x.SyncClaim(ctx, key)
+	contains(t, err, "failed calling webhook")
+	if c := xrCondition(t, key, "Synced"); c.Status != "False" || !strings.Contains(c.Message, "failed calling webhook") {
+		t.Errorf("XR Synced = %s %q, want False saying the webhook could not be called", c.Status, c.Message)
+	}
+	if n := cp.Cloud.Count(recorder.VerbUpdate, data.GetName()); n != 1 {
+		t.Errorf("external Updates with the webhook down = %d, want still 1", n)
+	}
+	if err := cp.StartProvider(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	settle(t, x, key)
+	expectCalls(t, key, map[string][3]int{"data": {1, 2, 0}, "logs": {1, 0, 0}})
+}
