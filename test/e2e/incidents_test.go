@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -260,4 +260,39 @@ func TestS8Faults(t *testing.T) {
 	restarted = true
 	settle(t, x, key)
 	expectCalls(t, key, map[string][3]int{"data": {1, 2, 0}, "logs": {1, 0, 0}})
+}
+
+func TestS6DeletingAProtectedClaim(t *testing.T) {
+	ctx := context.Background()
+	x := crossplane(t, 1)
+	key := created(t, x, "s6", "orders")
+	bs := buckets(t, key)
+	c := claim(key.Namespace, key.Name, "", nil)
+
+	err := alice(t).Delete(ctx, c.DeepCopy())
+	contains(t, err, "DatabaseClaim s6/orders is protected from deletion by AllowancePolicy claims", `kausality.io/allow-delete: "true"`)
+
+	if err := update(alice(t), c, func() {
+		ann := c.GetAnnotations()
+		ann[v1alpha1.AnnotationAllowDelete] = "true"
+		c.SetAnnotations(ann)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice(t).Delete(ctx, c); err != nil {
+		t.Fatalf("deleting with allow-delete: %v", err)
+	}
+	if err := x.Deleted(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	// No deleting policy allows the external Delete: the cloud resources
+	// are orphaned, not destroyed.
+	for res, b := range bs {
+		if n := cp.Cloud.Count(recorder.VerbDelete, b.GetName()); n != 0 {
+			t.Errorf("bucket %s: %d external Deletes, want 0", res, n)
+		}
+		if _, ok := cp.Cloud.Get(b.GetName()); !ok {
+			t.Errorf("bucket %s is gone from the cloud", res)
+		}
+	}
 }
