@@ -25,7 +25,7 @@ export KUBEBUILDER_ASSETS := $(BIN)
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all tools generate check-generate build test unit render golden demo fuzz bench clean xpkg
+.PHONY: all tools generate check-generate build test unit render golden demo examples e2e fuzz bench clean xpkg
 
 all: build
 
@@ -63,9 +63,10 @@ check-generate: generate
 	  echo "Generated files are stale; run 'make generate' and commit:"; \
 	  git status --porcelain -- apis input package test/recorder; exit 1; fi
 
-## build: build the function binary into bin/.
+## build: build the function and provider binaries into bin/.
 build:
 	$(GO) build -o bin/function-kausality ./fn
+	$(GO) build -o bin/provider-kausality ./provider
 
 ## unit: gofmt, vet and run every Go test (render tests need the tools).
 unit: tools
@@ -100,9 +101,17 @@ render: tools
 golden: tools
 	$(GO) test -count=1 ./test/render/ -update
 
-## demo: the main job: render the examples and print gate, allowances and trace per composed resource.
+## demo: the main job: on an embedded control plane, walk S1, S2 and S4 and print traces and gate timelines.
 demo: tools
 	$(GO) run ./test/demo
+
+## examples: render every example and print gate, allowances and trace per composed resource.
+examples: tools
+	$(GO) run ./test/demo --examples
+
+## e2e: the accident scenarios S1-S8 on the embedded control plane (also part of make test).
+e2e: tools
+	$(GO) test -count=1 ./test/e2e/
 
 FUZZTIME ?= 20s
 ## fuzz: run every fuzz target for FUZZTIME each.

@@ -239,7 +239,7 @@ func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, c
 	if err := r.kube.Status().Update(ctx, mr); err != nil {
 		return errors.Wrapf(err, "cannot update the %s condition of %s %s", ConditionGate, mr.GetKind(), mr.GetName())
 	}
-	if prev.Reason != cond.Reason || prev.Status != cond.Status {
+	if prev.Reason != cond.Reason || prev.Status != cond.Status || prev.Message != cond.Message {
 		r.events.Eventf(mr, nil, eventType, string(cond.Reason), "Gate", "%s", cond.Message)
 		r.metrics.transition(r.gvk, prev, cond, r.opts.Now())
 		r.log.V(1).Info("gate transition", "name", mr.GetName(), "reason", cond.Reason, "policies", want)

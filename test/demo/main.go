@@ -1,6 +1,11 @@
-// Command demo renders every example with the real `crossplane render` and
-// prints, per composed resource, its gate (managementPolicies), allowances and
-// trace as a table, followed by what the kausality step withheld.
+// Command demo is the README's main job. By default it brings up the
+// embedded control plane (a real kube-apiserver and etcd, the provider and
+// the functions as processes, the recording provider as the cloud) and
+// walks the scenarios S1, S2 and S4, printing after each step every
+// bucket's gate, what the cloud saw, its trace and the gate timeline.
+// With --examples it renders every example with the real `crossplane
+// render` instead and prints, per composed resource, gate, allowances and
+// trace; --raw prints that render output as it is.
 package main
 
 import (
@@ -21,9 +26,16 @@ import (
 )
 
 func main() {
-	raw := flag.Bool("raw", false, "print the raw `crossplane render` output instead of tables")
+	examples := flag.Bool("examples", false, "render the examples instead of walking the scenarios on the control plane")
+	raw := flag.Bool("raw", false, "with --examples: print the raw `crossplane render` output instead of tables")
 	flag.Parse()
-	if err := run(os.Stdout, *raw); err != nil {
+	var err error
+	if *examples || *raw {
+		err = run(os.Stdout, *raw)
+	} else {
+		err = walk(os.Stdout)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
