@@ -98,7 +98,14 @@ type Allowance struct {
 
 // ConsumedAt reports whether the allowance is used up for a carrying object
 // whose observed generation is observed (ok=false: none observed yet).
+// An External allowance for Delete alone is the exception: the provider
+// deletes only once the object itself is deleted, which observing a
+// generation says nothing about, so it is used up by the deletion (the
+// object goes) or by its time limit, never by a generation.
 func (a Allowance) ConsumedAt(observed int64, ok bool) bool {
+	if a.Relation == v1alpha1.RelationExternal && len(a.Verbs) == 1 && a.Verbs[0] == v1alpha1.VerbDelete {
+		return a.Consumed
+	}
 	return a.Consumed || (ok && observed >= a.Generation)
 }
 

@@ -97,11 +97,14 @@ func TestConsumedAt(t *testing.T) {
 		ok       bool
 		want     bool
 	}{
-		"NotObserved": {a: a, want: false},
-		"Behind":      {a: a, observed: 4, ok: true, want: false},
-		"CaughtUp":    {a: a, observed: 5, ok: true, want: true},
-		"Ahead":       {a: a, observed: 7, ok: true, want: true},
-		"Marked":      {a: Allowance{Generation: 9, Consumed: true}, observed: 1, ok: true, want: true},
+		"NotObserved":            {a: a, want: false},
+		"Behind":                 {a: a, observed: 4, ok: true, want: false},
+		"CaughtUp":               {a: a, observed: 5, ok: true, want: true},
+		"Ahead":                  {a: a, observed: 7, ok: true, want: true},
+		"Marked":                 {a: Allowance{Generation: 9, Consumed: true}, observed: 1, ok: true, want: true},
+		"DeleteWaitsForDeletion": {a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Delete"}, Generation: 5}, observed: 7, ok: true, want: false},
+		"DeleteMarked":           {a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Delete"}, Generation: 5, Consumed: true}, want: true},
+		"UpdateAndDelete":        {a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Update", "Delete"}, Generation: 5}, observed: 5, ok: true, want: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -209,13 +209,16 @@ func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.
 
 func (w *Webhooks) syncValidating(ctx context.Context, cc admissionregistrationv1.WebhookClientConfig, t target) error {
 	c := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DynamicName}}
-	if len(t.protected) == 0 {
+	if len(t.composites) == 0 {
 		return client.IgnoreNotFound(errors.Wrapf(w.Kube.Delete(ctx, c), "cannot delete ValidatingWebhookConfiguration %s", DynamicName))
 	}
+	// Deleting any Claim or composite a policy names decides what happens
+	// to the cloud below it: the webhook opens Delete gates (never on a
+	// dry run).
 	hooks := []admissionregistrationv1.ValidatingWebhook{{
 		Name: "deletion.kausality.io", ClientConfig: clientConfig(cc, PathDeletion),
-		Rules:       rules(t.protected, admissionregistrationv1.Delete),
-		SideEffects: sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
+		Rules:       rules(t.composites, admissionregistrationv1.Delete),
+		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
 	}}
 	_, err := controllerutil.CreateOrUpdate(ctx, w.Kube, c, func() error {
 		c.Labels = map[string]string{labelManaged: "provider-kausality"}

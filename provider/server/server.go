@@ -150,7 +150,14 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	srv.Register(policies.PathPolicies, &webhook.Admission{Handler: &admission.Policies{}})
 	srv.Register(policies.PathComposites, &webhook.Admission{Handler: &admission.Composites{Policies: mgr.GetClient(), Reader: direct, Cache: pc, Trusted: trusted, Now: o.Now}})
 	srv.Register(policies.PathManaged, &webhook.Admission{Handler: &admission.Managed{Reader: direct, Policies: mgr.GetClient(), Cache: pc, Trusted: trusted, ReadOnly: o.ReadOnly, MaxGateOpen: o.MaxGateOpen, Now: o.Now}})
-	srv.Register(policies.PathDeletion, &webhook.Admission{Handler: &admission.Deletion{Policies: mgr.GetClient(), Cache: pc}})
+	srv.Register(policies.PathDeletion, &webhook.Admission{Handler: &admission.Deletion{Policies: mgr.GetClient(), Cache: pc, Reader: direct, Kube: direct,
+		Managed: func() []schema.GroupVersionKind {
+			var out []schema.GroupVersionKind
+			for _, k := range watcher.Kinds() {
+				out = append(out, k.GVK)
+			}
+			return out
+		}, ReadOnly: o.ReadOnly, Now: o.Now}})
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, errors.Wrap(err, "cannot add the health check")

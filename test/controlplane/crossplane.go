@@ -94,6 +94,7 @@ func (x *Crossplane) SyncClaim(ctx context.Context, claimKey client.ObjectKey) (
 	if spec == nil {
 		spec = map[string]any{}
 	}
+	delete(spec, "resourceRef")
 	spec["claimRef"] = map[string]any{"apiVersion": claim.GetAPIVersion(), "kind": claim.GetKind(), "namespace": claim.GetNamespace(), "name": claim.GetName()}
 	spec["compositionRef"] = map[string]any{"name": strings.TrimSuffix(x.Revision, revisionSuffix(x.Revision))}
 	spec["compositionRevisionRef"] = map[string]any{"name": x.Revision}
@@ -109,6 +110,12 @@ func (x *Crossplane) SyncClaim(ctx context.Context, claimKey client.ObjectKey) (
 		xr.Object["spec"] = spec
 		if err := x.kube.Create(ctx, xr); err != nil {
 			return nil, false, err
+		}
+		// The Claim points at its composite, as Crossplane's claim
+		// controller records it.
+		_ = unstructured.SetNestedMap(claim.Object, map[string]any{"apiVersion": xr.GetAPIVersion(), "kind": xr.GetKind(), "name": xr.GetName()}, "spec", "resourceRef")
+		if err := x.kube.Update(ctx, claim); err != nil {
+			return nil, false, errors.Wrapf(err, "cannot record the composite of Claim %s", claimKey)
 		}
 		changed = true
 	case err != nil:

@@ -262,15 +262,14 @@ func TestS8Faults(t *testing.T) {
 	expectCalls(t, key, map[string][3]int{"data": {1, 2, 0}, "logs": {1, 0, 0}})
 }
 
-func TestS6DeletingAProtectedClaim(t *testing.T) {
+// deleteClaim deletes a protected Claim as Alice, with allow-delete, and
+// plays Crossplane deleting what it composed.
+func deleteClaim(t *testing.T, x *controlplane.Crossplane, key client.ObjectKey) {
+	t.Helper()
 	ctx := context.Background()
-	x := crossplane(t, 1)
-	key := created(t, x, "s6", "orders")
-	bs := buckets(t, key)
 	c := claim(key.Namespace, key.Name, "", nil)
-
 	err := alice(t).Delete(ctx, c.DeepCopy())
-	contains(t, err, "DatabaseClaim s6/orders is protected from deletion by AllowancePolicy claims", `kausality.io/allow-delete: "true"`)
+	contains(t, err, fmt.Sprintf("DatabaseClaim %s is protected from deletion by AllowancePolicy claims", key), `kausality.io/allow-delete: "true"`)
 
 	if err := update(alice(t), c, func() {
 		ann := c.GetAnnotations()
@@ -285,14 +284,69 @@ func TestS6DeletingAProtectedClaim(t *testing.T) {
 	if err := x.Deleted(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	// No deleting policy allows the external Delete: the cloud resources
-	// are orphaned, not destroyed.
+}
+
+func TestS6DeletingAProtectedClaim(t *testing.T) {
+	x := crossplane(t, 1)
+	key := created(t, x, "s6", "orders")
+	bs := buckets(t, key)
+	deleteClaim(t, x, key)
+	// The XDatabase policy's deleting phase names no external Delete: the
+	// cloud resources are orphaned, not destroyed.
 	for res, b := range bs {
 		if n := cp.Cloud.Count(recorder.VerbDelete, b.GetName()); n != 0 {
 			t.Errorf("bucket %s: %d external Deletes, want 0", res, n)
 		}
 		if _, ok := cp.Cloud.Get(b.GetName()); !ok {
 			t.Errorf("bucket %s is gone from the cloud", res)
+		}
+	}
+}
+
+func TestS6DeletingPolicyAllowsTheCloudDelete(t *testing.T) {
+	ctx := context.Background()
+	p := &v1alpha1.AllowancePolicy{}
+	if err := yaml.Unmarshal([]byte(`
+metadata: {name: xdatabases-deleting}
+spec:
+  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
+  initializing:
+    policies:
+    - target: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, resource: buckets}
+      relation: ControllerChild
+      verbs: [Create]
+      mutations:
+      - {jsonPath: "*", verbs: [Insert, Mutate]}
+    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
+      relation: External
+      verbs: [Create]
+  deleting:
+    policies:
+    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
+      relation: External
+      verbs: [Delete]
+`), p); err != nil {
+		t.Fatal(err)
+	}
+	admin := as(t, "admin")
+	if err := admin.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), p) })
+
+	x := crossplane(t, 1)
+	key := created(t, x, "s6b", "orders")
+	bs := buckets(t, key)
+	deleteClaim(t, x, key)
+	for res, b := range bs {
+		if n := cp.Cloud.Count(recorder.VerbDelete, b.GetName()); n != 1 {
+			t.Errorf("bucket %s: %d external Deletes, want exactly 1", res, n)
+		}
+		if _, ok := cp.Cloud.Get(b.GetName()); ok {
+			t.Errorf("bucket %s is still in the cloud", res)
+		}
+		if n := cp.Cloud.Count(recorder.VerbUpdate, b.GetName()); n != 0 {
+			t.Errorf("bucket %s: %d external Updates, want 0", res, n)
 		}
 	}
 }
