@@ -81,15 +81,7 @@ func Start(ctx context.Context, root, dir string) (*ControlPlane, error) {
 		return nil, err
 	}
 	c := &ControlPlane{Root: root, Dir: dir, Cloud: recorder.NewCloud(), Tools: tools}
-	c.env = &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join(root, "package", "provider", "crds"),
-			filepath.Join(root, "test", "recorder", "crds"),
-			filepath.Join(root, "test", "crds"),
-		},
-		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "package", "provider", "webhookconfigurations")}},
-	}
+	c.env = Environment(root)
 	if c.Admin, err = c.env.Start(); err != nil {
 		return nil, errors.Wrap(err, "cannot start kube-apiserver and etcd")
 	}

@@ -32,20 +32,6 @@ func xrCondition(t *testing.T, key client.ObjectKey, typ string) xpv2.Condition 
 	return cs.GetCondition(xpv2.ConditionType(typ))
 }
 
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s; last saw: %s", timeout, what, last)
-}
-
 func TestS4CompositionRevisionIncident(t *testing.T) {
 	key := created(t, crossplane(t, 1), "s4", "orders")
 	data := buckets(t, key)["data"].GetName()
@@ -83,14 +69,13 @@ func TestS4CompositionRevisionIncident(t *testing.T) {
 }
 
 func TestS5HandEditOfManagedResource(t *testing.T) {
-	ctx := context.Background()
 	x := crossplane(t, 1)
 	key := created(t, x, "s5", "orders")
 	data := buckets(t, key)["data"]
 
 	// Bob resizes the data bucket by hand: admitted, traced to him, but the
 	// gate stays closed and the next composition does not "fix" it either.
-	if err := update(as(t, controlplane.Bob), data, func() { _ = unstructured.SetNestedField(data.Object, int64(7), "spec", "forProvider", "size") }); err != nil {
+	if err := controlplane.Update(as(t, controlplane.Bob), data, func() { _ = unstructured.SetNestedField(data.Object, int64(7), "spec", "forProvider", "size") }); err != nil {
 		t.Fatalf("bob's edit: %v", err)
 	}
 	if tr := traceOf(t, data); len(tr) != 1 || tr[0].User != controlplane.Bob || tr[0].Field != "spec.forProvider.size" {
@@ -106,8 +91,7 @@ func TestS5HandEditOfManagedResource(t *testing.T) {
 	}
 
 	// A policy for Buckets lets Alice initiate exactly such an edit.
-	p := &v1alpha1.AllowancePolicy{}
-	if err := yaml.Unmarshal([]byte(`
+	policyForTest(t, `
 metadata: {name: buckets-by-hand}
 spec:
   for: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, kind: Bucket}
@@ -119,22 +103,15 @@ spec:
     - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
       relation: External
       verbs: [Update]
-`), p); err != nil {
-		t.Fatal(err)
-	}
-	admin := as(t, "admin")
-	if err := admin.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Delete(context.Background(), p) })
+`)
 	logs := buckets(t, key)["logs"]
-	eventually(t, 30*time.Second, "the policy to apply to Bucket edits", func() (bool, string) {
+	controlplane.Eventually(t, 30*time.Second, "the policy to apply to Bucket edits", func() (bool, string) {
 		// Bob is not a subject: with the policy in place his edit is denied.
 		probe := logs.DeepCopy()
-		err := update(as(t, controlplane.Bob), probe, func() { _ = unstructured.SetNestedField(probe.Object, int64(9), "spec", "forProvider", "size") })
+		err := controlplane.Update(as(t, controlplane.Bob), probe, func() { _ = unstructured.SetNestedField(probe.Object, int64(9), "spec", "forProvider", "size") })
 		return err != nil && strings.Contains(err.Error(), "AllowancePolicy buckets-by-hand"), fmt.Sprint(err)
 	})
-	if err := update(alice(t), logs, func() { _ = unstructured.SetNestedField(logs.Object, int64(3), "spec", "forProvider", "size") }); err != nil {
+	if err := controlplane.Update(alice(t), logs, func() { _ = unstructured.SetNestedField(logs.Object, int64(3), "spec", "forProvider", "size") }); err != nil {
 		t.Fatalf("alice's edit: %v", err)
 	}
 	if tr := traceOf(t, logs); len(tr) != 1 || tr[0].User != controlplane.Alice {
@@ -153,30 +130,30 @@ func TestS7AnnotationsAreProtected(t *testing.T) {
 	data := buckets(t, key)["data"]
 
 	b := data.DeepCopy()
-	err := update(as(t, controlplane.Bob), b, func() {
+	err := controlplane.Update(as(t, controlplane.Bob), b, func() {
 		ann := b.GetAnnotations()
 		ann[v1alpha1.AnnotationAllowances] = `[{"relation":"External","target":{"external":{"kind":"*"}},"verbs":["*"],"generation":99}]`
 		b.SetAnnotations(ann)
 	})
-	contains(t, err, "annotation kausality.io/allowances", "only Kausality and Crossplane may change")
+	controlplane.ErrorContains(t, err, "annotation kausality.io/allowances", "only Kausality and Crossplane may change")
 	c := claim(key.Namespace, key.Name, "", nil)
-	err = update(alice(t), c, func() {
+	err = controlplane.Update(alice(t), c, func() {
 		ann := c.GetAnnotations()
 		ann[v1alpha1.AnnotationTrace] = `[]`
 		c.SetAnnotations(ann)
 	})
-	contains(t, err, "annotation kausality.io/trace", "only Kausality and Crossplane may change")
+	controlplane.ErrorContains(t, err, "annotation kausality.io/trace", "only Kausality and Crossplane may change")
 
 	// Even a trusted writer cannot store a malformed annotation, and the
 	// stored one is kept.
 	before := buckets(t, key)["data"].GetAnnotations()[v1alpha1.AnnotationAllowances]
 	b = data.DeepCopy()
-	err = update(as(t, "admin"), b, func() {
+	err = controlplane.Update(as(t, "admin"), b, func() {
 		ann := b.GetAnnotations()
 		ann[v1alpha1.AnnotationAllowances] = `[{"relation":"External",`
 		b.SetAnnotations(ann)
 	})
-	contains(t, err, "cannot parse annotation kausality.io/allowances on Bucket "+data.GetName())
+	controlplane.ErrorContains(t, err, "cannot parse annotation kausality.io/allowances on Bucket "+data.GetName())
 	if after := buckets(t, key)["data"].GetAnnotations()[v1alpha1.AnnotationAllowances]; after != before {
 		t.Errorf("allowances changed from %q to %q", before, after)
 	}
@@ -188,7 +165,7 @@ func TestS8Faults(t *testing.T) {
 	key := created(t, x, "s8", "orders")
 	data := buckets(t, key)["data"]
 	c := claim(key.Namespace, key.Name, "", nil)
-	if err := update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := x.SyncClaim(ctx, key); err != nil {
@@ -209,7 +186,7 @@ func TestS8Faults(t *testing.T) {
 			_ = cp.StartProvider()
 		}
 	})
-	eventually(t, 30*time.Second, "the external Update", func() (bool, string) {
+	controlplane.Eventually(t, 30*time.Second, "the external Update", func() (bool, string) {
 		n := cp.Cloud.Count(recorder.VerbUpdate, data.GetName())
 		return n == 1, fmt.Sprint(n, " updates")
 	})
@@ -221,7 +198,7 @@ func TestS8Faults(t *testing.T) {
 	}
 
 	// With the webhook unreachable, nothing propagates and the XR says why.
-	if err := update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "small", "spec", "size") }); err == nil {
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "small", "spec", "size") }); err == nil {
 		t.Error("a Claim change was admitted with the webhook down")
 	}
 
@@ -229,7 +206,7 @@ func TestS8Faults(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted = true
-	eventually(t, 30*time.Second, "the gate closed after restart", func() (bool, string) {
+	controlplane.Eventually(t, 30*time.Second, "the gate closed after restart", func() (bool, string) {
 		if err := as(t, "admin").Get(ctx, client.ObjectKeyFromObject(data), data); err != nil {
 			return false, err.Error()
 		}
@@ -241,13 +218,13 @@ func TestS8Faults(t *testing.T) {
 
 	// A Claim change admitted before the provider went down cannot reach
 	// the XR while it is down, and the XR says why.
-	if err := update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "small", "spec", "size") }); err != nil {
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "small", "spec", "size") }); err != nil {
 		t.Fatal(err)
 	}
 	cp.KillProvider()
 	restarted = false
 	_, _, err := x.SyncClaim(ctx, key)
-	contains(t, err, "failed calling webhook")
+	controlplane.ErrorContains(t, err, "failed calling webhook")
 	if c := xrCondition(t, key, "Synced"); c.Status != "False" || !strings.Contains(c.Message, "failed calling webhook") {
 		t.Errorf("XR Synced = %s %q, want False saying the webhook could not be called", c.Status, c.Message)
 	}
@@ -269,9 +246,9 @@ func deleteClaim(t *testing.T, x *controlplane.Crossplane, key client.ObjectKey)
 	ctx := context.Background()
 	c := claim(key.Namespace, key.Name, "", nil)
 	err := alice(t).Delete(ctx, c.DeepCopy())
-	contains(t, err, fmt.Sprintf("DatabaseClaim %s is protected from deletion by AllowancePolicy claims", key), `kausality.io/allow-delete: "true"`)
+	controlplane.ErrorContains(t, err, fmt.Sprintf("DatabaseClaim %s is protected from deletion by AllowancePolicy claims", key), `kausality.io/allow-delete: "true"`)
 
-	if err := update(alice(t), c, func() {
+	if err := controlplane.Update(alice(t), c, func() {
 		ann := c.GetAnnotations()
 		ann[v1alpha1.AnnotationAllowDelete] = "true"
 		c.SetAnnotations(ann)
@@ -304,9 +281,7 @@ func TestS6DeletingAProtectedClaim(t *testing.T) {
 }
 
 func TestS6DeletingPolicyAllowsTheCloudDelete(t *testing.T) {
-	ctx := context.Background()
-	p := &v1alpha1.AllowancePolicy{}
-	if err := yaml.Unmarshal([]byte(`
+	policyForTest(t, `
 metadata: {name: xdatabases-deleting}
 spec:
   for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
@@ -325,14 +300,7 @@ spec:
     - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
       relation: External
       verbs: [Delete]
-`), p); err != nil {
-		t.Fatal(err)
-	}
-	admin := as(t, "admin")
-	if err := admin.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Delete(context.Background(), p) })
+`)
 
 	x := crossplane(t, 1)
 	key := created(t, x, "s6b", "orders")
@@ -349,4 +317,18 @@ spec:
 			t.Errorf("bucket %s: %d external Updates, want 0", res, n)
 		}
 	}
+}
+
+// policyForTest creates an AllowancePolicy for the rest of the test.
+func policyForTest(t *testing.T, y string) {
+	t.Helper()
+	p := &v1alpha1.AllowancePolicy{}
+	if err := yaml.Unmarshal([]byte(y), p); err != nil {
+		t.Fatal(err)
+	}
+	admin := as(t, "admin")
+	if err := admin.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), p) })
 }

@@ -25,7 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -148,17 +147,6 @@ func claim(namespace, name, size string, annotations map[string]string) *unstruc
 	return u
 }
 
-// update reads obj fresh as c and writes it back after fn changed it.
-func update(c client.Client, obj client.Object, fn func()) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		fn()
-		return c.Update(context.Background(), obj)
-	})
-}
-
 func settle(t *testing.T, x *controlplane.Crossplane, key client.ObjectKey) controlplane.Pass {
 	t.Helper()
 	p, err := x.Settle(context.Background(), key)
@@ -232,18 +220,6 @@ func expectClosed(t *testing.T, key client.ObjectKey) {
 	for res, b := range buckets(t, key) {
 		if !slices.Equal(gate(b), closed) {
 			t.Errorf("%s bucket %s gate = %v, want %v", key, res, gate(b), closed)
-		}
-	}
-}
-
-func contains(t *testing.T, err error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("want an error containing %q, got none", parts)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Errorf("error %q does not contain %q", err.Error(), p)
 		}
 	}
 }

@@ -53,7 +53,7 @@ func TestS2PermittedChange(t *testing.T) {
 	x := crossplane(t, 1)
 	key := created(t, x, "s2", "orders")
 	c := claim(key.Namespace, key.Name, "", nil)
-	if err := update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
 		t.Fatalf("alice's permitted change: %v", err)
 	}
 	settle(t, x, key)
@@ -92,16 +92,16 @@ func TestS3ChangeWithoutJira(t *testing.T) {
 			_ = unstructured.SetNestedField(c.Object, "large", "spec", "size")
 		}
 	}
-	err := update(alice(t), c, withoutJira(nil))
-	contains(t, err, "spec.size", "AllowancePolicy claims", "is false")
+	err := controlplane.Update(alice(t), c, withoutJira(nil))
+	controlplane.ErrorContains(t, err, "spec.size", "AllowancePolicy claims", "is false")
 
 	// Log: the Claim takes the change with a warning, but it carries no
 	// allowance, so Crossplane cannot propagate it to the XR.
-	if err := update(alice(t), c, withoutJira(map[string]string{v1alpha1.AnnotationMode: "Log"})); err != nil {
+	if err := controlplane.Update(alice(t), c, withoutJira(map[string]string{v1alpha1.AnnotationMode: "Log"})); err != nil {
 		t.Fatalf("Log mode denied the change: %v", err)
 	}
 	_, _, err = x.SyncClaim(ctx, key)
-	contains(t, err, "spec.size", "AllowancePolicy xdatabases", "no unconsumed allowance on DatabaseClaim s3/orders covers spec.size")
+	controlplane.ErrorContains(t, err, "spec.size", "AllowancePolicy xdatabases", "no unconsumed allowance on DatabaseClaim s3/orders covers spec.size")
 	if _, err := x.Composite(ctx, controlplane.XRName(key)); err != nil {
 		t.Fatal(err)
 	}

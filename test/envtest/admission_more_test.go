@@ -20,6 +20,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	kadmission "github.com/kausality-io/kausality-crossplane/provider/admission"
 	"github.com/kausality-io/kausality-crossplane/provider/policies"
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 )
 
 func TestDryRunHasNoSideEffects(t *testing.T) {
@@ -96,7 +97,7 @@ func TestDeletionWebhookFallback(t *testing.T) {
 			OldObject: runtime.RawExtension{Raw: raw},
 		}}
 	}
-	eventually(t, 20e9, "the webhook to deny an unannotated delete", func() (bool, string) {
+	controlplane.Eventually(t, 20e9, "the webhook to deny an unannotated delete", func() (bool, string) {
 		r := h.Handle(context.Background(), req(xr))
 		return !r.Allowed, r.Result.String()
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 )
 
 // object builds an unstructured example.com object.
@@ -31,18 +32,6 @@ func object(kind, namespace, name string, spec map[string]any, annotations map[s
 		u.SetAnnotations(annotations)
 	}
 	return u
-}
-
-// update reads obj fresh as c and writes it back after fn changed it,
-// retrying on conflicts (the provider writes the same objects).
-func update(c client.Client, obj client.Object, fn func()) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		fn()
-		return c.Update(context.Background(), obj)
-	})
 }
 
 // reconciled marks o as reconciled at its current generation, as
@@ -94,15 +83,15 @@ spec:
 		t.Fatal(err)
 	}
 	err := kube.Create(ctx, bad)
-	contains(t, err, "denied", "AllowancePolicy broken", "object.spec.size ==")
+	controlplane.ErrorContains(t, err, "denied", "AllowancePolicy broken", "object.spec.size ==")
 
 	badPath := bad.DeepCopy()
 	badPath.Spec.Rules[0].Conditions = nil
 	badPath.Spec.Rules[0].Trigger = "spec.size[["
-	contains(t, kube.Create(ctx, badPath), "denied", "spec.size[[")
+	controlplane.ErrorContains(t, kube.Create(ctx, badPath), "denied", "spec.size[[")
 
 	// The suite's policies compiled, and say so.
-	eventually(t, 20e9, "Ready condition of AllowancePolicy claims", func() (bool, string) {
+	controlplane.Eventually(t, 20e9, "Ready condition of AllowancePolicy claims", func() (bool, string) {
 		p := &v1alpha1.AllowancePolicy{}
 		if err := kube.Get(ctx, client.ObjectKey{Name: "claims"}, p); err != nil {
 			return false, err.Error()
@@ -134,8 +123,8 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 
 	t.Run("DeniedWithoutMayInitiate", func(t *testing.T) {
 		c := claim.DeepCopy()
-		err := update(bobC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") })
-		contains(t, err, "denied", "spec.size", "AllowancePolicy claims", `user "bob@example.com" is not a subject with mayInitiate`)
+		err := controlplane.Update(bobC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") })
+		controlplane.ErrorContains(t, err, "denied", "spec.size", "AllowancePolicy claims", `user "bob@example.com" is not a subject with mayInitiate`)
 	})
 	t.Run("DeniedWithoutJira", func(t *testing.T) {
 		c := object("DatabaseClaim", "team-a", "no-jira", map[string]any{"size": "small"}, nil)
@@ -143,8 +132,8 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 			t.Fatal(err)
 		}
 		reconciled(t, c)
-		err := update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") })
-		contains(t, err, "denied", "spec.size", "AllowancePolicy claims", "is false")
+		err := controlplane.Update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") })
+		controlplane.ErrorContains(t, err, "denied", "spec.size", "AllowancePolicy claims", "is false")
 	})
 	t.Run("LogModeWarns", func(t *testing.T) {
 		c := object("DatabaseClaim", "team-a", "logged", map[string]any{"size": "small"}, map[string]string{v1alpha1.AnnotationMode: "Log"})
@@ -153,7 +142,7 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 		}
 		reconciled(t, c)
 		bobW, w := warningsAs(t, bob)
-		if err := update(bobW, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+		if err := controlplane.Update(bobW, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
 			t.Fatalf("Log mode denied: %v", err)
 		}
 		if !strings.Contains(strings.Join(w.got, "\n"), "spec.size") {
@@ -165,7 +154,7 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 	})
 	t.Run("PermittedChangeCarriesInitiator", func(t *testing.T) {
 		c := claim.DeepCopy()
-		if err := update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+		if err := controlplane.Update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
 			t.Fatalf("alice's permitted change: %v", err)
 		}
 		as := allowancesOf(t, c)
@@ -182,16 +171,16 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 	})
 	t.Run("AllowancesAreProtected", func(t *testing.T) {
 		c := claim.DeepCopy()
-		err := update(aliceC, c, func() {
+		err := controlplane.Update(aliceC, c, func() {
 			ann := c.GetAnnotations()
 			ann[v1alpha1.AnnotationAllowances] = `[{"relation":"External","target":{"external":{"kind":"*"}},"verbs":["*"],"generation":99}]`
 			c.SetAnnotations(ann)
 		})
-		contains(t, err, "denied", "annotation kausality.io/allowances", "only Kausality and Crossplane may change")
+		controlplane.ErrorContains(t, err, "denied", "annotation kausality.io/allowances", "only Kausality and Crossplane may change")
 	})
 	t.Run("UsersMaySetTheirAnnotations", func(t *testing.T) {
 		c := claim.DeepCopy()
-		if err := update(bobC, c, func() {
+		if err := controlplane.Update(bobC, c, func() {
 			ann := c.GetAnnotations()
 			ann[v1alpha1.AnnotationTraceLabelPrefix+"ticket"] = "T-1"
 			ann[v1alpha1.AnnotationFreeze] = `{"user":"bob@example.com","message":"incident"}`
@@ -226,15 +215,15 @@ func TestXRContinuesTheClaimsChain(t *testing.T) {
 	// Without an allowance on the Claim, Crossplane may not change a
 	// watched field: it may only propagate.
 	x := xr.DeepCopy()
-	err := update(cp, x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") })
-	contains(t, err, "denied", "spec.size", "AllowancePolicy xdatabases", "no unconsumed allowance on DatabaseClaim team-b/billing covers spec.size")
+	err := controlplane.Update(cp, x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") })
+	controlplane.ErrorContains(t, err, "denied", "spec.size", "AllowancePolicy xdatabases", "no unconsumed allowance on DatabaseClaim team-b/billing covers spec.size")
 
 	c := claim.DeepCopy()
-	if err := update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+	if err := controlplane.Update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
 		t.Fatal(err)
 	}
 	x = xr.DeepCopy()
-	if err := update(cp, x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") }); err != nil {
+	if err := controlplane.Update(cp, x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") }); err != nil {
 		t.Fatalf("Crossplane propagates the Claim's permitted change: %v", err)
 	}
 	as := allowancesOf(t, x)
@@ -252,7 +241,7 @@ func TestDeletionProtection(t *testing.T) {
 	ctx := context.Background()
 	waitForRules(t, "xdatabases")
 	aliceC := as(t, alice, "platform-team")
-	eventually(t, 20e9, "the deletion protection ValidatingAdmissionPolicy", func() (bool, string) {
+	controlplane.Eventually(t, 20e9, "the deletion protection ValidatingAdmissionPolicy", func() (bool, string) {
 		vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}
 		err := aliceC.Get(ctx, client.ObjectKey{Name: "kausality-protect-xdatabases.example.com"}, vap)
 		return err == nil, errString(err)
@@ -264,10 +253,10 @@ func TestDeletionProtection(t *testing.T) {
 	}
 	// The policy may take a moment to bind; until then the webhook denies.
 	err := aliceC.Delete(ctx, xr.DeepCopy())
-	contains(t, err, "XDatabase precious is protected from deletion by AllowancePolicy xdatabases", `kausality.io/allow-delete: "true"`)
+	controlplane.ErrorContains(t, err, "XDatabase precious is protected from deletion by AllowancePolicy xdatabases", `kausality.io/allow-delete: "true"`)
 
 	x := xr.DeepCopy()
-	if err := update(aliceC, x, func() {
+	if err := controlplane.Update(aliceC, x, func() {
 		ann := x.GetAnnotations()
 		ann[v1alpha1.AnnotationAllowDelete] = "true"
 		x.SetAnnotations(ann)

@@ -15,6 +15,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	gatectl "github.com/kausality-io/kausality-crossplane/provider/gate"
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
@@ -38,7 +39,7 @@ func gatedPair(t *testing.T, name string, xrAnnotations map[string]string) (*uns
 		t.Fatal(err)
 	}
 	waitReconciled(t, cp, b)
-	if err := update(aliceC, xr, func() { _ = unstructured.SetNestedField(xr.Object, "2", "spec", "size") }); err != nil {
+	if err := controlplane.Update(aliceC, xr, func() { _ = unstructured.SetNestedField(xr.Object, "2", "spec", "size") }); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range allowancesOf(t, xr) {
@@ -53,7 +54,7 @@ func gatedPair(t *testing.T, name string, xrAnnotations map[string]string) (*uns
 // stamp writes size and an allowance chained to xa onto b as Crossplane.
 func stamp(t *testing.T, b *unstructured.Unstructured, size int64, xa allowance.Allowance, annotations map[string]string) {
 	t.Helper()
-	if err := update(as(t, crossplane, "system:serviceaccounts"), b, func() {
+	if err := controlplane.Update(as(t, crossplane, "system:serviceaccounts"), b, func() {
 		_ = unstructured.SetNestedField(b.Object, size, "spec", "forProvider", "size")
 		gen := b.GetGeneration() + 1
 		a := allowance.Allowance{Relation: v1alpha1.RelationExternal, Target: xa.Target, Verbs: xa.Verbs, Generation: gen, Initiator: xa.Initiator,
@@ -75,7 +76,7 @@ func stamp(t *testing.T, b *unstructured.Unstructured, size int64, xa allowance.
 
 func waitForEvent(t *testing.T, name, reason, eventType string) {
 	t.Helper()
-	eventually(t, 15*time.Second, fmt.Sprintf("a %s event %s on %s", eventType, reason, name), func() (bool, string) {
+	controlplane.Eventually(t, 15*time.Second, fmt.Sprintf("a %s event %s on %s", eventType, reason, name), func() (bool, string) {
 		l := &eventsv1.EventList{}
 		if err := as(t, "admin").List(context.Background(), l); err != nil {
 			return false, err.Error()
@@ -93,7 +94,7 @@ func waitForEvent(t *testing.T, name, reason, eventType string) {
 // users may set), so the gate controller and admission look at it again.
 func poke(t *testing.T, b *unstructured.Unstructured) {
 	t.Helper()
-	if err := update(as(t, bob), b, func() {
+	if err := controlplane.Update(as(t, bob), b, func() {
 		ann := b.GetAnnotations()
 		ann[v1alpha1.AnnotationTraceLabelPrefix+"poke"] = time.Now().Format(time.RFC3339Nano)
 		b.SetAnnotations(ann)
@@ -107,7 +108,7 @@ func TestStaleWriteCannotReopenAConsumedGate(t *testing.T) {
 	_, b, xa := gatedPair(t, "stale-1", nil)
 	stamp(t, b, 2, xa, nil)
 	stale := b.DeepCopy() // what a pipeline run that started now would emit
-	eventually(t, 30*time.Second, "consumption", func() (bool, string) {
+	controlplane.Eventually(t, 30*time.Second, "consumption", func() (bool, string) {
 		if err := as(t, "admin").Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
@@ -118,7 +119,7 @@ func TestStaleWriteCannotReopenAConsumedGate(t *testing.T) {
 	// The stale run applies its output: the allowance unconsumed, the gate
 	// open. Admission settles it against the stored object.
 	cp := as(t, crossplane, "system:serviceaccounts")
-	if err := update(cp, b, func() {
+	if err := controlplane.Update(cp, b, func() {
 		b.SetAnnotations(stale.GetAnnotations())
 		_ = unstructured.SetNestedStringSlice(b.Object, open, "spec", "managementPolicies")
 	}); err != nil {
@@ -147,7 +148,7 @@ func TestFreezeHoldsTheChangeUntilLifted(t *testing.T) {
 	}
 	cp := as(t, crossplane, "system:serviceaccounts")
 	waitReconciled(t, cp, b)
-	eventually(t, 15*time.Second, "the Frozen condition", func() (bool, string) {
+	controlplane.Eventually(t, 15*time.Second, "the Frozen condition", func() (bool, string) {
 		if err := cp.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
@@ -164,7 +165,7 @@ func TestFreezeHoldsTheChangeUntilLifted(t *testing.T) {
 
 	// Lifting the freeze lets the held change through, exactly once.
 	aliceC := as(t, alice, "platform-team")
-	if err := update(aliceC, xr, func() {
+	if err := controlplane.Update(aliceC, xr, func() {
 		ann := xr.GetAnnotations()
 		delete(ann, v1alpha1.AnnotationFreeze)
 		xr.SetAnnotations(ann)
@@ -174,7 +175,7 @@ func TestFreezeHoldsTheChangeUntilLifted(t *testing.T) {
 	// The controller rechecks frozen gates periodically; a write to the
 	// resource makes it look at once.
 	poke(t, b)
-	eventually(t, 30*time.Second, "the held change applied and the gate closed", func() (bool, string) {
+	controlplane.Eventually(t, 30*time.Second, "the held change applied and the gate closed", func() (bool, string) {
 		if err := cp.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
@@ -197,7 +198,7 @@ func TestGateOpenTooLongExpires(t *testing.T) {
 		t.Fatalf("gate after stamping = %v, want %v", got, open)
 	}
 	admin := as(t, "admin")
-	eventually(t, 15*time.Second, "the gate reported open", func() (bool, string) {
+	controlplane.Eventually(t, 15*time.Second, "the gate reported open", func() (bool, string) {
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
@@ -210,7 +211,7 @@ func TestGateOpenTooLongExpires(t *testing.T) {
 	// Any write makes the controller look again (it also comes back on its
 	// own once the limit passes in real time).
 	poke(t, b)
-	eventually(t, 15*time.Second, "the gate closed as expired", func() (bool, string) {
+	controlplane.Eventually(t, 15*time.Second, "the gate closed as expired", func() (bool, string) {
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}

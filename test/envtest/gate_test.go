@@ -18,6 +18,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	gatectl "github.com/kausality-io/kausality-crossplane/provider/gate"
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
@@ -50,7 +51,7 @@ func policiesOf(o *unstructured.Unstructured) []string {
 // current generation.
 func waitReconciled(t *testing.T, c client.Client, o *unstructured.Unstructured) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("%s to be reconciled", o.GetName()), func() (bool, string) {
+	controlplane.Eventually(t, 30*time.Second, fmt.Sprintf("%s to be reconciled", o.GetName()), func() (bool, string) {
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(o), o); err != nil {
 			return false, err.Error()
 		}
@@ -87,7 +88,7 @@ func TestGateOpensForOneUpdateAndCloses(t *testing.T) {
 	}
 
 	// Alice raises the XR's size: the XR earns an External Update allowance.
-	if err := update(aliceC, xr, func() { _ = unstructured.SetNestedField(xr.Object, "2", "spec", "size") }); err != nil {
+	if err := controlplane.Update(aliceC, xr, func() { _ = unstructured.SetNestedField(xr.Object, "2", "spec", "size") }); err != nil {
 		t.Fatalf("alice changes the XR: %v", err)
 	}
 	var xa allowance.Allowance
@@ -102,7 +103,7 @@ func TestGateOpensForOneUpdateAndCloses(t *testing.T) {
 
 	// Crossplane, playing the function, stamps the Bucket with the size and
 	// the allowance that chains to the XR's; the gate opens in that write.
-	if err := update(cp, b, func() {
+	if err := controlplane.Update(cp, b, func() {
 		_ = unstructured.SetNestedField(b.Object, int64(2), "spec", "forProvider", "size")
 		gen := b.GetGeneration() + 1
 		a := allowance.Allowance{Relation: v1alpha1.RelationExternal, Target: xa.Target, Verbs: xa.Verbs, Generation: gen, Initiator: xa.Initiator,
@@ -122,7 +123,7 @@ func TestGateOpensForOneUpdateAndCloses(t *testing.T) {
 	}
 	stamped := b.GetGeneration()
 
-	eventually(t, 30*time.Second, "one Update, the allowance consumed and the gate closed", func() (bool, string) {
+	controlplane.Eventually(t, 30*time.Second, "one Update, the allowance consumed and the gate closed", func() (bool, string) {
 		if err := cp.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
@@ -137,7 +138,7 @@ func TestGateOpensForOneUpdateAndCloses(t *testing.T) {
 	if s, _ := cloud.Get("gated-1"); s.Size != 2 {
 		t.Errorf("cloud size = %d, want 2", s.Size)
 	}
-	eventually(t, 10*time.Second, "a Consumed event on the Bucket", func() (bool, string) {
+	controlplane.Eventually(t, 10*time.Second, "a Consumed event on the Bucket", func() (bool, string) {
 		l := &eventsv1.EventList{}
 		if err := cp.List(ctx, l); err != nil {
 			return false, err.Error()
@@ -151,7 +152,7 @@ func TestGateOpensForOneUpdateAndCloses(t *testing.T) {
 	})
 
 	// A later spec change without an allowance never reaches the cloud.
-	if err := update(cp, b, func() { _ = unstructured.SetNestedField(b.Object, int64(3), "spec", "forProvider", "size") }); err != nil {
+	if err := controlplane.Update(cp, b, func() { _ = unstructured.SetNestedField(b.Object, int64(3), "spec", "forProvider", "size") }); err != nil {
 		t.Fatalf("Crossplane changes the size without an allowance: %v", err)
 	}
 	if got := policiesOf(b); !slices.Equal(got, closed) {
@@ -179,18 +180,18 @@ func TestUnchainedAllowanceIsDenied(t *testing.T) {
 	if err := cp.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	err := update(cp, b, func() {
+	err := controlplane.Update(cp, b, func() {
 		a := allowance.Allowance{Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "Bucket"}}, Verbs: []string{"Update"},
 			Generation: b.GetGeneration() + 1, Initiator: "mallory",
 			Trace: allowance.Trace{{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "unchained-x", Generation: 42}, {APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "unchained-1", Generation: b.GetGeneration() + 1}}}
 		ann := map[string]string{v1alpha1.AnnotationAllowances: allowance.Format([]allowance.Allowance{a})}
 		b.SetAnnotations(ann)
 	})
-	contains(t, err, "denied", "does not chain to an unconsumed allowance of XDatabase unchained-x")
+	controlplane.ErrorContains(t, err, "denied", "does not chain to an unconsumed allowance of XDatabase unchained-x")
 
 	// And nobody but Kausality and Crossplane may stamp one.
-	err = update(aliceC, b, func() {
+	err = controlplane.Update(aliceC, b, func() {
 		b.SetAnnotations(map[string]string{v1alpha1.AnnotationAllowances: "[]"})
 	})
-	contains(t, err, "denied", "only Kausality and Crossplane may change")
+	controlplane.ErrorContains(t, err, "denied", "only Kausality and Crossplane may change")
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,6 +31,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/provider/policies"
 	"github.com/kausality-io/kausality-crossplane/provider/server"
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 	recorderv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/v1alpha1"
 )
@@ -71,15 +71,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	root := filepath.Join("..", "..")
-	env = &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join(root, "package", "provider", "crds"),
-			filepath.Join(root, "test", "recorder", "crds"),
-			filepath.Join(root, "test", "crds"),
-		},
-		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "package", "provider", "webhookconfigurations")}},
-	}
+	env = controlplane.Environment(root)
 	var err error
 	if admin, err = env.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "cannot start kube-apiserver and etcd:", err)
@@ -200,27 +192,11 @@ type warnings struct{ got []string }
 
 func (w *warnings) HandleWarningHeader(_ int, _ string, text string) { w.got = append(w.got, text) }
 
-// eventually polls cond until it holds or timeout passes; cond says what it
-// saw last, for the failure message.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s; last saw: %s", timeout, what, last)
-}
-
 // waitForRules waits until the provider's dynamic webhooks cover resource.
 func waitForRules(t testing.TB, resource string) {
 	t.Helper()
 	kube := as(t, "admin-reader")
-	eventually(t, 30*time.Second, "webhook rules for "+resource, func() (bool, string) {
+	controlplane.Eventually(t, 30*time.Second, "webhook rules for "+resource, func() (bool, string) {
 		c := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		if err := kube.Get(context.Background(), client.ObjectKey{Name: policies.DynamicName}, c); err != nil {
 			return false, err.Error()
@@ -236,17 +212,4 @@ func waitForRules(t testing.TB, resource string) {
 		}
 		return false, fmt.Sprintf("%d webhooks", len(c.Webhooks))
 	})
-}
-
-// contains fails unless err's message contains every part.
-func contains(t testing.TB, err error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("want an error containing %q, got none", parts)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Errorf("error %q does not contain %q", err.Error(), p)
-		}
-	}
 }

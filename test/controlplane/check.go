@@ -1,0 +1,71 @@
+package controlplane
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Environment is the envtest environment every suite runs: the provider's
+// and the recording provider's CRDs, the Claim and composite CRDs of
+// test/crds, and the package's webhook configuration, registered through
+// the API server.
+func Environment(root string) *envtest.Environment {
+	return &envtest.Environment{
+		CRDDirectoryPaths: []string{
+			filepath.Join(root, "package", "provider", "crds"),
+			filepath.Join(root, "test", "recorder", "crds"),
+			filepath.Join(root, "test", "crds"),
+		},
+		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "package", "provider", "webhookconfigurations")}},
+	}
+}
+
+// Eventually polls cond until it holds or timeout passes; cond says what
+// it saw last, for the failure message.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s; last saw: %s", timeout, what, last)
+}
+
+// ErrorContains fails unless err's message contains every part.
+func ErrorContains(t testing.TB, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("want an error containing %q, got none", parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not contain %q", err.Error(), p)
+		}
+	}
+}
+
+// Update reads obj fresh as c and writes it back after fn changed it,
+// retrying on conflicts (the provider and Crossplane write the same
+// objects).
+func Update(c client.Client, obj client.Object, fn func()) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		fn()
+		return c.Update(context.Background(), obj)
+	})
+}
