@@ -3,13 +3,18 @@ package controlplane
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/kausality-io/kausality-crossplane/provider/policies"
 )
 
 // Environment is the envtest environment every suite runs: the provider's
@@ -68,4 +73,30 @@ func Update(c client.Client, obj client.Object, fn func()) error {
 		fn()
 		return c.Update(context.Background(), obj)
 	})
+}
+
+// WaitForRules waits until the provider's own webhook configuration covers
+// every resource named: the provider writes its rules after it sees the
+// AllowancePolicies, and a write before that is not evaluated at all.
+func WaitForRules(ctx context.Context, c client.Client, resources ...string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		err := c.Get(ctx, client.ObjectKey{Name: policies.DynamicName}, m)
+		missing := slices.Clone(resources)
+		if err == nil {
+			for _, h := range m.Webhooks {
+				for _, r := range h.Rules {
+					missing = slices.DeleteFunc(missing, func(res string) bool { return slices.Contains(r.Resources, res) })
+				}
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return errors.Errorf("the provider's webhooks do not cover %v after a minute (%v)", missing, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -53,6 +53,9 @@ func walk(w io.Writer) error {
 	if err := create(ctx, admin, filepath.Join(data, "policies.yaml")); err != nil {
 		return err
 	}
+	if err := controlplane.WaitForRules(ctx, admin, "databaseclaims", "xdatabases", "buckets"); err != nil {
+		return err
+	}
 	alice, err := cp.As(controlplane.Alice, "platform-team")
 	if err != nil {
 		return err

@@ -64,6 +64,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	admin, err := cp.As("admin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := controlplane.WaitForRules(ctx, admin, "databaseclaims", "xdatabases", "buckets"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, "provider log:\n"+tail(cp.ProviderLog(), 60))

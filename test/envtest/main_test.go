@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,7 +28,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/provider/policies"
 	"github.com/kausality-io/kausality-crossplane/provider/server"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
@@ -195,21 +193,7 @@ func (w *warnings) HandleWarningHeader(_ int, _ string, text string) { w.got = a
 // waitForRules waits until the provider's dynamic webhooks cover resource.
 func waitForRules(t testing.TB, resource string) {
 	t.Helper()
-	kube := as(t, "admin-reader")
-	controlplane.Eventually(t, 30*time.Second, "webhook rules for "+resource, func() (bool, string) {
-		c := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := kube.Get(context.Background(), client.ObjectKey{Name: policies.DynamicName}, c); err != nil {
-			return false, err.Error()
-		}
-		for _, h := range c.Webhooks {
-			for _, r := range h.Rules {
-				for _, res := range r.Resources {
-					if res == resource {
-						return true, ""
-					}
-				}
-			}
-		}
-		return false, fmt.Sprintf("%d webhooks", len(c.Webhooks))
-	})
+	if err := controlplane.WaitForRules(context.Background(), as(t, "admin-reader"), resource); err != nil {
+		t.Fatal(err)
+	}
 }
