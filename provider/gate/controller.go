@@ -133,6 +133,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Come back when the oldest open allowance expires.
 	next := r.opts.MaxGateOpen
 	for _, a := range d.Open {
+		if len(a.Trace) == 0 {
+			continue // without a timestamp it never expires (ExpiredAt)
+		}
 		if ts, err := time.Parse(time.RFC3339, a.Trace[len(a.Trace)-1].Timestamp); err == nil {
 			next = min(next, max(ts.Add(r.opts.MaxGateOpen).Sub(now), 0)+time.Second)
 		}
