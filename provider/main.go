@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/provider/server"
 )
 
@@ -33,8 +34,7 @@ type CLI struct {
 	StaticWebhook string `default:"provider-kausality" help:"ValidatingWebhookConfiguration from the package whose client config the provider's own webhook configurations copy."`
 
 	CrossplaneServiceAccount string        `default:"crossplane-system:crossplane" help:"namespace:name of Crossplane's service account, trusted to write kausality.io annotations." env:"CROSSPLANE_SERVICE_ACCOUNT"`
-	ReadOnly                 []string      `default:"Observe,LateInitialize" help:"The closed gate: managementPolicies of a resource without unconsumed allowances."`
-	MaxGateOpen              time.Duration `default:"10m" help:"Close a gate whose allowance was stamped longer ago than this."`
+	MaxGateOpen              time.Duration `default:"${max_gate_open}" help:"Close a gate whose allowance was stamped longer ago than this."`
 	DiscoveryInterval        time.Duration `default:"30s" help:"How often to look for new managed resource kinds."`
 }
 
@@ -55,7 +55,7 @@ func (c *CLI) Run() error {
 		LeaderElection: c.LeaderElection, LeaderElectionNamespace: c.Namespace,
 		WebhookPort: c.WebhookPort, CertDir: c.WebhookCerts, StaticWebhook: c.StaticWebhook,
 		CrossplaneUser: server.ServiceAccountUser(c.CrossplaneServiceAccount),
-		ReadOnly:       c.ReadOnly, MaxGateOpen: c.MaxGateOpen, DiscoveryInterval: c.DiscoveryInterval,
+		Gate:           gate.Config{MaxOpen: c.MaxGateOpen}, DiscoveryInterval: c.DiscoveryInterval,
 		Log: log,
 	})
 	if err != nil {
@@ -65,6 +65,9 @@ func (c *CLI) Run() error {
 }
 
 func main() {
-	ctx := kong.Parse(&CLI{}, kong.Name("provider-kausality"), kong.Description("Kausality: gates and admission for Crossplane; every change needs a cause."))
+	ctx := kong.Parse(&CLI{}, kong.Name("provider-kausality"), kong.Description("Kausality: gates and admission for Crossplane; every change needs a cause."),
+		// The function's Input defaults to the same limit, so both close a
+		// gate at the same moment.
+		kong.Vars{"max_gate_open": gate.DefaultMaxOpen.String()})
 	ctx.FatalIfErrorf(ctx.Run())
 }

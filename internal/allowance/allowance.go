@@ -1,12 +1,15 @@
-// Package allowance holds the allowance and trace types of the kausality.io
-// annotations and their codecs: strict parsing, compact output in a stable key
-// order, so repeated applies of the same allowances never flap.
+// Package allowance holds the vocabulary of the kausality.io annotations,
+// used alike by the function, the gate controller and admission: allowances
+// and traces, their codecs (strict parsing, compact output in a stable key
+// order, so repeated applies never flap), what makes two hops or two
+// allowances the same, when an allowance is consumed or expired, and the
+// freeze.
 package allowance
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,66 +18,6 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 )
-
-// MaxAnnotationBytes bounds what the codecs parse. The API server caps all of
-// an object's annotations at 256 KiB together, so anything larger did not come
-// from a stored object.
-const MaxAnnotationBytes = 256 << 10
-
-// A Hop is one object in a causal chain.
-type Hop struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Name       string `json:"name"`
-	Generation int64  `json:"generation"`
-	// Field whose change caused the next hop, with concrete indices.
-	Field string `json:"field,omitempty"`
-	// User is the authenticated user that made this hop's change: the
-	// initiator at the origin, a service account for controllers.
-	User string `json:"user,omitempty"`
-	// Timestamp in RFC 3339, UTC.
-	Timestamp string `json:"timestamp,omitempty"`
-	// Attestations are values captured from the object by a policy rule.
-	Attestations map[string]string `json:"attestations,omitempty"`
-	// Labels come from the object's own kausality.io/trace-* annotations.
-	Labels map[string]string `json:"labels,omitempty"`
-}
-
-// Key identifies the hop within a chain: kind/name/field, the order traces are
-// chosen by when several could justify a mutation.
-func (h Hop) Key() string {
-	return h.Kind + "/" + h.Name + "/" + h.Field
-}
-
-// A Trace is the causal chain of an object's current generation, origin first.
-type Trace []Hop
-
-// Initiator is the user of the trace's origin hop.
-func (t Trace) Initiator() string {
-	if len(t) == 0 {
-		return ""
-	}
-	return t[0].User
-}
-
-// Extends reports whether t is parent followed by exactly one hop, comparing
-// the hops' objects and generations (not timestamps).
-func (t Trace) Extends(parent Trace) bool {
-	if len(t) != len(parent)+1 {
-		return false
-	}
-	for i := range parent {
-		if !sameHop(t[i], parent[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func sameHop(a, b Hop) bool {
-	return a.APIVersion == b.APIVersion && a.Kind == b.Kind && a.Name == b.Name &&
-		a.Generation == b.Generation && a.Field == b.Field
-}
 
 // An Allowance permits one layer to mutate the next. It is stored in the
 // kausality.io/allowances annotation of the object whose controller may make
@@ -96,6 +39,21 @@ type Allowance struct {
 	Consumed bool `json:"consumed,omitempty"`
 }
 
+// ExternalGrant is an External allowance for verb on the cloud resource
+// behind a managed resource of apiGroup and kind, for the carrying object's
+// generation gen and traced by t: what a kind-wide grant (creation while
+// initializing, an UpgradeAllowance, an admitted deletion) stamps.
+func ExternalGrant(apiGroup, kind, verb string, gen int64, t Trace) Allowance {
+	return Allowance{
+		Relation:   v1alpha1.RelationExternal,
+		Target:     v1alpha1.Target{External: map[string]string{"apiGroup": apiGroup, "kind": kind}},
+		Verbs:      []string{verb},
+		Generation: gen,
+		Initiator:  t.Initiator(),
+		Trace:      t,
+	}
+}
+
 // ConsumedAt reports whether the allowance is used up for a carrying object
 // whose observed generation is observed (ok=false: none observed yet).
 // An External allowance for Delete alone is the exception: the provider
@@ -103,15 +61,58 @@ type Allowance struct {
 // generation says nothing about, so it is used up by the deletion (the
 // object goes) or by its time limit, never by a generation.
 func (a Allowance) ConsumedAt(observed int64, ok bool) bool {
-	if a.Relation == v1alpha1.RelationExternal && len(a.Verbs) == 1 && a.Verbs[0] == v1alpha1.VerbDelete {
+	if a.OpensDelete() {
 		return a.Consumed
 	}
 	return a.Consumed || (ok && observed >= a.Generation)
 }
 
+// OpensDelete reports whether a is an External allowance for Delete alone:
+// the one an admitted deletion stamps.
+func (a Allowance) OpensDelete() bool {
+	return a.Relation == v1alpha1.RelationExternal && len(a.Verbs) == 1 && a.Verbs[0] == v1alpha1.VerbDelete
+}
+
+// Unconsumed are the allowances of as not yet consumed on carrier, the
+// object carrying them as stored: its observed generation decides. This is
+// how consumed allowances are pruned everywhere.
+func Unconsumed(as []Allowance, carrier map[string]any) []Allowance {
+	og, ok := ObservedGeneration(carrier)
+	return slices.DeleteFunc(slices.Clone(as), func(a Allowance) bool { return a.ConsumedAt(og, ok) })
+}
+
 // HasVerb reports whether the allowance grants verb, directly or through "*".
 func (a Allowance) HasVerb(verb string) bool {
 	return v1alpha1.GrantsVerb(a.Verbs, verb)
+}
+
+// SameGrant reports whether a and b permit the same: relation, target,
+// verbs and field mutations. Where they come from is not asked.
+func (a Allowance) SameGrant(b Allowance) bool {
+	return a.Relation == b.Relation && sameTarget(a.Target, b.Target) && slices.Equal(a.Verbs, b.Verbs) &&
+		slices.EqualFunc(a.Mutations, b.Mutations, func(x, y v1alpha1.MutationBound) bool {
+			return x.JSONPath == y.JSONPath && slices.Equal(x.Verbs, y.Verbs)
+		})
+}
+
+// SameOrigin reports whether a and b were issued for the same target along
+// the same chain: their traces agree on every hop before the carrying
+// object's own. DESIGN §3 identifies an allowance this way (parent,
+// parent generation, target), and one is never issued twice.
+func (a Allowance) SameOrigin(b Allowance) bool {
+	return a.Relation == b.Relation && sameTarget(a.Target, b.Target) && len(a.Trace) > 0 && len(b.Trace) > 0 &&
+		a.Trace.Parent().Same(b.Trace.Parent())
+}
+
+// Same reports whether a and b are one allowance, consumed or not: the same
+// grant for the same generation of the carrying object, along the same
+// chain.
+func (a Allowance) Same(b Allowance) bool {
+	return a.SameGrant(b) && a.Generation == b.Generation && a.Trace.Same(b.Trace)
+}
+
+func sameTarget(a, b v1alpha1.Target) bool {
+	return a.APIGroup == b.APIGroup && a.APIVersion == b.APIVersion && a.Resource == b.Resource && maps.Equal(a.External, b.External)
 }
 
 // SortKey orders allowances deterministically (trace linearity): by the
@@ -128,34 +129,6 @@ func (a Allowance) SortKey() string {
 // Sort orders allowances by SortKey, in place, stably.
 func Sort(as []Allowance) {
 	sort.SliceStable(as, func(i, j int) bool { return as[i].SortKey() < as[j].SortKey() })
-}
-
-// Parse decodes the kausality.io/allowances annotation value strictly: unknown
-// fields, an invalid relation, a missing target, a negative generation or a
-// malformed hop are errors. The empty string is no allowances.
-func Parse(s string) ([]Allowance, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	var as []Allowance
-	if err := decodeStrict(s, &as); err != nil {
-		return nil, err
-	}
-	for i := range as {
-		if err := as[i].Validate(); err != nil {
-			return nil, errors.Wrapf(err, "allowance [%d]", i)
-		}
-	}
-	return as, nil
-}
-
-// Format encodes allowances compactly; the key order is fixed by the struct
-// and maps are sorted, so the same allowances always give the same string.
-func Format(as []Allowance) string {
-	if as == nil {
-		as = []Allowance{}
-	}
-	return mustCompact(as)
 }
 
 // Validate checks what Parse cannot check by decoding alone.
@@ -200,153 +173,33 @@ func (a Allowance) Validate() error {
 	return errors.Wrap(a.Trace.Validate(), "trace")
 }
 
-// ParseTrace decodes the kausality.io/trace annotation value strictly. The
-// empty string is no trace.
-func ParseTrace(s string) (Trace, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
+// StampedAt is when the allowance was stamped on its carrying object: the
+// timestamp of its last hop; ok is false without a readable one.
+func (a Allowance) StampedAt() (time.Time, bool) {
+	if len(a.Trace) == 0 {
+		return time.Time{}, false
 	}
-	var t Trace
-	if err := decodeStrict(s, &t); err != nil {
-		return nil, err
-	}
-	return t, t.Validate()
-}
-
-// FormatTrace encodes a trace compactly in a stable key order.
-func FormatTrace(t Trace) string {
-	if t == nil {
-		t = Trace{}
-	}
-	return mustCompact(t)
-}
-
-// Validate checks every hop names an object and carries a valid timestamp.
-func (t Trace) Validate() error {
-	for i, h := range t {
-		switch {
-		case h.Kind == "":
-			return errors.Errorf("hop [%d]: kind is empty", i)
-		case h.Name == "":
-			return errors.Errorf("hop [%d]: name is empty", i)
-		case h.Generation < 0:
-			return errors.Errorf("hop [%d]: generation %d is negative", i, h.Generation)
-		}
-		if h.Timestamp != "" {
-			if _, err := time.Parse(time.RFC3339, h.Timestamp); err != nil {
-				return errors.Errorf("hop [%d]: timestamp %q is not RFC 3339", i, h.Timestamp)
-			}
-		}
-	}
-	return nil
-}
-
-// Timestamp formats t the way hops store it.
-func Timestamp(t time.Time) string {
-	return t.UTC().Truncate(time.Second).Format(time.RFC3339)
-}
-
-// TraceLabels returns the kausality.io/trace-<label> annotations as hop
-// labels, nil if there are none.
-func TraceLabels(annotations map[string]string) map[string]string {
-	var out map[string]string
-	for k, v := range annotations {
-		l, ok := strings.CutPrefix(k, v1alpha1.AnnotationTraceLabelPrefix)
-		if !ok || l == "" {
-			continue
-		}
-		if out == nil {
-			out = map[string]string{}
-		}
-		out[l] = v
-	}
-	return out
-}
-
-// Freeze is the value of the kausality.io/freeze annotation: while present no
-// gate opens below the object.
-type Freeze struct {
-	User    string `json:"user"`
-	Message string `json:"message,omitempty"`
-	At      string `json:"at,omitempty"`
-}
-
-// ParseFreeze decodes a kausality.io/freeze value strictly. A freeze must say
-// who set it, so that whoever finds the gate closed knows whom to ask.
-func ParseFreeze(s string) (Freeze, error) {
-	var f Freeze
-	if err := decodeStrict(s, &f); err != nil {
-		return Freeze{}, err
-	}
-	if f.User == "" {
-		return Freeze{}, errors.New("user is empty")
-	}
-	if f.At != "" {
-		if _, err := time.Parse(time.RFC3339, f.At); err != nil {
-			return Freeze{}, errors.Errorf("at %q is not RFC 3339", f.At)
-		}
-	}
-	return f, nil
-}
-
-func decodeStrict(s string, into any) error {
-	if len(s) > MaxAnnotationBytes {
-		return errors.Errorf("value is %d bytes, more than the %d an object's annotations can hold", len(s), MaxAnnotationBytes)
-	}
-	d := json.NewDecoder(strings.NewReader(s))
-	d.DisallowUnknownFields()
-	if err := d.Decode(into); err != nil {
-		return errors.Wrap(err, "invalid JSON")
-	}
-	if d.More() {
-		return errors.New("invalid JSON: trailing data after the value")
-	}
-	// Decode stops after one value; anything but white space after it is an
-	// error the caller must hear about, or an edit that appended text would
-	// silently lose it.
-	var rest bytes.Buffer
-	if _, err := rest.ReadFrom(d.Buffered()); err == nil && strings.TrimSpace(rest.String()) != "" {
-		return errors.New("invalid JSON: trailing data after the value")
-	}
-	return nil
-}
-
-func mustCompact(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		// Only our own types reach here; they always marshal.
-		panic(errors.Wrap(err, "cannot marshal kausality annotation"))
-	}
-	return string(b)
+	ts, err := time.Parse(time.RFC3339, a.Trace.Last().Timestamp)
+	return ts, err == nil
 }
 
 // ExpiredAt reports whether the allowance's gate has been open longer than
-// limit at now, counting from its last hop (when it was stamped on the
-// carrying object). Without a readable timestamp it never expires: the
-// consumption rule still closes the gate. The function and the gate
-// controller both close gates by this rule, so they agree on when.
+// limit at now, counting from when it was stamped. Without a readable
+// timestamp it never expires: the consumption rule still closes the gate.
+// The function and the gate controller both close gates by this rule, so
+// they agree on when.
 func (a Allowance) ExpiredAt(now time.Time, limit time.Duration) bool {
-	if len(a.Trace) == 0 || limit <= 0 {
-		return false
-	}
-	ts, err := time.Parse(time.RFC3339, a.Trace[len(a.Trace)-1].Timestamp)
-	if err != nil {
+	ts, ok := a.StampedAt()
+	if !ok || limit <= 0 {
 		return false
 	}
 	return now.Sub(ts) > limit
 }
 
-// FrozenBy names who froze an object through its kausality.io/freeze
-// annotation, "" when nobody did. An unreadable freeze still freezes: a
-// freeze must never be lost to a typo.
-func FrozenBy(annotations map[string]string) string {
-	v, ok := annotations[v1alpha1.AnnotationFreeze]
-	if !ok {
-		return ""
-	}
-	f, err := ParseFreeze(v)
-	if err != nil {
-		return "an unreadable " + v1alpha1.AnnotationFreeze + " annotation"
-	}
-	return f.User
+// NextGeneration is the generation a spec write gives an object whose
+// stored generation is stored (0 for an object being created). Allowances
+// and hops stamped by such a write name it, so the provider's observing it
+// is what consumes them.
+func NextGeneration(stored int64) int64 {
+	return stored + 1
 }

@@ -47,9 +47,6 @@ type Compiled struct {
 // Name is the policy's name.
 func (c *Compiled) Name() string { return c.policy.GetName() }
 
-// Policy is the policy c was compiled from. Callers must not modify it.
-func (c *Compiled) Policy() *v1alpha1.AllowancePolicy { return &c.policy }
-
 // Compile compiles an AllowancePolicy. It reports every problem, not just the
 // first, each naming the field and the expression or path, so the policy's
 // Ready condition and an admission denial can say exactly what to fix.

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -98,18 +97,15 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 	d.Changed = mutation.Diff("spec", oldSpec, req.Object["spec"])
 	gen := req.Generation
 	if gen == 0 {
-		gen = 1
-		if req.OldObject != nil {
-			gen = (&unstructured.Unstructured{Object: req.OldObject}).GetGeneration()
-			if len(d.Changed) > 0 {
-				gen++
-			}
+		// A write that changes no spec field keeps the stored generation.
+		stored := (&unstructured.Unstructured{Object: req.OldObject}).GetGeneration()
+		gen = allowance.NextGeneration(stored)
+		if req.OldObject != nil && len(d.Changed) == 0 {
+			gen = stored
 		}
 	}
-	d.Hop = allowance.Hop{
-		APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(), Generation: gen,
-		User: req.User.Username, Timestamp: allowance.Timestamp(req.Now), Labels: allowance.TraceLabels(u.GetAnnotations()),
-	}
+	d.Hop = allowance.HopOf(&u, gen).By(req.User.Username, req.Now)
+	d.Hop.Labels = allowance.TraceLabels(u.GetAnnotations())
 	if req.OldObject == nil || d.Phase != PhaseSteady {
 		// Creation and the initializing and deleting phases are bounded by
 		// the phase bound, which the function applies; no allowance needed.
@@ -266,7 +262,7 @@ func allowancesFor(r rule, hop allowance.Hop, gen int64, parent *allowance.Allow
 	initiator, trace := hop.User, allowance.Trace{hop}
 	if parent != nil {
 		initiator = parent.Initiator
-		trace = append(slices.Clone(parent.Trace), hop)
+		trace = parent.Trace.Then(hop)
 	}
 	out := make([]allowance.Allowance, 0, len(es))
 	for _, e := range es {
@@ -288,19 +284,11 @@ func allowancesFor(r rule, hop allowance.Hop, gen int64, parent *allowance.Allow
 // deterministic, linear justification per grant.
 func appendUnique(have []allowance.Allowance, add ...allowance.Allowance) []allowance.Allowance {
 	for _, a := range add {
-		if !slices.ContainsFunc(have, func(h allowance.Allowance) bool { return sameGrant(h, a) }) {
+		if !slices.ContainsFunc(have, a.SameGrant) {
 			have = append(have, a)
 		}
 	}
 	return have
-}
-
-func sameGrant(a, b allowance.Allowance) bool {
-	return a.Relation == b.Relation && a.Target.APIGroup == b.Target.APIGroup && a.Target.APIVersion == b.Target.APIVersion &&
-		a.Target.Resource == b.Target.Resource && maps.Equal(a.Target.External, b.Target.External) &&
-		slices.Equal(a.Verbs, b.Verbs) && slices.EqualFunc(a.Mutations, b.Mutations, func(x, y v1alpha1.MutationBound) bool {
-		return x.JSONPath == y.JSONPath && slices.Equal(x.Verbs, y.Verbs)
-	})
 }
 
 // Policies are the compiled policies of the set, highest priority first.

@@ -113,8 +113,12 @@ func inject(old, obj *unstructured.Unstructured, d policy.Decision, parentTrace 
 	if err != nil {
 		return errors.Wrapf(err, "cannot parse annotation %s on %s; it is kept as it is and this write is denied until an administrator repairs it", v1alpha1.AnnotationAllowances, describe(old))
 	}
-	og, ok := allowance.ObservedGeneration(obj.Object)
-	kept := slices.DeleteFunc(have, func(a allowance.Allowance) bool { return a.ConsumedAt(og, ok) })
+	var kept []allowance.Allowance
+	if old != nil {
+		// The stored status decides what is consumed, never the status a
+		// client sends with its write.
+		kept = allowance.Unconsumed(have, old.Object)
+	}
 	kept = append(kept, d.Allowances...)
 	ann := maps.Clone(obj.GetAnnotations())
 	if ann == nil {
@@ -133,7 +137,7 @@ func inject(old, obj *unstructured.Unstructured, d policy.Decision, parentTrace 
 		delete(ann, v1alpha1.AnnotationAllowances)
 	}
 	if len(d.Allowances) > 0 || old == nil {
-		ann[v1alpha1.AnnotationTrace] = allowance.FormatTrace(append(slices.Clone(parentTrace), d.Hop))
+		ann[v1alpha1.AnnotationTrace] = allowance.FormatTrace(parentTrace.Then(d.Hop))
 	} else {
 		restore(v1alpha1.AnnotationTrace)
 	}
@@ -169,10 +173,10 @@ func parentFor(claim, old, xr *unstructured.Unstructured, resource string) (*all
 	if resource != "" {
 		child.Resource = resource
 	}
-	og, ok := allowance.ObservedGeneration(claim.Object)
+	as = allowance.Unconsumed(as, claim.Object)
 	allowance.Sort(as)
 	for i, a := range as {
-		if a.Relation != v1alpha1.RelationControllerChild || a.ConsumedAt(og, ok) || !policy.MatchesChild(a.Target, child) {
+		if a.Relation != v1alpha1.RelationControllerChild || !policy.MatchesChild(a.Target, child) {
 			continue
 		}
 		if !slices.ContainsFunc(changed, func(m mutation.Mutation) bool {

@@ -21,8 +21,6 @@ import (
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
 )
 
-const pathManagementPolicies = "spec.managementPolicies"
-
 // Managed is the mutating webhook for gated managed resources. It is where
 // the race of DESIGN §4.6 is settled: whoever writes the resource, the
 // stored object decides which allowances are consumed, and the gate written
@@ -35,12 +33,12 @@ type Managed struct {
 	Reader client.Reader
 	// Policies lists AllowancePolicies (a cached client); a policy may
 	// name a managed resource kind and let users change it by hand.
-	Policies    client.Reader
-	Cache       *policy.Cache
-	Trusted     Trusted
-	ReadOnly    []string
-	MaxGateOpen time.Duration
-	Now         func() time.Time
+	Policies client.Reader
+	Cache    *policy.Cache
+	Trusted  Trusted
+	// Gate is how gates behave, as for the gate controller.
+	Gate gate.Config
+	Now  func() time.Time
 }
 
 // Handle implements admission.Handler.
@@ -91,29 +89,25 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 
-	// The stored object's observed generation decides consumption: status
-	// is not written through this request.
-	var og, gen int64
-	var ok bool
+	// The stored object's observed generation decides consumption (status
+	// is not written through this request); the closed gate is the one the
+	// writer keeps the resource on.
+	var stored map[string]any
 	if old != nil {
-		og, ok = allowance.ObservedGeneration(old.Object)
-		gen = old.GetGeneration()
+		stored = old.Object
 	}
 	frozen, err := parents.Frozen(ctx, h.Reader, obj)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	current, _ := fieldpath.Pave(obj.Object).GetStringArray(pathManagementPolicies)
-	d := gate.Decide(gate.Inputs{
-		Allowances: as, Observed: og, Reconciled: ok, Generation: gen, ReadOnly: h.readOnly(current),
-		Now: h.Now(), Limit: h.MaxGateOpen, Frozen: frozen,
-	})
+	current, _ := fieldpath.Pave(obj.Object).GetStringArray(gate.PathManagementPolicies)
+	d := h.Gate.For(obj.Object).Decide(stored, as, h.Now(), frozen)
 	if !slices.Equal(current, d.Policies) {
-		if err := fieldpath.Pave(obj.Object).SetValue(pathManagementPolicies, d.Policies); err != nil {
-			return admission.Errored(http.StatusInternalServerError, errors.Wrapf(err, "cannot set %s on %s", pathManagementPolicies, describe(obj)))
+		if err := fieldpath.Pave(obj.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
+			return admission.Errored(http.StatusInternalServerError, errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, describe(obj)))
 		}
 		if !h.Trusted.Has(req.UserInfo.Username) {
-			warnings = append(warnings, fmt.Sprintf("%s of %s is kept at %v by Kausality: it opens only for unconsumed allowances", pathManagementPolicies, describe(obj), d.Policies))
+			warnings = append(warnings, fmt.Sprintf("%s of %s is kept at %v by Kausality: it opens only for unconsumed allowances", gate.PathManagementPolicies, describe(obj), d.Policies))
 		}
 	}
 	if d.Err != nil {
@@ -125,15 +119,6 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	return patched(req, obj).WithWarnings(warnings...)
 }
 
-func setAnnotation(obj *unstructured.Unstructured, k, v string) {
-	ann := obj.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[k] = v
-	obj.SetAnnotations(ann)
-}
-
 // specChanged reports whether a write changes the spec beyond the gate,
 // which Kausality owns.
 func specChanged(old, obj *unstructured.Unstructured) bool {
@@ -142,17 +127,6 @@ func specChanged(old, obj *unstructured.Unstructured) bool {
 	delete(o, "managementPolicies")
 	delete(n, "managementPolicies")
 	return !equality.Semantic.DeepEqual(o, n)
-}
-
-// readOnly is the closed gate: the writer's own read-only set when what it
-// wrote is one (a Composition may close gates to [Observe]), else the
-// configured one.
-func (h *Managed) readOnly(written []string) []string {
-	ro := slices.DeleteFunc(slices.Clone(written), func(p string) bool { return p != gate.Observe && p != gate.LateInitialize })
-	if len(ro) > 0 && gate.ValidateReadOnly(ro) == nil {
-		return ro
-	}
-	return h.ReadOnly
 }
 
 // chain says why Crossplane may not stamp these allowances, or "" when
@@ -166,19 +140,21 @@ func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured
 	}
 	var xr *unstructured.Unstructured
 	var xrAllowances []allowance.Allowance
-	xrOG, xrOK := int64(0), false
 	for i, a := range as {
-		if slices.ContainsFunc(stored, func(s allowance.Allowance) bool { return sameAllowance(s, a) }) {
+		if slices.ContainsFunc(stored, a.Same) {
 			continue
 		}
 		if len(a.Trace) < 2 {
 			return fmt.Sprintf("allowance %d on %s has no parent hop in its trace", i, describe(obj)), nil
 		}
-		parent := a.Trace[:len(a.Trace)-1]
+		parent := a.Trace.Parent()
 		if parent[0].Kind == v1alpha1.UpgradeAllowanceKind {
 			ok, err := h.upgrade(ctx, parent[0].Name, obj)
-			if err != nil || ok {
+			if err != nil {
 				return "", err
+			}
+			if ok {
+				continue // the others must chain too
 			}
 			return fmt.Sprintf("allowance %d on %s starts at UpgradeAllowance %s, which does not name composition revision %q", i, describe(obj), parent[0].Name, obj.GetAnnotations()[v1alpha1.AnnotationCompositionRevision]), nil
 		}
@@ -190,50 +166,24 @@ func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured
 			if xr == nil {
 				return fmt.Sprintf("allowance %d on %s: the resource has no controlling composite to chain to", i, describe(obj)), nil
 			}
-			if xrAllowances, err = allowance.Parse(xr.GetAnnotations()[v1alpha1.AnnotationAllowances]); err != nil {
+			xas, err := allowance.Parse(xr.GetAnnotations()[v1alpha1.AnnotationAllowances])
+			if err != nil {
 				return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(xr)).Error(), nil
 			}
-			xrOG, xrOK = allowance.ObservedGeneration(xr.Object)
+			xrAllowances = allowance.Unconsumed(xas, xr.Object)
 		}
-		last := parent[len(parent)-1]
+		last := parent.Last()
 		if last.Kind != xr.GetKind() || last.Name != xr.GetName() {
 			return fmt.Sprintf("allowance %d on %s: its trace names %s %s as parent, not the controlling %s", i, describe(obj), last.Kind, last.Name, describe(xr)), nil
 		}
-		if old == nil && len(a.Verbs) == 1 && a.Verbs[0] == v1alpha1.VerbCreate {
+		if old == nil && slices.Equal(a.Verbs, []string{v1alpha1.VerbCreate}) {
 			continue // creation, bounded by the composite's initializing phase
 		}
-		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return !x.ConsumedAt(xrOG, xrOK) && continues(parent, x.Trace) }) {
+		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) }) {
 			return fmt.Sprintf("allowance %d on %s does not chain to an unconsumed allowance of %s", i, describe(obj), describe(xr)), nil
 		}
 	}
 	return "", nil
-}
-
-// continues reports whether the hops before a managed resource's own hop
-// are the composite allowance's trace, with the composite's hop appended
-// unless the trace already ends with it.
-func continues(parent, xr allowance.Trace) bool {
-	if len(parent) < len(xr) {
-		return false
-	}
-	for i, h := range xr {
-		p := parent[i]
-		if p.Kind != h.Kind || p.Name != h.Name || p.Generation != h.Generation {
-			return false
-		}
-	}
-	return len(parent) <= len(xr)+1
-}
-
-// sameAllowance identifies an allowance by what it grants and where its
-// chain starts (DESIGN §3: parent, generation, target).
-func sameAllowance(a, b allowance.Allowance) bool {
-	return a.Relation == b.Relation && a.Generation == b.Generation && a.SortKey() == b.SortKey() &&
-		policyTargetEqual(a.Target, b.Target)
-}
-
-func policyTargetEqual(a, b v1alpha1.Target) bool {
-	return a.APIGroup == b.APIGroup && a.APIVersion == b.APIVersion && a.Resource == b.Resource && fmt.Sprint(a.External) == fmt.Sprint(b.External)
 }
 
 // upgrade reports whether the named UpgradeAllowance covers the managed

@@ -52,21 +52,23 @@ func get(ctx context.Context, r client.Reader, apiVersion, kind, namespace, name
 // composite's Claim, and where; "" when nobody did. A parent that cannot be
 // read is an error: the caller decides whether that fails closed.
 func Frozen(ctx context.Context, r client.Reader, mr *unstructured.Unstructured) (string, error) {
-	if by := allowance.FrozenBy(mr.GetAnnotations()); by != "" {
+	// An unreadable freeze still freezes (FrozenBy names it so); what is
+	// wrong with it is the business of whoever set it.
+	if by, _ := allowance.FrozenBy(mr.GetAnnotations()); by != "" {
 		return by, nil
 	}
 	xr, err := Composite(ctx, r, mr)
 	if err != nil || xr == nil {
 		return "", err
 	}
-	if by := allowance.FrozenBy(xr.GetAnnotations()); by != "" {
+	if by, _ := allowance.FrozenBy(xr.GetAnnotations()); by != "" {
 		return fmt.Sprintf("%s on %s %s", by, xr.GetKind(), xr.GetName()), nil
 	}
 	claim, err := Claim(ctx, r, xr)
 	if err != nil || claim == nil {
 		return "", err
 	}
-	if by := allowance.FrozenBy(claim.GetAnnotations()); by != "" {
+	if by, _ := allowance.FrozenBy(claim.GetAnnotations()); by != "" {
 		return fmt.Sprintf("%s on %s %s/%s", by, claim.GetKind(), claim.GetNamespace(), claim.GetName()), nil
 	}
 	return "", nil

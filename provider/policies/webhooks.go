@@ -21,8 +21,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
-	"github.com/kausality-io/kausality-crossplane/provider/admission"
-	"github.com/kausality-io/kausality-crossplane/provider/gate"
+	"github.com/kausality-io/kausality-crossplane/provider/kinds"
 )
 
 // Webhook paths the provider serves.
@@ -39,8 +38,12 @@ const (
 // bundle, which Crossplane fills in) the dynamic ones copy.
 const DynamicName = "kausality-dynamic"
 
-// labelManaged marks what the provider manages itself.
-const labelManaged = "kausality.io/managed-by"
+// labelManaged marks what the provider manages itself, with the value
+// managedBy.
+const (
+	labelManaged = "kausality.io/managed-by"
+	managedBy    = "provider-kausality"
+)
 
 // Webhooks keeps the dynamic admission configuration in line with the
 // AllowancePolicies and the managed kinds discovered: rules name exactly
@@ -53,7 +56,7 @@ type Webhooks struct {
 	// Static is the ValidatingWebhookConfiguration from the package.
 	Static string
 	// Managed are the managed kinds the gate controller watches.
-	Managed func() []gate.Kind
+	Managed func() []kinds.Kind
 	Log     logr.Logger
 
 	mu sync.Mutex
@@ -195,22 +198,19 @@ func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.
 	}
 	c := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DynamicName}}
 	if len(hooks) == 0 {
-		return client.IgnoreNotFound(errors.Wrapf(w.Kube.Delete(ctx, c), "cannot delete MutatingWebhookConfiguration %s", DynamicName))
+		return w.remove(ctx, c, "MutatingWebhookConfiguration")
 	}
-	_, err := controllerutil.CreateOrUpdate(ctx, w.Kube, c, func() error {
-		c.Labels = map[string]string{labelManaged: "provider-kausality"}
+	return w.apply(ctx, c, "MutatingWebhookConfiguration", func() {
 		if !equality.Semantic.DeepEqual(c.Webhooks, hooks) {
 			c.Webhooks = hooks
 		}
-		return nil
 	})
-	return errors.Wrapf(err, "cannot apply MutatingWebhookConfiguration %s", DynamicName)
 }
 
 func (w *Webhooks) syncValidating(ctx context.Context, cc admissionregistrationv1.WebhookClientConfig, t target) error {
 	c := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DynamicName}}
 	if len(t.composites) == 0 {
-		return client.IgnoreNotFound(errors.Wrapf(w.Kube.Delete(ctx, c), "cannot delete ValidatingWebhookConfiguration %s", DynamicName))
+		return w.remove(ctx, c, "ValidatingWebhookConfiguration")
 	}
 	// Deleting any Claim or composite a policy names decides what happens
 	// to the cloud below it: the webhook opens Delete gates (never on a
@@ -220,14 +220,11 @@ func (w *Webhooks) syncValidating(ctx context.Context, cc admissionregistrationv
 		Rules:       rules(t.composites, admissionregistrationv1.Delete),
 		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
 	}}
-	_, err := controllerutil.CreateOrUpdate(ctx, w.Kube, c, func() error {
-		c.Labels = map[string]string{labelManaged: "provider-kausality"}
+	return w.apply(ctx, c, "ValidatingWebhookConfiguration", func() {
 		if !equality.Semantic.DeepEqual(c.Webhooks, hooks) {
 			c.Webhooks = hooks
 		}
-		return nil
 	})
-	return errors.Wrapf(err, "cannot apply ValidatingWebhookConfiguration %s", DynamicName)
 }
 
 // allowDelete is the deletion protection rule in the CEL of
@@ -245,11 +242,10 @@ func (w *Webhooks) syncDeletionPolicies(ctx context.Context, t target) error {
 	for _, r := range t.protected {
 		name := fmt.Sprintf("kausality-protect-%s.%s", r.Resource, r.Group)
 		want[name] = true
-		msg := admission.DeletionMessage("\x00", t.protectedBy[r])
+		msg := policy.DeletionMessage("\x00", t.protectedBy[r])
 		_, suffix, _ := strings.Cut(msg, "\x00")
 		vap := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, w.Kube, vap, func() error {
-			vap.Labels = map[string]string{labelManaged: "provider-kausality"}
+		if err := w.apply(ctx, vap, "ValidatingAdmissionPolicy", func() {
 			vap.Spec = admissionregistrationv1.ValidatingAdmissionPolicySpec{
 				FailurePolicy: failClosed,
 				MatchConstraints: &admissionregistrationv1.MatchResources{
@@ -259,23 +255,20 @@ func (w *Webhooks) syncDeletionPolicies(ctx context.Context, t target) error {
 					Expression: allowDelete, MessageExpression: objectName + " + " + celString(suffix), Reason: ptr.To(metav1.StatusReasonForbidden),
 				}},
 			}
-			return nil
 		}); err != nil {
-			return errors.Wrapf(err, "cannot apply ValidatingAdmissionPolicy %s", name)
+			return err
 		}
 		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, w.Kube, b, func() error {
-			b.Labels = map[string]string{labelManaged: "provider-kausality"}
+		if err := w.apply(ctx, b, "ValidatingAdmissionPolicyBinding", func() {
 			b.Spec = admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
 				PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 			}
-			return nil
 		}); err != nil {
-			return errors.Wrapf(err, "cannot apply ValidatingAdmissionPolicyBinding %s", name)
+			return err
 		}
 	}
 	l := &admissionregistrationv1.ValidatingAdmissionPolicyList{}
-	if err := w.Reader.List(ctx, l, client.MatchingLabels{labelManaged: "provider-kausality"}); err != nil {
+	if err := w.Reader.List(ctx, l, client.MatchingLabels{labelManaged: managedBy}); err != nil {
 		return errors.Wrap(err, "cannot list ValidatingAdmissionPolicies")
 	}
 	for i := range l.Items {
@@ -283,14 +276,30 @@ func (w *Webhooks) syncDeletionPolicies(ctx context.Context, t target) error {
 		if want[name] {
 			continue
 		}
-		if err := w.Kube.Delete(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}); client.IgnoreNotFound(err) != nil {
-			return errors.Wrapf(err, "cannot delete ValidatingAdmissionPolicyBinding %s", name)
+		if err := w.remove(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}, "ValidatingAdmissionPolicyBinding"); err != nil {
+			return err
 		}
-		if err := w.Kube.Delete(ctx, &l.Items[i]); client.IgnoreNotFound(err) != nil {
-			return errors.Wrapf(err, "cannot delete ValidatingAdmissionPolicy %s", name)
+		if err := w.remove(ctx, &l.Items[i], "ValidatingAdmissionPolicy"); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// apply creates or updates obj, labelled as the provider's own, with
+// mutate setting what the provider wants of it.
+func (w *Webhooks) apply(ctx context.Context, obj client.Object, kind string, mutate func()) error {
+	_, err := controllerutil.CreateOrUpdate(ctx, w.Kube, obj, func() error {
+		obj.SetLabels(map[string]string{labelManaged: managedBy})
+		mutate()
+		return nil
+	})
+	return errors.Wrapf(err, "cannot apply %s %s", kind, obj.GetName())
+}
+
+// remove deletes obj if it exists.
+func (w *Webhooks) remove(ctx context.Context, obj client.Object, kind string) error {
+	return client.IgnoreNotFound(errors.Wrapf(w.Kube.Delete(ctx, obj), "cannot delete %s %s", kind, obj.GetName()))
 }
 
 // celString quotes s as a CEL string literal.

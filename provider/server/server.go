@@ -24,13 +24,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/provider/admission"
-	gatectl "github.com/kausality-io/kausality-crossplane/provider/gate"
+	"github.com/kausality-io/kausality-crossplane/provider/gatecontroller"
+	"github.com/kausality-io/kausality-crossplane/provider/kinds"
 	"github.com/kausality-io/kausality-crossplane/provider/policies"
 )
 
@@ -51,9 +53,10 @@ type Options struct {
 	StaticWebhook string
 	// CrossplaneUser is the username of Crossplane's service account.
 	CrossplaneUser string
-	// ReadOnly is the closed gate; MaxGateOpen closes gates left open.
-	ReadOnly    []string
-	MaxGateOpen time.Duration
+	// Gate is how gates behave: MaxOpen closes gates left open; ReadOnly
+	// is the closed gate of resources that do not carry their own (the
+	// function writes the one its Composition's Input chose).
+	Gate gate.Config
 	// DiscoveryInterval is how often new managed kinds are looked for.
 	DiscoveryInterval time.Duration
 	// Now is the clock; time.Now when nil.
@@ -79,10 +82,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if len(o.ReadOnly) == 0 {
-		o.ReadOnly = gate.DefaultReadOnly
-	}
-	if err := gate.ValidateReadOnly(o.ReadOnly); err != nil {
+	o.Gate = o.Gate.Defaulted()
+	if err := gate.ValidateReadOnly(o.Gate.ReadOnly); err != nil {
 		return nil, errors.Wrap(err, "invalid read-only management policies")
 	}
 	s, err := Scheme()
@@ -126,10 +127,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot create a discovery client")
 	}
-	gm := gatectl.NewMetrics(metrics.Registry)
+	gm := gatecontroller.NewMetrics(metrics.Registry)
 	rec := mgr.GetEventRecorder("provider-kausality")
-	watcher := gatectl.NewWatcher(mgr, disco, o.DiscoveryInterval, func(gvk schema.GroupVersionKind) *gatectl.Reconciler {
-		return gatectl.NewReconciler(mgr.GetClient(), direct, gvk, rec, gm, gatectl.Options{ReadOnly: o.ReadOnly, MaxGateOpen: o.MaxGateOpen, Now: o.Now}, o.Log)
+	watcher := kinds.NewWatcher(mgr, disco, o.DiscoveryInterval, func(gvk schema.GroupVersionKind) reconcile.Reconciler {
+		return gatecontroller.NewReconciler(mgr.GetClient(), direct, gvk, rec, gm, gatecontroller.Options{Gate: o.Gate, Now: o.Now}, o.Log)
 	}, o.Log.WithName("discovery"))
 	if err := mgr.Add(watcher); err != nil {
 		return nil, errors.Wrap(err, "cannot add the managed kind discovery")
@@ -149,7 +150,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	srv := mgr.GetWebhookServer()
 	srv.Register(policies.PathPolicies, &webhook.Admission{Handler: &admission.Policies{}})
 	srv.Register(policies.PathComposites, &webhook.Admission{Handler: &admission.Composites{Policies: mgr.GetClient(), Reader: direct, Cache: pc, Trusted: trusted, Now: o.Now}})
-	srv.Register(policies.PathManaged, &webhook.Admission{Handler: &admission.Managed{Reader: direct, Policies: mgr.GetClient(), Cache: pc, Trusted: trusted, ReadOnly: o.ReadOnly, MaxGateOpen: o.MaxGateOpen, Now: o.Now}})
+	srv.Register(policies.PathManaged, &webhook.Admission{Handler: &admission.Managed{Reader: direct, Policies: mgr.GetClient(), Cache: pc, Trusted: trusted, Gate: o.Gate, Now: o.Now}})
 	srv.Register(policies.PathDeletion, &webhook.Admission{Handler: &admission.Deletion{Policies: mgr.GetClient(), Cache: pc, Reader: direct, Kube: direct,
 		Managed: func() []schema.GroupVersionKind {
 			var out []schema.GroupVersionKind
@@ -157,7 +158,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 				out = append(out, k.GVK)
 			}
 			return out
-		}, ReadOnly: o.ReadOnly, Now: o.Now}})
+		}, Gate: o.Gate, Now: o.Now}})
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, errors.Wrap(err, "cannot add the health check")

@@ -102,7 +102,7 @@ func TestDeletionWebhookFallback(t *testing.T) {
 		return !r.Allowed, r.Result.String()
 	})
 	r := h.Handle(context.Background(), req(xr))
-	want := kadmission.DeletionMessage("XDatabase fallback", []string{"xdatabases"})
+	want := policy.DeletionMessage("XDatabase fallback", []string{"xdatabases"})
 	if r.Result.Message != want {
 		t.Errorf("denial = %q, want %q", r.Result.Message, want)
 	}

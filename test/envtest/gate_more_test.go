@@ -14,7 +14,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
-	gatectl "github.com/kausality-io/kausality-crossplane/provider/gate"
+	"github.com/kausality-io/kausality-crossplane/provider/gatecontroller"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
@@ -153,9 +153,9 @@ func TestFreezeHoldsTheChangeUntilLifted(t *testing.T) {
 			return false, err.Error()
 		}
 		c := gateCondition(b)
-		return c.Reason == gatectl.ReasonFrozen && c.Status == corev1.ConditionFalse, string(c.Reason) + ": " + c.Message
+		return c.Reason == gatecontroller.ReasonFrozen && c.Status == corev1.ConditionFalse, string(c.Reason) + ": " + c.Message
 	})
-	waitForEvent(t, "frozen-1", string(gatectl.ReasonFrozen), corev1.EventTypeWarning)
+	waitForEvent(t, "frozen-1", string(gatecontroller.ReasonFrozen), corev1.EventTypeWarning)
 	if n := cloud.Count(recorder.VerbUpdate, "frozen-1"); n != 0 {
 		t.Errorf("external Updates under a freeze = %d, want 0", n)
 	}
@@ -216,9 +216,9 @@ func TestGateOpenTooLongExpires(t *testing.T) {
 			return false, err.Error()
 		}
 		c := gateCondition(b)
-		return slices.Equal(policiesOf(b), closed) && c.Reason == gatectl.ReasonExpired, fmt.Sprintf("%v %s", policiesOf(b), c.Reason)
+		return slices.Equal(policiesOf(b), closed) && c.Reason == gatecontroller.ReasonExpired, fmt.Sprintf("%v %s", policiesOf(b), c.Reason)
 	})
-	waitForEvent(t, "expiring-1", string(gatectl.ReasonExpired), corev1.EventTypeWarning)
+	waitForEvent(t, "expiring-1", string(gatecontroller.ReasonExpired), corev1.EventTypeWarning)
 	if n := cloud.Count(recorder.VerbUpdate, "expiring-1"); n != 0 {
 		t.Errorf("external Updates of a paused resource = %d, want 0", n)
 	}

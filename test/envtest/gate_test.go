@@ -17,7 +17,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
-	gatectl "github.com/kausality-io/kausality-crossplane/provider/gate"
+	"github.com/kausality-io/kausality-crossplane/provider/gatecontroller"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
@@ -63,7 +63,7 @@ func waitReconciled(t *testing.T, c client.Client, o *unstructured.Unstructured)
 func gateCondition(o *unstructured.Unstructured) xpv2.Condition {
 	cs := &xpv2.ConditionedStatus{}
 	_ = fieldpath.Pave(o.Object).GetValueInto("status", cs)
-	return cs.GetCondition(gatectl.ConditionGate)
+	return cs.GetCondition(gatecontroller.ConditionGate)
 }
 
 func TestGateOpensForOneUpdateAndCloses(t *testing.T) {
@@ -129,7 +129,7 @@ func TestGateOpensForOneUpdateAndCloses(t *testing.T) {
 		}
 		as := allowancesOf(t, b)
 		c := gateCondition(b)
-		return cloud.Count(recorder.VerbUpdate, "gated-1") == 1 && len(as) == 1 && as[0].Consumed && slices.Equal(policiesOf(b), closed) && c.Reason == gatectl.ReasonConsumed,
+		return cloud.Count(recorder.VerbUpdate, "gated-1") == 1 && len(as) == 1 && as[0].Consumed && slices.Equal(policiesOf(b), closed) && c.Reason == gatecontroller.ReasonConsumed,
 			fmt.Sprintf("updates %d, allowances %+v, gate %v, condition %s/%s", cloud.Count(recorder.VerbUpdate, "gated-1"), as, policiesOf(b), c.Status, c.Reason)
 	})
 	if og, _ := allowance.ObservedGeneration(b.Object); og < stamped {
@@ -144,7 +144,7 @@ func TestGateOpensForOneUpdateAndCloses(t *testing.T) {
 			return false, err.Error()
 		}
 		for _, e := range l.Items {
-			if e.Regarding.Name == "gated-1" && e.Reason == string(gatectl.ReasonConsumed) {
+			if e.Regarding.Name == "gated-1" && e.Reason == string(gatecontroller.ReasonConsumed) {
 				return true, ""
 			}
 		}

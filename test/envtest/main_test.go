@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/provider/server"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
@@ -118,7 +119,7 @@ func start(ctx context.Context) error {
 		MetricsAddress: "0", HealthAddress: "0",
 		WebhookHost: wo.LocalServingHost, WebhookPort: wo.LocalServingPort, CertDir: wo.LocalServingCertDir,
 		StaticWebhook: "provider-kausality", CrossplaneUser: crossplane,
-		MaxGateOpen: 10 * time.Minute, DiscoveryInterval: time.Second, Now: clock.Now, Log: log,
+		Gate: gate.Config{MaxOpen: 10 * time.Minute}, DiscoveryInterval: time.Second, Now: clock.Now, Log: log,
 	}); err != nil {
 		return fmt.Errorf("cannot create the provider: %w", err)
 	}

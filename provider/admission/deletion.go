@@ -2,13 +2,14 @@ package admission
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
@@ -40,9 +41,10 @@ type Deletion struct {
 	Reader client.Reader
 	Kube   client.Client
 	// Managed are the managed resource kinds to look for.
-	Managed  func() []schema.GroupVersionKind
-	ReadOnly []string
-	Now      func() time.Time
+	Managed func() []schema.GroupVersionKind
+	// Gate is how gates behave, as for the gate controller.
+	Gate gate.Config
+	Now  func() time.Time
 }
 
 // Handle implements admission.Handler.
@@ -59,7 +61,7 @@ func (h *Deletion) Handle(ctx context.Context, req admission.Request) admission.
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if set.DeletionProtection() && old.GetAnnotations()[v1alpha1.AnnotationAllowDelete] != "true" {
-		return admission.Denied(DeletionMessage(describe(old), set.Names()))
+		return admission.Denied(policy.DeletionMessage(describe(old), set.Names()))
 	}
 	if (req.DryRun != nil && *req.DryRun) || h.Kube == nil {
 		return admission.Allowed("")
@@ -96,8 +98,7 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 		return nil, err
 	}
 	bound := set.PhaseBound(policy.PhaseDeleting)
-	origin := allowance.Hop{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName(), Generation: obj.GetGeneration(),
-		User: user, Timestamp: allowance.Timestamp(h.Now())}
+	origin := allowance.HopOf(obj, obj.GetGeneration()).By(user, h.Now())
 	var opened []string
 	for _, gvk := range h.Managed() {
 		l := &unstructured.UnstructuredList{}
@@ -130,66 +131,22 @@ func (h *Deletion) openDelete(ctx context.Context, mr *unstructured.Unstructured
 		if err != nil {
 			return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(mr))
 		}
-		for _, a := range as {
-			if a.Relation == v1alpha1.RelationExternal && !a.Consumed && len(a.Verbs) == 1 && a.Verbs[0] == v1alpha1.VerbDelete {
-				return nil // an earlier deletion (the Claim's) opened it
-			}
+		if slices.ContainsFunc(as, func(a allowance.Allowance) bool { return a.OpensDelete() && !a.Consumed }) {
+			return nil // an earlier deletion (the Claim's) opened it
 		}
-		gen := mr.GetGeneration() + 1
+		gen := allowance.NextGeneration(mr.GetGeneration())
 		c := policy.ChildOf(mr.GetAPIVersion(), mr.GetKind())
-		as = append(as, allowance.Allowance{
-			Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"apiGroup": c.APIGroup, "kind": c.Kind}},
-			Verbs: []string{v1alpha1.VerbDelete}, Generation: gen, Initiator: origin.User,
-			Trace: allowance.Trace{origin, {APIVersion: mr.GetAPIVersion(), Kind: mr.GetKind(), Name: mr.GetName(), Generation: gen, Timestamp: origin.Timestamp}},
-		})
-		og, ok := allowance.ObservedGeneration(mr.Object)
-		d := gate.Decide(gate.Inputs{Allowances: as, Observed: og, Reconciled: ok, Generation: mr.GetGeneration(), ReadOnly: h.ReadOnly, Now: h.Now()})
+		own := allowance.HopOf(mr, gen)
+		own.Timestamp = origin.Timestamp
+		as = append(as, allowance.ExternalGrant(c.APIGroup, c.Kind, v1alpha1.VerbDelete, gen, allowance.Trace{origin, own}))
+		d := h.Gate.For(mr.Object).Decide(mr.Object, as, h.Now(), "")
 		if d.Err != nil {
 			return errors.Wrapf(d.Err, "cannot open the Delete gate of %s", describe(mr))
 		}
 		setAnnotation(mr, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
-		if err := unstructured.SetNestedStringSlice(mr.Object, d.Policies, "spec", "managementPolicies"); err != nil {
-			return err
+		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
+			return errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, describe(mr))
 		}
 		return h.Kube.Update(ctx, mr)
 	})
-}
-
-// DeletionMessage is what a denied deletion says, by the webhook and by the
-// ValidatingAdmissionPolicy alike: what is protected, by which policy, and
-// the annotation that lets it go.
-func DeletionMessage(object string, policies []string) string {
-	return fmt.Sprintf("%s is protected from deletion by AllowancePolicy %s; set the annotation %s: \"true\" on it to delete it",
-		object, strings.Join(policies, ", "), v1alpha1.AnnotationAllowDelete)
-}
-
-// Policies is the validating webhook for AllowancePolicies and
-// UpgradeAllowances: every CEL expression compiles and every path parses,
-// or the write is denied naming the field and expression.
-type Policies struct{}
-
-// Handle implements admission.Handler.
-func (h *Policies) Handle(_ context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed("")
-	}
-	var err error
-	switch req.Kind.Kind {
-	case v1alpha1.AllowancePolicyKind:
-		p := &v1alpha1.AllowancePolicy{}
-		if err = json.Unmarshal(req.Object.Raw, p); err == nil {
-			_, err = policy.Compile(p)
-		}
-	case v1alpha1.UpgradeAllowanceKind:
-		u := &v1alpha1.UpgradeAllowance{}
-		if err = json.Unmarshal(req.Object.Raw, u); err == nil {
-			err = policy.ValidateUpgrade(u)
-		}
-	default:
-		return admission.Allowed("")
-	}
-	if err != nil {
-		return admission.Denied(fmt.Sprintf("%s %s: %v", req.Kind.Kind, req.Name, err))
-	}
-	return admission.Allowed("")
 }

@@ -1,8 +1,8 @@
-// Package gate is the gate controller: it watches managed resources
-// labelled kausality.io/gated=true, of any kind, and keeps each one's
-// spec.managementPolicies equal to the gate formula of internal/gate as
-// allowances arrive, are consumed and expire.
-package gate
+// Package gatecontroller is the gate controller: it watches managed
+// resources labelled kausality.io/gated=true, of any kind, and keeps each
+// one's spec.managementPolicies equal to the gate formula of internal/gate
+// as allowances arrive, are consumed and expire.
+package gatecontroller
 
 import (
 	"context"
@@ -46,17 +46,14 @@ const (
 	ReasonInvalid     xpv2.ConditionReason = "InvalidAllowances"
 )
 
-const pathManagementPolicies = "spec.managementPolicies"
-
 // frozenRecheck is how often a frozen gate looks whether the freeze lifted.
 const frozenRecheck = 15 * time.Second
 
 // Options configure the gate controller.
 type Options struct {
-	// ReadOnly is the closed gate; DefaultReadOnly when empty.
-	ReadOnly []string
-	// MaxGateOpen closes a gate whose allowance was stamped longer ago.
-	MaxGateOpen time.Duration
+	// Gate is how gates behave; a resource's own closed gate (the one its
+	// Composition chose) wins over Gate.ReadOnly.
+	Gate gate.Config
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -75,9 +72,7 @@ type Reconciler struct {
 // NewReconciler returns a Reconciler for managed resources of kind gvk.
 // reader reads the parents a freeze may be set on, uncached.
 func NewReconciler(kube client.Client, reader client.Reader, gvk schema.GroupVersionKind, rec events.EventRecorder, m *Metrics, o Options, log logr.Logger) *Reconciler {
-	if len(o.ReadOnly) == 0 {
-		o.ReadOnly = gate.DefaultReadOnly
-	}
+	o.Gate = o.Gate.Defaulted()
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -97,19 +92,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	ref := fmt.Sprintf("%s %s", r.gvk.Kind, client.ObjectKeyFromObject(mr))
 	now := r.opts.Now()
-	current, _ := fieldpath.Pave(mr.Object).GetStringArray(pathManagementPolicies)
+	current, _ := fieldpath.Pave(mr.Object).GetStringArray(gate.PathManagementPolicies)
+	cfg := r.opts.Gate.For(mr.Object)
 
 	as, err := allowance.Parse(mr.GetAnnotations()[v1alpha1.AnnotationAllowances])
 	if err != nil {
 		// Keep the annotation as it is (nothing is lost) but fail closed.
 		msg := errors.Wrapf(err, "cannot parse annotation %s on %s; the gate stays closed", v1alpha1.AnnotationAllowances, ref).Error()
-		return ctrl.Result{}, r.apply(ctx, mr, current, r.opts.ReadOnly, nil, xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg}, corev1.EventTypeWarning)
+		return ctrl.Result{}, r.apply(ctx, mr, current, cfg.ReadOnly, nil, xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg}, corev1.EventTypeWarning)
 	}
-	og, ok := allowance.ObservedGeneration(mr.Object)
-	d := gate.Decide(gate.Inputs{
-		Allowances: as, Observed: og, Reconciled: ok, Generation: mr.GetGeneration(), ReadOnly: r.opts.ReadOnly,
-		Now: now, Limit: r.opts.MaxGateOpen, Frozen: r.frozen(ctx, mr),
-	})
+	d := cfg.Decide(mr.Object, as, now, r.frozen(ctx, mr))
 
 	var marks []allowance.Allowance
 	if d.Changed {
@@ -127,17 +119,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// A freeze on a parent lifts without an event on this resource.
 		return ctrl.Result{RequeueAfter: frozenRecheck}, nil
 	}
-	if len(d.Open) == 0 || r.opts.MaxGateOpen <= 0 {
+	if len(d.Open) == 0 {
 		return ctrl.Result{}, nil
 	}
 	// Come back when the oldest open allowance expires.
-	next := r.opts.MaxGateOpen
+	next := cfg.MaxOpen
 	for _, a := range d.Open {
-		if len(a.Trace) == 0 {
-			continue // without a timestamp it never expires (ExpiredAt)
-		}
-		if ts, err := time.Parse(time.RFC3339, a.Trace[len(a.Trace)-1].Timestamp); err == nil {
-			next = min(next, max(ts.Add(r.opts.MaxGateOpen).Sub(now), 0)+time.Second)
+		if ts, ok := a.StampedAt(); ok { // without a timestamp it never expires
+			next = min(next, max(ts.Add(cfg.MaxOpen).Sub(now), 0)+time.Second)
 		}
 	}
 	return ctrl.Result{RequeueAfter: next}, nil
@@ -157,7 +146,7 @@ func (r *Reconciler) condition(d gate.Decision, current *unstructured.Unstructur
 			Message: fmt.Sprintf("gate closed by a freeze; withheld: %s", describe(d.Withheld))}, corev1.EventTypeWarning
 	case len(d.Expired) > 0:
 		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonExpired,
-			Message: fmt.Sprintf("gate closed after %s: %s", r.opts.MaxGateOpen, describe(d.Expired))}, corev1.EventTypeWarning
+			Message: fmt.Sprintf("gate closed after %s: %s", r.opts.Gate.MaxOpen, describe(d.Expired))}, corev1.EventTypeWarning
 	}
 	// Allowances consumed since the condition was last written closed the
 	// gate, whoever marked them (this controller, or admission settling a
@@ -205,8 +194,8 @@ func describe(as []allowance.Allowance) string {
 func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, current, want []string, marks []allowance.Allowance, cond xpv2.Condition, eventType string) error {
 	changedGate := !slices.Equal(current, want)
 	if changedGate || marks != nil {
-		if err := fieldpath.Pave(mr.Object).SetValue(pathManagementPolicies, want); err != nil {
-			return errors.Wrapf(err, "cannot set %s", pathManagementPolicies)
+		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, want); err != nil {
+			return errors.Wrapf(err, "cannot set %s", gate.PathManagementPolicies)
 		}
 		if marks != nil {
 			ann := mr.GetAnnotations()

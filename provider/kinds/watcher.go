@@ -1,4 +1,6 @@
-package gate
+// Package kinds finds the managed resource kinds the API server serves (the
+// CRD category "managed") and starts a controller for each as it appears.
+package kinds
 
 import (
 	"context"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 )
@@ -29,19 +32,18 @@ const categoryManaged = "managed"
 
 // A Kind is a managed resource kind found by discovery.
 type Kind struct {
-	GVK        schema.GroupVersionKind
-	Resource   string
-	Namespaced bool
+	GVK      schema.GroupVersionKind
+	Resource string
 }
 
 // A Watcher finds the managed resource kinds the API server serves and
-// starts a gate controller for each, so the gate controller needs no list
-// of kinds: a provider installed later is picked up at the next discovery.
+// starts a controller for each, so the gate controller needs no list of
+// kinds: a provider installed later is picked up at the next discovery.
 type Watcher struct {
 	mgr      manager.Manager
 	disco    discovery.DiscoveryInterface
 	interval time.Duration
-	newRec   func(schema.GroupVersionKind) *Reconciler
+	newRec   func(schema.GroupVersionKind) reconcile.Reconciler
 	log      logr.Logger
 
 	mu      sync.Mutex
@@ -50,7 +52,7 @@ type Watcher struct {
 }
 
 // NewWatcher returns a Watcher that rediscovers kinds every interval.
-func NewWatcher(mgr manager.Manager, disco discovery.DiscoveryInterface, interval time.Duration, newRec func(schema.GroupVersionKind) *Reconciler, log logr.Logger) *Watcher {
+func NewWatcher(mgr manager.Manager, disco discovery.DiscoveryInterface, interval time.Duration, newRec func(schema.GroupVersionKind) reconcile.Reconciler, log logr.Logger) *Watcher {
 	return &Watcher{mgr: mgr, disco: disco, interval: interval, newRec: newRec, log: log, started: map[schema.GroupVersionKind]Kind{}}
 }
 
@@ -92,7 +94,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	}
 }
 
-// Discover starts a gate controller for every managed kind not yet watched.
+// Discover starts a controller for every managed kind not yet watched.
 func (w *Watcher) Discover() error {
 	lists, derr := w.disco.ServerPreferredResources()
 	var found []Kind
@@ -105,7 +107,7 @@ func (w *Watcher) Discover() error {
 			if !slices.Contains(r.Categories, categoryManaged) || !slices.Contains(r.Verbs, "watch") || !slices.Contains(r.Verbs, "update") {
 				continue
 			}
-			found = append(found, Kind{GVK: gv.WithKind(r.Kind), Resource: r.Name, Namespaced: r.Namespaced})
+			found = append(found, Kind{GVK: gv.WithKind(r.Kind), Resource: r.Name})
 		}
 	}
 	for _, k := range found {

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+// childMeta reads what the function needs of a composed resource.
+type childMeta struct {
+	resName    string // the composition resource name
+	obj        *unstructured.Unstructured
+	child      policy.Child
+	name       string // metadata.name, or the pipeline name for new resources
+	generation int64
+	ann        map[string]string
+}
+
+func metaOf(resName string, obj map[string]any) childMeta {
+	u := unstructured.Unstructured{Object: obj}
+	name := u.GetName()
+	if name == "" {
+		name = resName
+	}
+	return childMeta{resName: resName, obj: &u, child: policy.ChildOf(u.GetAPIVersion(), u.GetKind()), name: name, generation: u.GetGeneration(), ann: u.GetAnnotations()}
+}
+
+// change is what the function lets through to one composed resource.
+type change struct {
+	create   bool                 // the resource is being created
+	passed   []mutation.Mutation  // mutations let through; Insert at "" for a creation
+	chosen   *allowance.Allowance // the XR allowance that justifies them
+	upgraded bool                 // let through by an UpgradeAllowance
+	applied  mutation.Applied     // the record of what was let through, after this run
+}
+
+// composed gates one desired composed resource against its observed state
+// (nil: not created yet). It edits desired in place and returns false when
+// the resource must not be created at all.
+func (r *run) composed(resName string, observed, desired map[string]any) bool {
+	dm := metaOf(resName, desired)
+	var om childMeta
+	if observed != nil {
+		om = metaOf(resName, observed)
+	}
+	var ch change
+	if observed == nil {
+		var ok bool
+		if ch, ok = r.create(dm, desired); !ok {
+			return false
+		}
+	} else {
+		ch = r.update(dm, om, observed, desired)
+	}
+
+	restricted := r.restricted(dm.child)
+	gated := r.restrictAll || r.set.RestrictsExternal(dm.child)
+	if !restricted && !gated {
+		return true
+	}
+	ann := annotations(desired)
+	ann[v1alpha1.AnnotationApplied] = ch.applied.String()
+	switch {
+	case gated:
+		r.gate(dm, om, observed, desired, ann, ch)
+	case restricted:
+		// Without a policy for its cloud resource the pipeline owns this
+		// resource's managementPolicies; Kausality still records what it
+		// let through.
+		ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
+		if r.revision != "" {
+			ann[v1alpha1.AnnotationCompositionRevision] = r.revision
+		}
+	}
+	(&unstructured.Unstructured{Object: desired}).SetAnnotations(ann)
+	return true
+}
+
+// create decides a resource the pipeline wants and that does not exist yet.
+func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
+	d := r.permitChild(dm.child, v1alpha1.VerbCreate)
+	switch {
+	case !d.ok && !r.log:
+		r.withhold(dm, v1alpha1.VerbCreate, "", d.reason)
+		return change{}, false
+	case !d.ok:
+		r.wouldWithhold(dm, v1alpha1.VerbCreate, "", d.reason)
+	}
+	return change{
+		create:  true,
+		passed:  []mutation.Mutation{{Path: "", Verb: v1alpha1.MutationInsert}},
+		chosen:  d.by,
+		applied: mutation.Record("spec", desired["spec"], skipManaged),
+	}, true
+}
+
+// update decides each mutation from observed to desired, keeps the observed
+// value of those withheld, and records what was let through.
+func (r *run) update(dm, om childMeta, observed, desired map[string]any) change {
+	applied, err := mutation.ParseApplied(om.ann[v1alpha1.AnnotationApplied])
+	if err != nil {
+		r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; treating every change as propagation", v1alpha1.AnnotationApplied, ref(observed)))
+	}
+	// What the pipeline wants, before anything is withheld, is what the
+	// applied record remembers for the fields let through.
+	wanted := runtimeCopy(desired)
+	var ch change
+	var withheld []mutation.Mutation
+	for _, m := range mutation.Diff("spec", observed["spec"], desired["spec"], mutation.WithOwned(applied.Owns), mutation.WithSkip(skipManaged)) {
+		v, present := valueAt(desired, m.Path)
+		d := r.permitMutation(dm.child, m, applied.Unchanged(m.Path, v, present), observed)
+		switch {
+		case d.ok:
+			ch.passed = append(ch.passed, m)
+			ch.upgraded = ch.upgraded || d.upgrade
+			if ch.chosen == nil {
+				ch.chosen = d.by
+			}
+		case r.log:
+			r.wouldWithhold(dm, string(m.Verb), m.Path, d.reason)
+			ch.passed = append(ch.passed, m)
+		default:
+			r.withhold(dm, string(m.Verb), m.Path, d.reason)
+			withheld = append(withheld, m)
+		}
+	}
+	if err := mutation.Revert(desired, observed, withheld); err != nil {
+		// Revert could not keep a field as observed: withhold the whole
+		// resource's spec rather than let the field through.
+		r.problem(errors.Wrapf(err, "cannot withhold changes to %s", ref(observed)))
+		desired["spec"] = runtimeCopy(observed)["spec"]
+		ch.passed = nil
+	}
+	ch.applied = nextApplied(applied, wanted, withheld)
+	return ch
+}
+
+// gate stamps the External allowances the change earns onto a gated
+// resource, prunes consumed ones and sets its managementPolicies by the
+// gate formula.
+func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change) {
+	var have []allowance.Allowance
+	if observed != nil {
+		var err error
+		if have, err = allowance.Parse(om.ann[v1alpha1.AnnotationAllowances]); err != nil {
+			r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; its gate stays closed", v1alpha1.AnnotationAllowances, ref(observed)))
+		}
+	}
+	as := r.stampExternal(dm, om, have, ch)
+	g := r.cfg.gate.Decide(observed, as, r.now, r.frozen)
+	if len(g.Withheld) > 0 {
+		r.withhold(dm, "open gate", "", fmt.Sprintf("%s is frozen by %s", ref(r.xr.Object), r.frozen))
+	}
+	if g.Err != nil {
+		r.withhold(dm, "open gate", "", g.Err.Error())
+	}
+	if err := fieldpath.Pave(desired).SetValue(gate.PathManagementPolicies, g.Policies); err != nil {
+		r.problem(errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, ref(desired)))
+	}
+	// Consumed allowances never reopen a gate; the function prunes them.
+	ann[v1alpha1.AnnotationAllowances] = allowance.Format(unconsumed(g.Allowances))
+	ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
+	rev := r.revision
+	if len(ch.passed) == 0 && om.ann[v1alpha1.AnnotationCompositionRevision] != "" && r.hasWithheld(dm.resName) {
+		// Keep the old stamp while the new revision's output is withheld, so
+		// an UpgradeAllowance for the new revision still applies later.
+		rev = om.ann[v1alpha1.AnnotationCompositionRevision]
+	}
+	if rev != "" {
+		ann[v1alpha1.AnnotationCompositionRevision] = rev
+	}
+	u := &unstructured.Unstructured{Object: desired}
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1alpha1.LabelGated] = "true"
+	u.SetLabels(labels)
+}
+
+func unconsumed(as []allowance.Allowance) []allowance.Allowance {
+	out := make([]allowance.Allowance, 0, len(as))
+	for _, a := range as {
+		if !a.Consumed {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// skipManaged leaves the gate out of diffs and applied records: Kausality
+// owns it.
+func skipManaged(p string) bool {
+	return p == gate.PathManagementPolicies || strings.HasPrefix(p, gate.PathManagementPolicies+"[")
+}
+
+// nextApplied is the record after this run: what the pipeline wanted for the
+// fields let through, and the previous record for the fields withheld, so a
+// withheld change is still recognised as propagation next time.
+func nextApplied(prev mutation.Applied, wanted map[string]any, withheld []mutation.Mutation) mutation.Applied {
+	next := mutation.Record("spec", wanted["spec"], skipManaged)
+	for _, m := range withheld {
+		for k := range next {
+			if mutation.Under(k, m.Path) {
+				delete(next, k)
+			}
+		}
+		for k, v := range prev {
+			if mutation.Under(k, m.Path) {
+				next[k] = v
+			}
+		}
+	}
+	return next
+}
+
+// annotations are obj's annotations, a new map when it has none.
+func annotations(obj map[string]any) map[string]string {
+	ann := (&unstructured.Unstructured{Object: obj}).GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	return ann
+}
+
+func valueAt(obj map[string]any, path string) (any, bool) {
+	v, err := fieldpath.Pave(obj).GetValue(path)
+	if err != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+func runtimeCopy(obj map[string]any) map[string]any {
+	return (&unstructured.Unstructured{Object: obj}).DeepCopy().Object
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
+)
+
+// config is the validated input.
+type config struct {
+	mode v1beta1.Mode
+	gate gate.Config
+}
+
+// configFrom validates the Input. What it leaves out takes the defaults the
+// provider takes too (gate.Config.Defaulted), so both close gates alike.
+func configFrom(in *v1beta1.Input) (config, error) {
+	c := config{mode: v1beta1.ModeEnforce}
+	switch in.Mode {
+	case "", v1beta1.ModeEnforce:
+	case v1beta1.ModeLog:
+		c.mode = v1beta1.ModeLog
+	default:
+		return c, errors.Errorf("input mode %q is not Enforce or Log", in.Mode)
+	}
+	if len(in.ReadOnlyPolicies) > 0 {
+		if err := gate.ValidateReadOnly(in.ReadOnlyPolicies); err != nil {
+			return c, errors.Wrap(err, "input readOnlyPolicies")
+		}
+		c.gate.ReadOnly = in.ReadOnlyPolicies
+	}
+	if in.MaxGateOpen != nil {
+		if in.MaxGateOpen.Duration <= 0 {
+			return c, errors.Errorf("input maxGateOpen %s must be positive", in.MaxGateOpen.Duration)
+		}
+		c.gate.MaxOpen = in.MaxGateOpen.Duration
+	}
+	c.gate = c.gate.Defaulted()
+	return c, nil
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+// decision is why a change to a composed resource may go through: the XR
+// allowance that covers it, or another reason.
+type decision struct {
+	ok      bool
+	by      *allowance.Allowance
+	upgrade bool // let through by an UpgradeAllowance for the composition revision
+	reason  string
+}
+
+// restricted reports whether changes to composed resources of kind c need
+// a cause: some policy names the kind, or the policies are not known.
+func (r *run) restricted(c policy.Child) bool {
+	return r.restrictAll || r.set.Restricts(c)
+}
+
+// permit is the one check every change to a composed resource of kind c
+// passes: an unrestricted kind passes; then the bound of the XR's lifecycle
+// phase (creating, deleting) as inPhase reads it; then the XR's first
+// unconsumed ControllerChild allowance that grants verb and for which
+// covers holds (nil: any that grants verb).
+func (r *run) permit(c policy.Child, verb string, inPhase func(policy.Bound) bool, covers func(allowance.Allowance) bool) decision {
+	if !r.restricted(c) {
+		return decision{ok: true}
+	}
+	if r.phase != policy.PhaseSteady && !r.restrictAll && inPhase(r.set.PhaseBound(r.phase)) {
+		return decision{ok: true}
+	}
+	for i, a := range r.allowances {
+		if a.Relation == v1alpha1.RelationControllerChild && policy.MatchesChild(a.Target, c) && a.HasVerb(verb) && (covers == nil || covers(a)) {
+			return decision{ok: true, by: &r.allowances[i]}
+		}
+	}
+	return decision{reason: r.noAllowance(c, verb)}
+}
+
+// permitChild decides creating or deleting a composed resource of kind c.
+func (r *run) permitChild(c policy.Child, verb string) decision {
+	return r.permit(c, verb, func(b policy.Bound) bool { return b.AllowsChild(c, verb) }, nil)
+}
+
+// permitMutation decides one field mutation of an existing composed
+// resource. unchanged says the pipeline wants what it last let through, so
+// the mutation corrects drift rather than propagating a change; observed
+// is the resource as observed, whose composition revision tells whether an
+// UpgradeAllowance applies.
+func (r *run) permitMutation(c policy.Child, m mutation.Mutation, unchanged bool, observed map[string]any) decision {
+	if !r.restricted(c) {
+		return decision{ok: true}
+	}
+	if unchanged {
+		// The pipeline wants what it wanted last time; the MR differs
+		// because someone changed it. Correcting that is not propagation.
+		if r.drift == v1alpha1.DriftAllow && !r.restrictAll {
+			return decision{ok: true}
+		}
+		return decision{reason: "drift: the composition still wants the value it last applied and the resource was changed outside it; policy drift is Deny"}
+	}
+	d := r.permit(c, v1alpha1.VerbUpdate,
+		func(b policy.Bound) bool { return b.AllowsMutation(c, m) },
+		func(a allowance.Allowance) bool { return len(a.Mutations) == 0 || mutation.CoveredBy(m, a.Mutations) })
+	if d.ok {
+		return d
+	}
+	prev := annotations(observed)[v1alpha1.AnnotationCompositionRevision]
+	if r.revision != "" && prev != "" && prev != r.revision {
+		if r.upgrade.AllowsMutation(c, m) {
+			return decision{ok: true, upgrade: true}
+		}
+		return decision{reason: fmt.Sprintf("Composition revision changed from %s to %s and no UpgradeAllowance for %s covers it", prev, r.revision, r.revision)}
+	}
+	return d
+}
+
+func (r *run) noAllowance(c policy.Child, verb string) string {
+	if r.restrictAll {
+		return "the AllowancePolicies are not known (not resolved yet, or unreadable), so every change is withheld"
+	}
+	return fmt.Sprintf("no unconsumed allowance on %s grants %s of %s; policies: %s", ref(r.xr.Object), verb, c.Resource, strings.Join(r.set.Names(), ", "))
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/function-sdk-go/request"
+	"github.com/crossplane/function-sdk-go/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+)
+
+// Names of the required resources the function asks Crossplane for. `crossplane
+// render --required-resources` supplies them from a file.
+const (
+	RequirementPolicies = "kausality-allowance-policies"
+	RequirementUpgrades = "kausality-upgrade-allowances"
+)
+
+// requirements asks for every AllowancePolicy and UpgradeAllowance, on every
+// call: Crossplane calls again until the requirements are stable, and only
+// the last response counts.
+func requirements() *fnv1.Requirements {
+	return &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{
+		RequirementPolicies: selectAll(v1alpha1.AllowancePolicyGroupVersionKind.GroupVersion().String(), v1alpha1.AllowancePolicyKind),
+		RequirementUpgrades: selectAll(v1alpha1.UpgradeAllowanceGroupVersionKind.GroupVersion().String(), v1alpha1.UpgradeAllowanceKind),
+	}}
+}
+
+func selectAll(apiVersion, kind string) *fnv1.ResourceSelector {
+	return &fnv1.ResourceSelector{
+		ApiVersion: apiVersion,
+		Kind:       kind,
+		Match:      &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{Labels: map[string]string{}}},
+	}
+}
+
+// required returns the resources Crossplane resolved for a requirement, and
+// whether it has resolved it at all.
+func required(req *fnv1.RunFunctionRequest, name string) ([]*unstructured.Unstructured, bool, error) {
+	rs, ok, err := request.GetRequiredResource(req, name)
+	if err != nil || !ok {
+		// Crossplane before v2 only fills the deprecated extra resources.
+		if ers, eok := req.GetExtraResources()[name]; eok && err == nil {
+			out := make([]*unstructured.Unstructured, 0, len(ers.GetItems()))
+			for _, i := range ers.GetItems() {
+				u := &unstructured.Unstructured{}
+				if err := resource.AsObject(i.GetResource(), u); err != nil {
+					return nil, true, err
+				}
+				out = append(out, u)
+			}
+			return out, true, nil
+		}
+		return nil, ok, err
+	}
+	out := make([]*unstructured.Unstructured, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.Resource)
+	}
+	return out, true, nil
+}
+
+func decodeAll[T any](us []*unstructured.Unstructured, into func(*T)) []error {
+	var errs []error
+	for _, u := range us {
+		t := new(T)
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, t); err != nil {
+			errs = append(errs, errors.Wrapf(err, "cannot decode %s %q", u.GetKind(), u.GetName()))
+			continue
+		}
+		into(t)
+	}
+	return errs
+}

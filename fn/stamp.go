@@ -1,0 +1,86 @@
+package main
+
+import (
+	"slices"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+// stampExternal adds to have, the resource's allowances as observed, the
+// External allowances it earns for the change let through: those of the XR
+// allowances that match it or, without one, a kind-wide grant.
+func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch change) []allowance.Allowance {
+	if len(ch.passed) == 0 {
+		return have
+	}
+	out := slices.Clone(have)
+	gen := allowance.NextGeneration(om.generation)
+	hop := r.mrHop(dm, gen, ch)
+	add := func(a allowance.Allowance) {
+		if !slices.ContainsFunc(out, a.SameOrigin) { // never issued twice
+			out = append(out, a)
+		}
+	}
+	verb := v1alpha1.VerbUpdate
+	if ch.create {
+		verb = v1alpha1.VerbCreate
+	}
+	found := false
+	for _, xa := range r.allowances {
+		if xa.Relation != v1alpha1.RelationExternal || !policy.MatchesExternal(xa.Target, dm.child) {
+			continue
+		}
+		found = true
+		add(allowance.Allowance{
+			Relation: v1alpha1.RelationExternal, Target: xa.Target, Verbs: slices.Clone(xa.Verbs),
+			Generation: gen, Initiator: xa.Initiator, Trace: xa.Trace.With(r.xrHop()).Then(hop),
+		})
+	}
+	// Without an XR allowance, a kind-wide grant: creation during
+	// initialization (deletion of external resources is the gate
+	// controller's and admission's call), or the composition revision's own
+	// changes, which reach the cloud only when an UpgradeAllowance grants the
+	// external Update; that trace starts at the UpgradeAllowance.
+	if !found && r.phase == policy.PhaseInitializing && !r.restrictAll && v1alpha1.GrantsVerb(r.set.PhaseBound(r.phase).ExternalVerbs(dm.child), verb) {
+		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)))
+	}
+	if !found && ch.upgraded && v1alpha1.GrantsVerb(r.upgrade.ExternalVerbs(dm.child), v1alpha1.VerbUpdate) {
+		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, v1alpha1.VerbUpdate, gen, r.upgradeBase.Then(hop)))
+	}
+	return out
+}
+
+// mrHop is the composed resource's own hop for the change let through.
+func (r *run) mrHop(dm childMeta, gen int64, ch change) allowance.Hop {
+	h := allowance.HopOf(dm.obj, gen)
+	h.Name = dm.name
+	h.Timestamp = allowance.Timestamp(r.now)
+	if len(ch.passed) > 0 {
+		h.Field = ch.passed[0].Path
+	}
+	h.Labels = allowance.TraceLabels(dm.ann)
+	return h
+}
+
+// traceFor is the composed resource's trace annotation: the chain of the
+// change let through now, or the observed chain when nothing changed.
+func (r *run) traceFor(dm, om childMeta, ch change) string {
+	if len(ch.passed) == 0 {
+		if t, ok := om.ann[v1alpha1.AnnotationTrace]; ok {
+			if _, err := allowance.ParseTrace(t); err == nil {
+				return t
+			}
+		}
+		return allowance.FormatTrace(nil)
+	}
+	base := r.xrTrace
+	switch {
+	case ch.chosen != nil:
+		base = ch.chosen.Trace.With(r.xrHop())
+	case ch.upgraded:
+		base = r.upgradeBase
+	}
+	return allowance.FormatTrace(base.Then(r.mrHop(dm, allowance.NextGeneration(om.generation), ch)))
+}

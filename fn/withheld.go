@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/function-sdk-go/response"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+)
+
+// XR condition types the function sets.
+const (
+	// ConditionAllowed is False while the function withholds a mutation, and
+	// says which and why.
+	ConditionAllowed = "KausalityAllowed"
+	// ConditionAnnotations is False while a kausality.io annotation on the XR
+	// cannot be parsed; the function then acts as if it had no allowances.
+	ConditionAnnotations = "KausalityAnnotationsValid"
+)
+
+// Condition reasons.
+const (
+	ReasonAllAllowed       = "AllMutationsAllowed"
+	ReasonWithheld         = "MutationsWithheld"
+	ReasonLogOnly          = "WouldWithhold"
+	ReasonAnnotationsValid = "AnnotationsValid"
+	ReasonMalformed        = "MalformedAnnotation"
+)
+
+// withheld records one change the function kept from a composed resource
+// (or, in Log mode, would have kept and let through).
+type withheld struct {
+	resource   string // composition resource name
+	kind, name string
+	verb, path string // what was withheld: a verb, and the field for a mutation
+	reason     string
+	logOnly    bool // Log mode: reported, let through
+}
+
+// String is the line the XR's results and conditions carry.
+func (w withheld) String() string {
+	what := w.verb
+	if w.path != "" {
+		what += " " + w.path
+	}
+	s := fmt.Sprintf("resource %s (%s %s): withheld %s: %s", w.resource, w.kind, w.name, what, w.reason)
+	if w.logOnly {
+		s = "(Log mode, let through) " + s
+	}
+	return s
+}
+
+func (r *run) withhold(m childMeta, verb, path, reason string) {
+	r.withheld = append(r.withheld, withheld{resource: m.resName, kind: m.child.Kind, name: m.name, verb: verb, path: path, reason: reason})
+}
+
+func (r *run) wouldWithhold(m childMeta, verb, path, reason string) {
+	r.withheld = append(r.withheld, withheld{resource: m.resName, kind: m.child.Kind, name: m.name, verb: verb, path: path, reason: reason, logOnly: true})
+}
+
+// hasWithheld reports whether something was kept from the resource.
+func (r *run) hasWithheld(resName string) bool {
+	return slices.ContainsFunc(r.withheld, func(w withheld) bool { return w.resource == resName && !w.logOnly })
+}
+
+// report turns what the run withheld and every input problem into results and
+// XR conditions.
+func (r *run) report(rsp *fnv1.RunFunctionResponse) {
+	for _, p := range r.problems {
+		response.Warning(rsp, errors.New(p)).TargetCompositeAndClaim()
+	}
+	if len(r.problems) > 0 {
+		response.ConditionFalse(rsp, ConditionAnnotations, ReasonMalformed).WithMessage(strings.Join(r.problems, "; ")).TargetCompositeAndClaim()
+	} else {
+		response.ConditionTrue(rsp, ConditionAnnotations, ReasonAnnotationsValid).TargetComposite()
+	}
+	lines := make([]string, 0, len(r.withheld))
+	for _, w := range r.withheld {
+		lines = append(lines, w.String())
+		response.Warning(rsp, errors.New(w.String())).TargetCompositeAndClaim()
+	}
+	switch {
+	case len(r.withheld) == 0:
+		response.ConditionTrue(rsp, ConditionAllowed, ReasonAllAllowed).TargetComposite()
+	case r.log:
+		response.ConditionTrue(rsp, ConditionAllowed, ReasonLogOnly).WithMessage(strings.Join(lines, "; ")).TargetCompositeAndClaim()
+	default:
+		response.ConditionFalse(rsp, ConditionAllowed, ReasonWithheld).WithMessage(strings.Join(lines, "; ")).TargetCompositeAndClaim()
+	}
+}
+
+// ref names an object for messages: Kind/name.
+func ref(obj map[string]any) string {
+	u := unstructured.Unstructured{Object: obj}
+	return fmt.Sprintf("%s/%s", u.GetKind(), u.GetName())
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+// run is the state of one RunFunction call: what the XR permits, and what the
+// function withheld.
+type run struct {
+	cfg config
+	now time.Time
+	xr  *unstructured.Unstructured
+
+	// restrictAll fails closed: set when the policies are unknown (not yet
+	// resolved by Crossplane, or one of them cannot be read), so that every
+	// composed resource counts as restricted.
+	restrictAll bool
+	set         policy.Set
+	phase       policy.Phase
+	log         bool // Log mode: report, do not withhold
+	drift       v1alpha1.DriftPolicy
+	upgrades    []v1alpha1.UpgradeAllowance
+	revision    string
+	upgrade     policy.Bound    // what the UpgradeAllowances grant the revision
+	upgradeBase allowance.Trace // the trace of changes they let through
+
+	allowances []allowance.Allowance // unconsumed allowances of the XR, sorted
+	xrTrace    allowance.Trace       // the XR's trace, ending with the XR's hop
+	frozen     string                // who froze the XR, empty if not frozen
+
+	withheld []withheld
+	problems []string // malformed input, one line each
+}
+
+// load reads the policies, upgrade allowances and XR annotations. Every
+// problem is reported and resolved towards withholding.
+func (r *run) load(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
+	r.loadPolicies(cache, req)
+	r.loadUpgrades(req)
+	r.loadXR()
+	r.upgrade = policy.UpgradeBound(r.upgrades, r.revision)
+	r.upgradeBase = r.upgradeTrace()
+}
+
+func (r *run) loadPolicies(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
+	ups, ok, err := required(req, RequirementPolicies)
+	switch {
+	case err != nil:
+		r.problem(errors.Wrap(err, "cannot read required AllowancePolicies"))
+		r.restrictAll = true
+	case !ok:
+		// Crossplane has not resolved the requirement yet; it calls again.
+		r.restrictAll = true
+	}
+	var aps []v1alpha1.AllowancePolicy
+	for _, err := range decodeAll(ups, func(p *v1alpha1.AllowancePolicy) { aps = append(aps, *p) }) {
+		r.problem(err)
+		r.restrictAll = true
+	}
+	set, errs := cache.For(r.xr.GetAPIVersion(), r.xr.GetKind(), aps)
+	for _, err := range errs {
+		r.problem(err)
+		r.restrictAll = true
+	}
+	r.set = set
+	if r.phase, err = set.Phase(r.xr.Object); err != nil {
+		r.problem(errors.Wrapf(err, "cannot tell the lifecycle phase of %s", ref(r.xr.Object)))
+		r.phase = policy.PhaseSteady
+	}
+	mode, err := set.Mode(r.xr.Object)
+	if err != nil {
+		r.problem(errors.Wrapf(err, "cannot read mode of %s", ref(r.xr.Object)))
+	}
+	r.log = r.cfg.mode == v1beta1.ModeLog || mode == v1alpha1.ModeLog
+	r.drift = set.Drift()
+}
+
+func (r *run) loadUpgrades(req *fnv1.RunFunctionRequest) {
+	uus, _, err := required(req, RequirementUpgrades)
+	if err != nil {
+		r.problem(errors.Wrap(err, "cannot read required UpgradeAllowances"))
+	}
+	for _, err := range decodeAll(uus, func(u *v1alpha1.UpgradeAllowance) { r.upgrades = append(r.upgrades, *u) }) {
+		r.problem(err)
+	}
+	r.revision = compositionRevision(r.xr.Object)
+}
+
+// loadXR reads the XR's unconsumed allowances, its trace and its freeze.
+func (r *run) loadXR() {
+	ann := r.xr.GetAnnotations()
+	if as, err := allowance.Parse(ann[v1alpha1.AnnotationAllowances]); err != nil {
+		r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; treating it as no allowances", v1alpha1.AnnotationAllowances, ref(r.xr.Object)))
+	} else {
+		r.allowances = allowance.Unconsumed(as, r.xr.Object)
+		allowance.Sort(r.allowances)
+	}
+	t, err := allowance.ParseTrace(ann[v1alpha1.AnnotationTrace])
+	if err != nil {
+		r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationTrace, ref(r.xr.Object)))
+	}
+	// Admission writes the XR's own hop into its trace; without admission
+	// (under crossplane render) the function adds it, so every composed
+	// resource's trace still passes through its XR.
+	r.xrTrace = t.With(allowance.HopOf(r.xr, r.xr.GetGeneration()))
+	r.frozen, err = allowance.FrozenBy(ann)
+	if err != nil {
+		r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; treating the XR as frozen", v1alpha1.AnnotationFreeze, ref(r.xr.Object)))
+	}
+}
+
+func (r *run) problem(err error) { r.problems = append(r.problems, err.Error()) }
+
+// xrHop is the XR's own hop, the last of its trace.
+func (r *run) xrHop() allowance.Hop { return r.xrTrace.Last() }
+
+// compositionRevision reads the XR's composition revision, legacy or modern.
+func compositionRevision(xr map[string]any) string {
+	p := fieldpath.Pave(xr)
+	for _, path := range []string{"spec.crossplane.compositionRevisionRef.name", "spec.compositionRevisionRef.name"} {
+		if s, err := p.GetString(path); err == nil && s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// upgradeTrace is the chain of a change the composition revision made on
+// its own: the first UpgradeAllowance for the revision, then the XR.
+func (r *run) upgradeTrace() allowance.Trace {
+	var t allowance.Trace
+	if us := policy.UpgradesFor(r.upgrades, r.revision); len(us) > 0 {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(v1alpha1.UpgradeAllowanceGroupVersionKind)
+		u.SetName(us[0].GetName())
+		t = append(t, allowance.HopOf(u, us[0].GetGeneration()))
+	}
+	return append(t, r.xrHop())
+}

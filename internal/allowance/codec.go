@@ -1,0 +1,94 @@
+package allowance
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+)
+
+// MaxAnnotationBytes bounds what the codecs parse. The API server caps all of
+// an object's annotations at 256 KiB together, so anything larger did not come
+// from a stored object.
+const MaxAnnotationBytes = 256 << 10
+
+// Parse decodes the kausality.io/allowances annotation value strictly: unknown
+// fields, an invalid relation, a missing target, a negative generation or a
+// malformed hop are errors. The empty string is no allowances.
+func Parse(s string) ([]Allowance, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var as []Allowance
+	if err := decodeStrict(s, &as); err != nil {
+		return nil, err
+	}
+	for i := range as {
+		if err := as[i].Validate(); err != nil {
+			return nil, errors.Wrapf(err, "allowance [%d]", i)
+		}
+	}
+	return as, nil
+}
+
+// Format encodes allowances compactly; the key order is fixed by the struct
+// and maps are sorted, so the same allowances always give the same string.
+func Format(as []Allowance) string {
+	if as == nil {
+		as = []Allowance{}
+	}
+	return mustCompact(as)
+}
+
+// ParseTrace decodes the kausality.io/trace annotation value strictly. The
+// empty string is no trace.
+func ParseTrace(s string) (Trace, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var t Trace
+	if err := decodeStrict(s, &t); err != nil {
+		return nil, err
+	}
+	return t, t.Validate()
+}
+
+// FormatTrace encodes a trace compactly in a stable key order.
+func FormatTrace(t Trace) string {
+	if t == nil {
+		t = Trace{}
+	}
+	return mustCompact(t)
+}
+
+func decodeStrict(s string, into any) error {
+	if len(s) > MaxAnnotationBytes {
+		return errors.Errorf("value is %d bytes, more than the %d an object's annotations can hold", len(s), MaxAnnotationBytes)
+	}
+	d := json.NewDecoder(strings.NewReader(s))
+	d.DisallowUnknownFields()
+	if err := d.Decode(into); err != nil {
+		return errors.Wrap(err, "invalid JSON")
+	}
+	if d.More() {
+		return errors.New("invalid JSON: trailing data after the value")
+	}
+	// Decode stops after one value; anything but white space after it is an
+	// error the caller must hear about, or an edit that appended text would
+	// silently lose it.
+	var rest bytes.Buffer
+	if _, err := rest.ReadFrom(d.Buffered()); err == nil && strings.TrimSpace(rest.String()) != "" {
+		return errors.New("invalid JSON: trailing data after the value")
+	}
+	return nil
+}
+
+func mustCompact(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only our own types reach here; they always marshal.
+		panic(errors.Wrap(err, "cannot marshal kausality annotation"))
+	}
+	return string(b)
+}

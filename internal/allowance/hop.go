@@ -1,0 +1,170 @@
+package allowance
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+)
+
+// A Hop is one object in a causal chain.
+type Hop struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+	// Field whose change caused the next hop, with concrete indices.
+	Field string `json:"field,omitempty"`
+	// User is the authenticated user that made this hop's change: the
+	// initiator at the origin, a service account for controllers.
+	User string `json:"user,omitempty"`
+	// Timestamp in RFC 3339, UTC.
+	Timestamp string `json:"timestamp,omitempty"`
+	// Attestations are values captured from the object by a policy rule.
+	Attestations map[string]string `json:"attestations,omitempty"`
+	// Labels come from the object's own kausality.io/trace-* annotations.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// HopOf is the hop naming obj at generation gen. Every hop of every trace
+// is built here, so hops name objects one way; callers add what only they
+// know (field, user, timestamp, labels).
+func HopOf(obj *unstructured.Unstructured, gen int64) Hop {
+	return Hop{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName(), Generation: gen}
+}
+
+// By is h made by user at t.
+func (h Hop) By(user string, t time.Time) Hop {
+	h.User, h.Timestamp = user, Timestamp(t)
+	return h
+}
+
+// Key identifies the hop within a chain: kind/name/field, the order traces are
+// chosen by when several could justify a mutation.
+func (h Hop) Key() string {
+	return h.Kind + "/" + h.Name + "/" + h.Field
+}
+
+// SameObject reports whether h and o name the same object at the same
+// generation. Whether the field, user or time of the change agree is not
+// asked: the function, which has no admission request, names an object's
+// hop without them.
+func (h Hop) SameObject(o Hop) bool {
+	return h.Kind == o.Kind && h.Name == o.Name && h.Generation == o.Generation
+}
+
+// Same reports whether h and o are the same hop of a chain: the same object
+// at the same generation, changed in the same field. Timestamps, users and
+// attestations describe a hop but do not identify it.
+func (h Hop) Same(o Hop) bool {
+	return h.SameObject(o) && h.APIVersion == o.APIVersion && h.Field == o.Field
+}
+
+// A Trace is the causal chain of an object's current generation, origin first.
+type Trace []Hop
+
+// Initiator is the user of the trace's origin hop.
+func (t Trace) Initiator() string {
+	if len(t) == 0 {
+		return ""
+	}
+	return t[0].User
+}
+
+// Last is the trace's last hop: the object that carries it.
+func (t Trace) Last() Hop {
+	if len(t) == 0 {
+		return Hop{}
+	}
+	return t[len(t)-1]
+}
+
+// Parent is the trace without its last hop: the chain the carrying object
+// continues.
+func (t Trace) Parent() Trace {
+	if len(t) == 0 {
+		return nil
+	}
+	return t[:len(t)-1]
+}
+
+// With is a new trace: t followed by h, or t itself (a copy) when it already
+// ends with h's object at h's generation.
+func (t Trace) With(h Hop) Trace {
+	if n := len(t); n > 0 && t[n-1].SameObject(h) {
+		return slices.Clone(t)
+	}
+	return append(slices.Clone(t), h)
+}
+
+// Then is a new trace: t followed by h.
+func (t Trace) Then(h Hop) Trace {
+	return append(slices.Clone(t), h)
+}
+
+// Extends reports whether t is parent followed by exactly one hop.
+func (t Trace) Extends(parent Trace) bool {
+	return len(t) == len(parent)+1 && t.Parent().Same(parent)
+}
+
+// Same reports whether t and o are the same chain, hop by hop.
+func (t Trace) Same(o Trace) bool {
+	return slices.EqualFunc(t, o, Hop.Same)
+}
+
+// Continues reports whether t, the chain before an object's own hop,
+// continues parent: parent's hops, object by object, followed by at most
+// one more hop (the parent object's own, when parent does not already end
+// with it).
+func (t Trace) Continues(parent Trace) bool {
+	if len(t) < len(parent) || len(t) > len(parent)+1 {
+		return false
+	}
+	return slices.EqualFunc(t[:len(parent)], parent, Hop.SameObject)
+}
+
+// Validate checks every hop names an object and carries a valid timestamp.
+func (t Trace) Validate() error {
+	for i, h := range t {
+		switch {
+		case h.Kind == "":
+			return errors.Errorf("hop [%d]: kind is empty", i)
+		case h.Name == "":
+			return errors.Errorf("hop [%d]: name is empty", i)
+		case h.Generation < 0:
+			return errors.Errorf("hop [%d]: generation %d is negative", i, h.Generation)
+		}
+		if h.Timestamp != "" {
+			if _, err := time.Parse(time.RFC3339, h.Timestamp); err != nil {
+				return errors.Errorf("hop [%d]: timestamp %q is not RFC 3339", i, h.Timestamp)
+			}
+		}
+	}
+	return nil
+}
+
+// Timestamp formats t the way hops store it.
+func Timestamp(t time.Time) string {
+	return t.UTC().Truncate(time.Second).Format(time.RFC3339)
+}
+
+// TraceLabels returns the kausality.io/trace-<label> annotations as hop
+// labels, nil if there are none.
+func TraceLabels(annotations map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range annotations {
+		l, ok := strings.CutPrefix(k, v1alpha1.AnnotationTraceLabelPrefix)
+		if !ok || l == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[l] = v
+	}
+	return out
+}

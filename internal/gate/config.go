@@ -1,0 +1,81 @@
+package gate
+
+import (
+	"slices"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+)
+
+// PathManagementPolicies is where a managed resource holds its gate.
+const PathManagementPolicies = "spec.managementPolicies"
+
+// DefaultMaxOpen is how long one allowance may hold a gate open when
+// neither the function's Input nor the provider's flag says otherwise. It
+// is the one default both read, so the function and the provider close a
+// gate at the same moment.
+const DefaultMaxOpen = time.Hour
+
+// Config is how gates behave. The function builds one from its Input and
+// the provider from its flags; both decide every gate through Config.Decide,
+// so the four places that write a gate (the function, the gate controller,
+// the managed resource webhook and the deletion webhook) cannot drift apart.
+type Config struct {
+	// ReadOnly is the closed gate; DefaultReadOnly when empty.
+	ReadOnly []string
+	// MaxOpen closes a gate whose allowance was stamped longer ago;
+	// DefaultMaxOpen when zero.
+	MaxOpen time.Duration
+}
+
+// Defaulted is c with its defaults filled in.
+func (c Config) Defaulted() Config {
+	if len(c.ReadOnly) == 0 {
+		c.ReadOnly = DefaultReadOnly
+	}
+	if c.MaxOpen == 0 {
+		c.MaxOpen = DefaultMaxOpen
+	}
+	return c
+}
+
+// For is c with the closed gate a managed resource is kept on: the
+// read-only part of what its spec.managementPolicies holds, which the
+// function wrote from its Composition's Input, or c's own when that part is
+// not a valid closed gate. The function's Input is thereby the one source
+// of a non-default closed gate; the provider reads it off the resource
+// instead of imposing its own, so the two never rewrite each other's
+// managementPolicies. Only Observe and LateInitialize are read, so no
+// write can widen a closed gate this way.
+func (c Config) For(mr map[string]any) Config {
+	written, _ := fieldpath.Pave(mr).GetStringArray(PathManagementPolicies)
+	ro := slices.DeleteFunc(slices.Clone(written), func(p string) bool { return p != Observe && p != LateInitialize })
+	if len(ro) > 0 && ValidateReadOnly(ro) == nil {
+		c.ReadOnly = ro
+	}
+	return c
+}
+
+// Decide is the gate of a managed resource carrying allowances as. stored
+// is the resource as stored, nil while it is being created: its observed
+// generation decides which allowances are consumed and its generation is
+// the one a freeze holds allowances past. Status is read from stored only,
+// never from a write being admitted, so no client can consume an
+// allowance by sending a status. frozen names who froze the resource or a
+// parent ("" when nobody did).
+func (c Config) Decide(stored map[string]any, as []allowance.Allowance, now time.Time, frozen string) Decision {
+	c = c.Defaulted()
+	in := Inputs{Allowances: as, ReadOnly: c.ReadOnly, Now: now, Limit: c.MaxOpen, Frozen: frozen}
+	if stored != nil {
+		in.Observed, in.Reconciled = allowance.ObservedGeneration(stored)
+		in.Generation = generation(stored)
+	}
+	return Decide(in)
+}
+
+func generation(obj map[string]any) int64 {
+	return (&unstructured.Unstructured{Object: obj}).GetGeneration()
+}
