@@ -1,0 +1,94 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+)
+
+func TestWithheldString(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		w      withheld
+		want   string
+	}{
+		"Mutation": {reason: "A withheld mutation names the resource, the field and why.",
+			w:    withheld{resource: "rds", kind: "RDSInstance", name: "db-rds", verb: "Mutate", path: "spec.forProvider.instanceClass", reason: "no allowance"},
+			want: "resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.instanceClass: no allowance"},
+		"Verb": {reason: "A withheld Create or Delete has no field.",
+			w:    withheld{resource: "rds", kind: "RDSInstance", name: "rds", verb: "Create", reason: "no allowance"},
+			want: "resource rds (RDSInstance rds): withheld Create: no allowance"},
+		"Log": {reason: "Log mode says the change went through anyway.",
+			w:    withheld{resource: "rds", kind: "RDSInstance", name: "db-rds", verb: "Delete", reason: "no allowance", logOnly: true},
+			want: "(Log mode, let through) resource rds (RDSInstance db-rds): withheld Delete: no allowance"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.w.String(); got != tc.want {
+				t.Errorf("%s\nString():\nwant %s\n got %s", tc.reason, tc.want, got)
+			}
+		})
+	}
+}
+
+func TestHasWithheld(t *testing.T) {
+	r := &run{withheld: []withheld{
+		{resource: "a", verb: "Create"},
+		{resource: "b", verb: "Delete", logOnly: true},
+	}}
+	for res, want := range map[string]bool{"a": true, "b": false, "c": false, "": false} {
+		if got := r.hasWithheld(res); got != want {
+			t.Errorf("hasWithheld(%q) = %v, want %v: only what was really kept back counts, never a Log-mode report or another resource", res, got, want)
+		}
+	}
+}
+
+func TestReport(t *testing.T) {
+	cond := func(typ string, status fnv1.Status, reason, msg string, target fnv1.Target) *fnv1.Condition {
+		c := &fnv1.Condition{Type: typ, Status: status, Reason: reason, Target: target.Enum()}
+		if msg != "" {
+			c.Message = &msg
+		}
+		return c
+	}
+	warn := func(msg string) *fnv1.Result {
+		return &fnv1.Result{Severity: fnv1.Severity_SEVERITY_WARNING, Message: msg, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum()}
+	}
+	w := withheld{resource: "rds", kind: "RDSInstance", name: "db-rds", verb: "Mutate", path: "spec.x", reason: "no allowance"}
+	cases := map[string]struct {
+		reason string
+		r      run
+		want   *fnv1.RunFunctionResponse
+	}{
+		"AllAllowed": {reason: "Nothing withheld, nothing malformed: both conditions True on the XR only.", want: &fnv1.RunFunctionResponse{Conditions: []*fnv1.Condition{
+			cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAnnotationsValid, "", fnv1.Target_TARGET_COMPOSITE),
+			cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAllAllowed, "", fnv1.Target_TARGET_COMPOSITE),
+		}}},
+		"Withheld": {reason: "A withheld change is a warning and a False condition the Claim sees too.", r: run{withheld: []withheld{w}, problems: []string{"bad annotation"}},
+			want: &fnv1.RunFunctionResponse{
+				Results: []*fnv1.Result{warn("bad annotation"), warn(w.String())},
+				Conditions: []*fnv1.Condition{
+					cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_FALSE, ReasonMalformed, "bad annotation", fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
+					cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_FALSE, ReasonWithheld, w.String(), fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
+				}}},
+		"Log": {reason: "In Log mode the condition stays True and says what would have been withheld.", r: run{log: true, withheld: []withheld{w}},
+			want: &fnv1.RunFunctionResponse{
+				Results: []*fnv1.Result{warn(w.String())},
+				Conditions: []*fnv1.Condition{
+					cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAnnotationsValid, "", fnv1.Target_TARGET_COMPOSITE),
+					cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_TRUE, ReasonLogOnly, w.String(), fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
+				}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rsp := &fnv1.RunFunctionResponse{}
+			tc.r.report(rsp)
+			if diff := cmp.Diff(tc.want, rsp, protocmp.Transform()); diff != "" {
+				t.Errorf("%s\nreport: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
