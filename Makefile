@@ -17,15 +17,16 @@ CONTROLLER_GEN  := $(BIN)/controller-gen
 KUBE_APISERVER  := $(BIN)/kube-apiserver
 ETCD            := $(BIN)/etcd
 IMAGE           := $(BIN)/image
+GOLANGCI_LINT   := $(BIN)/golangci-lint
 
-TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(ETCD) $(IMAGE)
+TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(ETCD) $(IMAGE) $(GOLANGCI_LINT)
 
 # envtest finds kube-apiserver and etcd here.
 export KUBEBUILDER_ASSETS := $(BIN)
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all tools generate check-generate build test unit render golden demo examples e2e fuzz bench clean xpkg
+.PHONY: all tools generate check-generate build test lint unit render golden demo examples e2e fuzz bench clean xpkg
 
 all: build
 
@@ -53,6 +54,9 @@ $(ETCD): test/tools/etcd/go.mod test/tools/etcd/go.sum test/tools/etcd/main.go
 $(IMAGE): test/tools/image/go.mod test/tools/image/go.sum test/tools/image/main.go
 	cd test/tools/image && $(GO) build -o $@ .
 
+$(GOLANGCI_LINT): test/tools/golangci-lint/go.mod test/tools/golangci-lint/go.sum
+	cd test/tools/golangci-lint && $(GO) build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
 ## generate: regenerate deepcopy code and CRDs with controller-gen.
 generate: $(CONTROLLER_GEN)
 	$(GO) generate ./apis/... ./input/... ./test/recorder/apis/...
@@ -74,8 +78,12 @@ unit: tools
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
-## test: everything that needs no network: generated files, vet, packages, unit, fuzz seeds, render goldens, envtest.
-test: check-generate xpkg unit
+## lint: golangci-lint with .golangci.yml (linters and gofmt/goimports).
+lint: $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
+
+## test: everything that needs no network: generated files, lint, vet, packages, unit, fuzz seeds, render goldens, envtest.
+test: check-generate xpkg lint unit
 
 OUT     := $(ROOT)/_output
 VERSION ?= dev

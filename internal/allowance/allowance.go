@@ -100,8 +100,7 @@ func (a Allowance) SameGrant(b Allowance) bool {
 // object's own. DESIGN §3 identifies an allowance this way (parent,
 // parent generation, target), and one is never issued twice.
 func (a Allowance) SameOrigin(b Allowance) bool {
-	return a.Relation == b.Relation && sameTarget(a.Target, b.Target) && len(a.Trace) > 0 && len(b.Trace) > 0 &&
-		a.Trace.Parent().Same(b.Trace.Parent())
+	return a.Relation == b.Relation && sameTarget(a.Target, b.Target) && len(b.Trace) > 0 && a.Trace.Extends(b.Trace.Parent())
 }
 
 // Same reports whether a and b are one allowance, consumed or not: the same
