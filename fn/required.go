@@ -43,7 +43,7 @@ func required(req *fnv1.RunFunctionRequest, name string) ([]*unstructured.Unstru
 	rs, ok, err := request.GetRequiredResource(req, name)
 	if err != nil || !ok {
 		// Crossplane before v2 only fills the deprecated extra resources.
-		if ers, eok := req.GetExtraResources()[name]; eok && err == nil {
+		if ers, eok := req.GetExtraResources()[name]; eok && err == nil { //nolint:staticcheck // read for Crossplane before v2, which knows no required resources
 			out := make([]*unstructured.Unstructured, 0, len(ers.GetItems()))
 			for _, i := range ers.GetItems() {
 				u := &unstructured.Unstructured{}

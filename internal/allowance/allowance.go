@@ -81,6 +81,21 @@ func Unconsumed(as []Allowance, carrier map[string]any) []Allowance {
 	return slices.DeleteFunc(slices.Clone(as), func(a Allowance) bool { return a.ConsumedAt(og, ok) })
 }
 
+// KeepConsumed is as with every allowance marked consumed that stored, the
+// allowances as stored, holds consumed: a consumed allowance is never
+// reopened (DESIGN §3), whatever a stale writer sends back. changed says
+// whether any was marked.
+func KeepConsumed(as, stored []Allowance) (out []Allowance, changed bool) {
+	out = slices.Clone(as)
+	for i, a := range out {
+		if !a.Consumed && slices.ContainsFunc(stored, func(s Allowance) bool { return s.Consumed && s.Same(a) }) {
+			out[i].Consumed = true
+			changed = true
+		}
+	}
+	return out, changed
+}
+
 // HasVerb reports whether the allowance grants verb, directly or through "*".
 func (a Allowance) HasVerb(verb string) bool {
 	return v1alpha1.GrantsVerb(a.Verbs, verb)

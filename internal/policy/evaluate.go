@@ -125,11 +125,7 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 			if len(hit) == 0 {
 				continue
 			}
-			reason, err := p.permits(ri, req)
-			if err != nil {
-				return d, err
-			}
-			if reason != "" {
+			if reason := p.permits(ri, req); reason != "" {
 				for _, f := range hit {
 					if _, ok := denied[f]; !ok {
 						denied[f] = Violation{Field: f, Policy: p.Name(), Reason: reason}
@@ -173,25 +169,25 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 }
 
 // permits reports why the request may not start rule ri, or "" when it may.
-func (c *Compiled) permits(ri int, req Request) (string, error) {
+func (c *Compiled) permits(ri int, req Request) string {
 	switch {
 	case req.Parent != nil:
 		if len(c.policy.Spec.Subjects) > 0 && !c.IsSubject(req.User) {
-			return fmt.Sprintf("user %q is not a subject and may not propagate changes", req.User.Username), nil
+			return fmt.Sprintf("user %q is not a subject and may not propagate changes", req.User.Username)
 		}
 	case !c.mayInitiate(req.User):
-		return fmt.Sprintf("user %q is not a subject with mayInitiate", req.User.Username), nil
+		return fmt.Sprintf("user %q is not a subject with mayInitiate", req.User.Username)
 	}
 	for _, cond := range c.rules[ri].conditions {
 		ok, err := cond.eval(req.Object, req.OldObject)
 		if err != nil {
-			return fmt.Sprintf("condition %q cannot be evaluated: %v", cond.expr, err), nil
+			return fmt.Sprintf("condition %q cannot be evaluated: %v", cond.expr, err)
 		}
 		if !ok {
-			return fmt.Sprintf("condition %q is false", cond.expr), nil
+			return fmt.Sprintf("condition %q is false", cond.expr)
 		}
 	}
-	return "", nil
+	return ""
 }
 
 // mayInitiate reports whether the user may start a chain under this policy.

@@ -53,8 +53,11 @@ func (h *Deletion) Handle(ctx context.Context, req admission.Request) admission.
 		return admission.Allowed("")
 	}
 	old, _, err := objects(req)
-	if err != nil || old == nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("DELETE of %s %s carries no object: %v", req.Kind.Kind, req.Name, err))
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, errors.Wrapf(err, "cannot decode the DELETE of %s %s", req.Kind.Kind, req.Name))
+	}
+	if old == nil {
+		return admission.Errored(http.StatusBadRequest, errors.Errorf("DELETE of %s %s carries no object", req.Kind.Kind, req.Name))
 	}
 	set, _, err := policiesFor(ctx, h.Policies, h.Cache, old)
 	if err != nil {

@@ -93,8 +93,14 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	// is not written through this request); the closed gate is the one the
 	// writer keeps the resource on.
 	var stored map[string]any
+	var reconsumed bool
 	if old != nil {
 		stored = old.Object
+		// A stale writer re-sending an allowance the provider marked
+		// consumed does not reopen it, even while the stored status says
+		// nothing was observed (a failed reconcile, a freeze).
+		was, _ := allowance.Parse(old.GetAnnotations()[v1alpha1.AnnotationAllowances])
+		as, reconsumed = allowance.KeepConsumed(as, was)
 	}
 	frozen, err := parents.Frozen(ctx, h.Reader, obj)
 	if err != nil {
@@ -113,7 +119,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	if d.Err != nil {
 		warnings = append(warnings, fmt.Sprintf("the gate of %s stays closed: %v", describe(obj), d.Err))
 	}
-	if d.Changed {
+	if d.Changed || reconsumed {
 		setAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
 	}
 	return patched(req, obj).WithWarnings(warnings...)

@@ -49,6 +49,10 @@ const (
 // frozenRecheck is how often a frozen gate looks whether the freeze lifted.
 const frozenRecheck = 15 * time.Second
 
+// conflictRecheck is how soon a reconcile that lost a write race to
+// Crossplane or the provider looks again.
+const conflictRecheck = 100 * time.Millisecond
+
 // Options configure the gate controller.
 type Options struct {
 	// Gate is how gates behave; a resource's own closed gate (the one its
@@ -110,8 +114,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	cond, eventType := r.condition(d, mr)
 	if err := r.apply(ctx, mr, current, d.Policies, marks, cond, eventType); err != nil {
 		if kerrors.IsConflict(errors.Cause(err)) {
-			// Crossplane or the provider wrote first; look again.
-			return ctrl.Result{Requeue: true}, nil
+			// Crossplane or the provider wrote first; look again soon, and
+			// quietly: a conflict is the normal race, not an error.
+			return ctrl.Result{RequeueAfter: conflictRecheck}, nil
 		}
 		return ctrl.Result{}, err
 	}

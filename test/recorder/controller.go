@@ -18,7 +18,7 @@ import (
 )
 
 // Bucket is a cluster-scoped, legacy-style managed resource.
-var _ resource.LegacyManaged = &v1alpha1.Bucket{}
+var _ resource.LegacyManaged = &v1alpha1.Bucket{} //nolint:staticcheck // deliberately the legacy (cluster-scoped) kind
 
 const errNotBucket = "managed resource is not a Bucket"
 

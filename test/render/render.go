@@ -72,14 +72,16 @@ type Functions struct {
 	procs []*exec.Cmd
 }
 
-// Addresses the examples' functions.yaml names.
 // FixedTime is the clock the function runs with under the render harness,
 // so golden files do not change with the time of day. Example timestamps
 // sit just before it.
 const FixedTime = "2026-11-22T12:00:00Z"
 
+// Addresses the examples' functions.yaml names.
 const (
-	KausalityAddress      = "localhost:9443"
+	// KausalityAddress is where function-kausality listens.
+	KausalityAddress = "localhost:9443"
+	// PatchTransformAddress is where function-patch-and-transform listens.
 	PatchTransformAddress = "localhost:9444"
 )
 

@@ -1,0 +1,182 @@
+package admission
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	kpolicy "github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+// storedBuckets are the Buckets the API server holds, by name, as the
+// tests compare them (without the resource version the fake client keeps).
+func storedBuckets(t testing.TB, k client.Reader) map[string]map[string]any {
+	t.Helper()
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(bucketGVK.GroupVersion().WithKind("BucketList"))
+	if err := k.List(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]any{}
+	for _, b := range l.Items {
+		unstructured.RemoveNestedField(b.Object, "metadata", "resourceVersion")
+		out[b.GetName()] = b.Object
+	}
+	return out
+}
+
+// byName are the objects, by name.
+func byName(us ...*unstructured.Unstructured) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, u := range us {
+		out[u.GetName()] = u.Object
+	}
+	return out
+}
+
+func TestDeletion(t *testing.T) {
+	type args struct {
+		// objs are what the API server holds: policies, the XR, Buckets.
+		objs []client.Object
+		req  admission.Request
+	}
+	type want struct {
+		result result
+		// buckets are the Buckets as stored afterwards.
+		buckets map[string]map[string]any
+	}
+	claims := allowancePolicy(t, claimsPolicy)
+	orphans := allowancePolicy(t, xdatabasesPolicy)
+	deletesCloud := allowancePolicy(t, xdatabasesPolicy, func(p *v1alpha1.AllowancePolicy) {
+		p.Spec.Deleting.Policies = append(p.Spec.Deleting.Policies, v1alpha1.PolicyEntry{
+			Target:   v1alpha1.Target{External: map[string]string{"apiGroup": "recorder.kausality.io", "kind": "Bucket"}},
+			Relation: v1alpha1.RelationExternal, Verbs: []string{v1alpha1.VerbDelete},
+		})
+	})
+
+	deletable := claim(t, annotate(v1alpha1.AnnotationAllowDelete, "true"))
+	data := bucket(t)
+	logs := bucket(t, name("orders-logs"), generation(2), synced("True", 2))
+	// Buckets that are not the XR's gated resources: never touched.
+	ungated := bucket(t, name("orders-cache"), unlabel(v1alpha1.LabelGated))
+	other := bucket(t, name("payments-data"), label("crossplane.io/composite", "payments-x1"))
+	all := []client.Object{xr(t), data, logs, ungated, other}
+	untouched := byName(data, logs, ungated, other)
+
+	// opened is b with its Delete gate opened for a deletion whose own
+	// hop is origin.
+	opened := func(b *unstructured.Unstructured, origin allowance.Hop) *unstructured.Unstructured {
+		gen := b.GetGeneration() + 1
+		own := allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: b.GetName(), Generation: gen, Timestamp: origin.Timestamp}
+		out := b.DeepCopy()
+		allowances(allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbDelete, gen, allowance.Trace{origin, own}))(out)
+		policies(gate.Observe, gate.Delete)(out)
+		return out
+	}
+	byAlice := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "orders", Generation: 1, User: alice, Timestamp: ts(0)}
+	byCrossplane := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 3, User: crossplane, Timestamp: ts(0)}
+	opensBoth := "deleting DatabaseClaim team-a/orders deletes these cloud resources, as its policies allow: Bucket orders-data, Bucket orders-logs"
+
+	cases := map[string]struct {
+		reason string
+		args   args
+		want   want
+	}{
+		"ProtectedDenied": {
+			reason: "Deleting a Claim whose policy sets deletionProtection without kausality.io/allow-delete is denied naming the annotation; nothing is opened.",
+			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: remove(asAlice, claim(t))},
+			want: want{
+				result:  result{Code: http.StatusForbidden, Message: `DatabaseClaim team-a/orders is protected from deletion by AllowancePolicy claims; set the annotation kausality.io/allow-delete: "true" on it to delete it`},
+				buckets: untouched,
+			},
+		},
+		"ProtectedAllowDeleteNotTrue": {
+			reason: "Only the value \"true\" lets a protected object go.",
+			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: remove(asAlice, claim(t, annotate(v1alpha1.AnnotationAllowDelete, "yes")))},
+			want: want{
+				result:  result{Code: http.StatusForbidden, Message: `DatabaseClaim team-a/orders is protected from deletion by AllowancePolicy claims; set the annotation kausality.io/allow-delete: "true" on it to delete it`},
+				buckets: untouched,
+			},
+		},
+		"DeletingPoliciesDeleteCloud": {
+			reason: "The XR's deleting policies allow the external Delete: each gated Bucket of that XR gets an External Delete allowance traced to the deleting user and the gate [Observe, Delete]; other Buckets are not touched.",
+			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: remove(asAlice, deletable)},
+			want: want{
+				result:  result{Allowed: true, Warnings: []string{opensBoth}},
+				buckets: byName(opened(data, byAlice), opened(logs, byAlice), ungated, other),
+			},
+		},
+		"DeletingPoliciesOrphan": {
+			reason: "The XR's deleting policies do not allow the external Delete: the deletion is admitted and every gate stays closed, so the cloud resources are orphaned.",
+			args:   args{objs: append([]client.Object{claims, orphans}, all...), req: remove(asAlice, deletable)},
+			want:   want{result: result{Allowed: true}, buckets: untouched},
+		},
+		"DryRun": {
+			reason: "A dry run opens nothing.",
+			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: dryRun(remove(asAlice, deletable))},
+			want:   want{result: result{Allowed: true}, buckets: untouched},
+		},
+		"CompositeDeletedByCrossplane": {
+			reason: "Crossplane deleting a Claim's composite opens the Delete gates too, traced to the composite's deletion by Crossplane.",
+			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: remove(asCrossplane, xr(t))},
+			want: want{
+				result:  result{Allowed: true, Warnings: []string{"deleting XDatabase orders-x1 deletes these cloud resources, as its policies allow: Bucket orders-data, Bucket orders-logs"}},
+				buckets: byName(opened(data, byCrossplane), opened(logs, byCrossplane), ungated, other),
+			},
+		},
+		"OpenedOnce": {
+			reason: "A Delete gate the Claim's deletion opened is not opened again when Crossplane then deletes the composite: the allowance keeps the Claim's trace.",
+			args: args{objs: []client.Object{claims, deletesCloud, xr(t), opened(data, byAlice), opened(logs, byAlice), ungated, other},
+				req: remove(asCrossplane, xr(t))},
+			want: want{
+				result:  result{Allowed: true, Warnings: []string{"deleting XDatabase orders-x1 deletes these cloud resources, as its policies allow: Bucket orders-data, Bucket orders-logs"}},
+				buckets: byName(opened(data, byAlice), opened(logs, byAlice), ungated, other),
+			},
+		},
+		"MalformedAllowancesDenied": {
+			reason: "When a Bucket's allowances cannot be read, what the deletion does to the cloud cannot be decided, so it is denied.",
+			args: args{objs: []client.Object{claims, deletesCloud, xr(t), bucket(t, annotate(v1alpha1.AnnotationAllowances, "["))},
+				req: remove(asAlice, deletable)},
+			want: want{
+				result: result{Code: http.StatusForbidden,
+					Message: "cannot decide what deleting DatabaseClaim team-a/orders does to the cloud, so it is not deleted: cannot parse annotation kausality.io/allowances on Bucket orders-data: invalid JSON: unexpected EOF"},
+				buckets: byName(bucket(t, annotate(v1alpha1.AnnotationAllowances, "["))),
+			},
+		},
+		"CompositeGone": {
+			reason: "A Claim whose composite is already gone has nothing to open.",
+			args:   args{objs: []client.Object{claims, deletesCloud, data, logs}, req: remove(asAlice, deletable)},
+			want:   want{result: result{Allowed: true}, buckets: byName(data, logs)},
+		},
+		"NoPolicies": {
+			reason: "A kind without policies is neither protected nor opens anything.",
+			args:   args{objs: all, req: remove(asAlice, claim(t))},
+			want:   want{result: result{Allowed: true}, buckets: untouched},
+		},
+		"NotADeletion": {
+			reason: "Other operations are not this webhook's business.",
+			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: update(asAlice, claim(t), claim(t, set("spec.size", "large")))},
+			want:   want{result: result{Allowed: true}, buckets: untouched},
+		},
+	}
+	for n, tc := range cases {
+		t.Run(n, func(t *testing.T) {
+			k := kube(t, tc.args.objs...)
+			h := &Deletion{Policies: k, Cache: kpolicy.NewCache(), Reader: k, Kube: k,
+				Managed: func() []schema.GroupVersionKind { return []schema.GroupVersionKind{bucketGVK} }, Now: now}
+			got := want{result: outcome(t, tc.args.req, h.Handle(context.Background(), tc.args.req)), buckets: storedBuckets(t, k)}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("\n%s\nHandle(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

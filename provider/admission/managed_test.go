@@ -1,0 +1,269 @@
+package admission
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	kpolicy "github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+func TestManaged(t *testing.T) {
+	type args struct {
+		// objs are what the API server holds: the composite, its Claim,
+		// policies and UpgradeAllowances.
+		objs []client.Object
+		req  admission.Request
+	}
+	var (
+		closed   = []string{gate.Observe, gate.LateInitialize}
+		openedU  = []string{gate.Observe, gate.Update, gate.LateInitialize}
+		frozenBy = `{"user":"carol@example.com","message":"incident 42","at":"2026-11-22T11:00:00Z"}`
+	)
+	// The XR carries Crossplane's propagation of Alice's resize (generation
+	// 4, not yet observed), the Claim is reconciled.
+	parentXR := func(mods ...mod) *unstructured.Unstructured {
+		return xr(t, append([]mod{generation(4), synced("True", 3), set("spec.size", "large"), allowances(xrAllowances()...), trace(claimHop(), xrHop())}, mods...)...)
+	}
+	parentClaim := func(mods ...mod) *unstructured.Unstructured {
+		return claim(t, append([]mod{generation(2), observed(2), set("spec.size", "large"), trace(claimHop())}, mods...)...)
+	}
+	ua := decode[v1alpha1.UpgradeAllowance](t, upgradeAllowance)
+	buckets := allowancePolicy(t, bucketsPolicy)
+
+	// The function's write carrying the resize to the Bucket: the new
+	// allowance and trace, the size, and the gate as the writer sends it.
+	carry := func(mp []string, mods ...mod) *unstructured.Unstructured {
+		return bucket(t, append([]mod{set("spec.forProvider.size", "large"), allowances(bucketAllowance()), trace(claimHop(), xrHop(), bucketHop()), policies(mp...)}, mods...)...)
+	}
+	// The Bucket once the resize is applied and observed at generation 6.
+	applied := func(mods ...mod) *unstructured.Unstructured {
+		return bucket(t, append([]mod{generation(6), synced("True", 6), set("spec.forProvider.size", "large"), trace(claimHop(), xrHop(), bucketHop())}, mods...)...)
+	}
+	withTrace := func(tr ...allowance.Hop) allowance.Allowance {
+		a := bucketAllowance()
+		a.Trace = tr
+		return a
+	}
+	// A hand edit of the Bucket at the fixed time, by user.
+	handHop := func(user string) allowance.Hop {
+		return allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "orders-data", Generation: 6,
+			Field: "spec.forProvider.size", User: user, Timestamp: ts(0)}
+	}
+	kept := func(mp string) string {
+		return "spec.managementPolicies of Bucket orders-data is kept at " + mp + " by Kausality: it opens only for unconsumed allowances"
+	}
+	upgradeHop := allowance.Hop{APIVersion: "kausality.io/v1alpha1", Kind: "UpgradeAllowance", Name: "xdatabases-buckets-2", Generation: 1}
+	upgraded := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbUpdate, 6, allowance.Trace{upgradeHop, xrHop(), bucketHop()})
+	initHop := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 1, User: crossplane, Timestamp: ts(-time.Minute)}
+	createHop := allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "orders-data", Generation: 1, Timestamp: ts(-time.Minute)}
+	creation := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 1, allowance.Trace{initHop, createHop})
+	newBucket := func(mods ...mod) *unstructured.Unstructured {
+		return bucket(t, append([]mod{unset("metadata.generation"), unset("status"), allowances(creation), trace(initHop, createHop), policies(closed...)}, mods...)...)
+	}
+
+	cases := map[string]struct {
+		reason string
+		args   args
+		want   result
+	}{
+		"ChainedAllowanceOpensGate": {
+			reason: "Crossplane stamps an allowance that chains to an unconsumed XR allowance: its gate opens in the same write.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(closed))},
+			want: result{Allowed: true, Object: carry(openedU).Object},
+		},
+		"ConsumedParentDenied": {
+			reason: "An allowance whose XR allowance is consumed does not chain: Crossplane's write is denied.",
+			args: args{objs: []client.Object{parentXR(synced("True", 4)), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(openedU))},
+			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data does not chain to an unconsumed allowance of XDatabase orders-x1"},
+		},
+		"ParentWithoutAllowanceDenied": {
+			reason: "An XR that carries no allowance covers nothing.",
+			args: args{objs: []client.Object{parentXR(unannotate(v1alpha1.AnnotationAllowances)), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(openedU))},
+			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data does not chain to an unconsumed allowance of XDatabase orders-x1"},
+		},
+		"OtherParentDenied": {
+			reason: "An allowance whose trace names another composite than the controlling one is denied.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(openedU, allowances(withTrace(claimHop(), func() allowance.Hop { h := xrHop(); h.Name = "orders-x2"; return h }(), bucketHop()))))},
+			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data: its trace names XDatabase orders-x2 as parent, not the controlling XDatabase orders-x1"},
+		},
+		"NoParentHopDenied": {
+			reason: "An allowance Crossplane stamps must name where it comes from.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(openedU, allowances(withTrace(bucketHop()))))},
+			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data has no parent hop in its trace"},
+		},
+		"NoControllingCompositeDenied": {
+			reason: "A resource without a controlling composite has nothing to chain to.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t, unset("metadata.ownerReferences")), carry(openedU, unset("metadata.ownerReferences")))},
+			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data: the resource has no controlling composite to chain to"},
+		},
+		"StaleWriteCannotReopen": {
+			reason: "A stale pipeline run re-sends an allowance the provider marked consumed, with the gate open: the stored observed generation consumes it again and the gate stays closed.",
+			args: args{objs: []client.Object{parentXR(synced("True", 4)), parentClaim()},
+				req: update(asCrossplane, applied(allowances(consumed(bucketAllowance())), policies(closed...)),
+					applied(allowances(bucketAllowance()), policies(openedU...)))},
+			want: result{Allowed: true, Object: applied(allowances(consumed(bucketAllowance())), policies(closed...)).Object},
+		},
+		"StaleWriteCannotReopenAfterFailedReconcile": {
+			reason: "A consumed allowance is never reopened, even when the stored Synced condition is False.",
+			args: args{objs: []client.Object{parentXR(synced("True", 4)), parentClaim()},
+				req: update(asCrossplane, applied(synced("False", 6), allowances(consumed(bucketAllowance())), policies(closed...)),
+					applied(synced("False", 6), allowances(bucketAllowance()), policies(openedU...)))},
+			want: result{Allowed: true, Object: applied(synced("False", 6), allowances(consumed(bucketAllowance())), policies(closed...)).Object},
+		},
+		"StaleWriteCannotReopenDuringFreeze": {
+			reason: "A stale write during a freeze must not turn a consumed allowance into a held one.",
+			args: args{objs: []client.Object{parentXR(synced("True", 4), annotate(v1alpha1.AnnotationFreeze, frozenBy)), parentClaim()},
+				req: update(asCrossplane, applied(allowances(consumed(bucketAllowance())), policies(closed...)),
+					applied(allowances(bucketAllowance()), policies(openedU...)))},
+			want: result{Allowed: true, Object: applied(allowances(consumed(bucketAllowance())), policies(closed...)).Object},
+		},
+		"ForgedStatusConsumesNothing": {
+			reason: "Consumption is read off the stored object: a write whose status claims the generation was observed does not close the gate.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(closed, synced("True", 6)))},
+			want: result{Allowed: true, Object: carry(openedU, synced("True", 6)).Object},
+		},
+		"ClosedGateReadOffWrite": {
+			reason: "The closed gate is the one the writer keeps the resource on: [Observe] stays [Observe], never [Observe, LateInitialize].",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t, policies(gate.Observe)), bucket(t, policies(gate.Observe), set("spec.forProvider.tags[1]", "team-a")))},
+			want: result{Allowed: true, Object: bucket(t, policies(gate.Observe), set("spec.forProvider.tags[1]", "team-a")).Object},
+		},
+		"ClosedGateObserveOpens": {
+			reason: "With [Observe] as the closed gate, an Update allowance opens [Observe, Update], not [Observe, Update, LateInitialize].",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t, policies(gate.Observe)), carry([]string{gate.Observe}))},
+			want: result{Allowed: true, Object: carry([]string{gate.Observe, gate.Update}).Object},
+		},
+		"BobHandEdit": {
+			reason: "Bob's hand edit gets an origin trace naming him; his managementPolicies [*] is set back to the closed gate, with a warning.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asBob, bucket(t), bucket(t, set("spec.forProvider.size", "huge"), policies("*")))},
+			want: result{Allowed: true, Warnings: []string{kept("[Observe LateInitialize]")},
+				Object: bucket(t, set("spec.forProvider.size", "huge"), trace(handHop(bob))).Object},
+		},
+		"BobOpensGateOnly": {
+			reason: "A write of managementPolicies alone is no spec change, so no trace; only its read-only part is kept (here [Observe]), nothing opens, and Bob is warned.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asBob, bucket(t), bucket(t, policies(gate.Observe, gate.Create, gate.Update, gate.Delete)))},
+			want: result{Allowed: true, Warnings: []string{kept("[Observe]")}, Object: bucket(t, policies(gate.Observe)).Object},
+		},
+		"AliceHandEditUnderPolicy": {
+			reason: "A policy for the managed kind lets Alice initiate: her edit earns an External allowance traced to her, and the gate opens for it.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), buckets},
+				req: update(asAlice, bucket(t), bucket(t, set("spec.forProvider.size", "huge")))},
+			want: result{Allowed: true, Warnings: []string{kept("[Observe Update LateInitialize]")},
+				Object: bucket(t, set("spec.forProvider.size", "huge"), trace(handHop(alice)), policies(openedU...),
+					allowances(allowance.Allowance{Relation: v1alpha1.RelationExternal,
+						Target:     v1alpha1.Target{External: map[string]string{"apiGroup": "recorder.kausality.io", "kind": "Bucket"}},
+						Verbs:      []string{v1alpha1.VerbUpdate},
+						Generation: 6, Initiator: alice, Trace: allowance.Trace{handHop(alice)}})).Object},
+		},
+		"BobDeniedUnderPolicy": {
+			reason: "Under a policy for the managed kind Bob's hand edit is denied in Enforce mode, naming field and policy.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), buckets},
+				req: update(asBob, bucket(t), bucket(t, set("spec.forProvider.size", "huge")))},
+			want: result{Code: http.StatusForbidden, Audit: map[string]string{auditMode: "Enforce",
+				auditViolations: `Bucket orders-data: change to spec.forProvider.size is not permitted by AllowancePolicy buckets: user "bob@example.com" is not a subject with mayInitiate`},
+				Message: `Bucket orders-data: change to spec.forProvider.size is not permitted by AllowancePolicy buckets: user "bob@example.com" is not a subject with mayInitiate`},
+		},
+		"NotGated": {
+			reason: "A managed resource without the gated label passes untouched, whatever the write.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asBob, bucket(t, unlabel(v1alpha1.LabelGated)), bucket(t, unlabel(v1alpha1.LabelGated), set("spec.forProvider.size", "huge"), policies("*")))},
+			want: result{Allowed: true, Object: bucket(t, unlabel(v1alpha1.LabelGated), set("spec.forProvider.size", "huge"), policies("*")).Object},
+		},
+		"FreezeOnXR": {
+			reason: "A freeze on the composite keeps the gate closed for a chained allowance; the allowance is kept for when the freeze lifts.",
+			args: args{objs: []client.Object{parentXR(annotate(v1alpha1.AnnotationFreeze, frozenBy)), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(openedU))},
+			want: result{Allowed: true, Object: carry(closed).Object},
+		},
+		"FreezeOnClaim": {
+			reason: "A freeze on the composite's Claim keeps the gate closed too.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(annotate(v1alpha1.AnnotationFreeze, frozenBy))},
+				req: update(asCrossplane, bucket(t), carry(openedU))},
+			want: result{Allowed: true, Object: carry(closed).Object},
+		},
+		"FreezeHoldsAllowancePastGeneration": {
+			reason: "While frozen, an unconsumed allowance for a generation the provider may observe without applying is moved past the stored generation, so the freeze does not consume it.",
+			args: args{objs: []client.Object{parentXR(annotate(v1alpha1.AnnotationFreeze, frozenBy)), parentClaim()},
+				req: update(asCrossplane, carry(closed, generation(6), synced("True", 5)), carry(closed, generation(6), synced("True", 5)))},
+			want: func() result {
+				a := bucketAllowance()
+				a.Generation = 7
+				return result{Allowed: true, Object: carry(closed, generation(6), synced("True", 5), allowances(a)).Object}
+			}(),
+		},
+		"ExpiredAllowance": {
+			reason: "An allowance stamped longer ago than the gate may stay open opens nothing.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(openedU, allowances(withTrace(claimHop(), xrHop(), at(bucketHop(), -2*time.Hour)))))},
+			want: result{Allowed: true, Object: carry(closed, allowances(withTrace(claimHop(), xrHop(), at(bucketHop(), -2*time.Hour)))).Object},
+		},
+		"UnsupportedCombinationFailsClosed": {
+			reason: "Allowances for Update and Delete ask for a gate crossplane-runtime does not support: it stays closed and the writer is told why.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asProvider, bucket(t), bucket(t, allowances(bucketAllowance(),
+					allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbDelete, 6, allowance.Trace{claimHop(), xrHop(), bucketHop()}))))},
+			want: result{Allowed: true,
+				Warnings: []string{"the gate of Bucket orders-data stays closed: cannot open gate for verbs [Update, Delete]: managementPolicies [Observe, Update, Delete, LateInitialize] is not a combination crossplane-runtime supports; the gate stays closed"},
+				Object: bucket(t, allowances(bucketAllowance(),
+					allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbDelete, 6, allowance.Trace{claimHop(), xrHop(), bucketHop()}))).Object},
+		},
+		"CreationOpensCreateGate": {
+			reason: "Creating a resource with a Create allowance traced to its composite opens the Create gate in the creating write.",
+			args:   args{objs: []client.Object{parentXR(), parentClaim()}, req: create(asCrossplane, newBucket())},
+			want:   result{Allowed: true, Object: newBucket(policies(gate.Observe, gate.Create, gate.LateInitialize)).Object},
+		},
+		"UpgradeAllowanceChain": {
+			reason: "An allowance starting at an UpgradeAllowance that names the resource's composition revision chains, and opens the gate.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), ua},
+				req: update(asCrossplane, bucket(t), carry(closed, allowances(upgraded), annotate(v1alpha1.AnnotationCompositionRevision, "xdatabases-buckets-2")))},
+			want: result{Allowed: true, Object: carry(openedU, allowances(upgraded), annotate(v1alpha1.AnnotationCompositionRevision, "xdatabases-buckets-2")).Object},
+		},
+		"UpgradeAllowanceOtherRevisionDenied": {
+			reason: "An UpgradeAllowance that does not name the resource's composition revision covers nothing.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), ua},
+				req: update(asCrossplane, bucket(t), carry(closed, allowances(upgraded), annotate(v1alpha1.AnnotationCompositionRevision, "xdatabases-buckets-3")))},
+			want: result{Code: http.StatusForbidden, Message: `allowance 0 on Bucket orders-data starts at UpgradeAllowance xdatabases-buckets-2, which does not name composition revision "xdatabases-buckets-3"`},
+		},
+		"MalformedAllowancesDenied": {
+			reason: "An allowances annotation that does not parse is denied naming it.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t), bucket(t, annotate(v1alpha1.AnnotationAllowances, "[")))},
+			want: result{Code: http.StatusForbidden, Message: "cannot parse annotation kausality.io/allowances on Bucket orders-data: invalid JSON: unexpected EOF"},
+		},
+		"Delete": {
+			reason: "Deleting a managed resource is not this webhook's business.",
+			args:   args{objs: []client.Object{parentXR()}, req: remove(asBob, bucket(t))},
+			want:   result{Allowed: true},
+		},
+	}
+	for n, tc := range cases {
+		t.Run(n, func(t *testing.T) {
+			k := kube(t, tc.args.objs...)
+			h := &Managed{Reader: k, Policies: k, Cache: kpolicy.NewCache(), Trusted: trusted, Now: now}
+			got := admitted(t, tc.args.req, h.Handle(context.Background(), tc.args.req))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("\n%s\nHandle(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

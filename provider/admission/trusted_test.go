@@ -1,0 +1,200 @@
+package admission
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+)
+
+// refusal is the message protect gives user for changing what (e.g.
+// "annotation kausality.io/trace") of object.
+func refusal(user, object string, what ...string) string {
+	return fmt.Sprintf("%s of %s: only Kausality and Crossplane may change %s; user %q may set kausality.io/freeze, kausality.io/mode, kausality.io/allow-delete and kausality.io/trace-* annotations",
+		strings.Join(what, " and "), object, strings.Join(what, ", "), user)
+}
+
+func TestTrustedProtect(t *testing.T) {
+	type args struct {
+		trusted Trusted
+		user    authenticationv1.UserInfo
+		old     *unstructured.Unstructured
+		obj     *unstructured.Unstructured
+	}
+	stored := claim(t, allowances(claimAllowance()), trace(claimHop()))
+	storedMR := bucket(t, allowances(bucketAllowance()), trace(claimHop(), xrHop(), bucketHop()), annotate(v1alpha1.AnnotationApplied, `{"spec.forProvider.size":"small"}`),
+		annotate(v1alpha1.AnnotationControllerUAHash, "a1b2c3"))
+	cases := map[string]struct {
+		reason string
+		args   args
+		want   string
+	}{
+		"UserChangesAllowances": {
+			reason: "A user may not rewrite the allowances annotation: it would forge permission for a change.",
+			args: args{trusted: trusted, user: asAlice, old: stored,
+				obj: claim(t, allowances(consumed(claimAllowance())), trace(claimHop()))},
+			want: `annotation kausality.io/allowances of DatabaseClaim team-a/orders: only Kausality and Crossplane may change annotation kausality.io/allowances; user "alice@example.com" may set kausality.io/freeze, kausality.io/mode, kausality.io/allow-delete and kausality.io/trace-* annotations`,
+		},
+		"UserRemovesTrace": {
+			reason: "Removing the trace erases another change's cause.",
+			args:   args{trusted: trusted, user: asBob, old: stored, obj: claim(t, allowances(claimAllowance()))},
+			want:   refusal(bob, "DatabaseClaim team-a/orders", "annotation kausality.io/trace"),
+		},
+		"UserEmptiesAllowances": {
+			reason: "An annotation set to the empty string is a change from a present value.",
+			args: args{trusted: trusted, user: asBob, old: stored,
+				obj: claim(t, annotate(v1alpha1.AnnotationAllowances, ""), trace(claimHop()))},
+			want: refusal(bob, "DatabaseClaim team-a/orders", "annotation kausality.io/allowances"),
+		},
+		"UserForgesAllowancesOnCreate": {
+			reason: "A create carrying allowances is a forgery too: there is no stored object to compare with.",
+			args:   args{trusted: trusted, user: asBob, obj: claim(t, allowances(claimAllowance()))},
+			want:   refusal(bob, "DatabaseClaim team-a/orders", "annotation kausality.io/allowances"),
+		},
+		"UserChangesApplied": {
+			reason: "The applied record tells drift from propagation; a user changing it would disguise drift.",
+			args: args{trusted: trusted, user: asBob, old: storedMR,
+				obj: bucket(t, allowances(bucketAllowance()), trace(claimHop(), xrHop(), bucketHop()), annotate(v1alpha1.AnnotationApplied, `{"spec.forProvider.size":"large"}`), annotate(v1alpha1.AnnotationControllerUAHash, "a1b2c3"))},
+			want: refusal(bob, "Bucket orders-data", "annotation kausality.io/applied"),
+		},
+		"UserChangesCompositionRevision": {
+			reason: "The composition revision stamp decides which UpgradeAllowance covers a resource.",
+			args: args{trusted: trusted, user: asBob, old: storedMR,
+				obj: bucket(t, allowances(bucketAllowance()), trace(claimHop(), xrHop(), bucketHop()), annotate(v1alpha1.AnnotationApplied, `{"spec.forProvider.size":"small"}`),
+					annotate(v1alpha1.AnnotationControllerUAHash, "a1b2c3"), annotate(v1alpha1.AnnotationCompositionRevision, "xdatabases-buckets-2"))},
+			want: refusal(bob, "Bucket orders-data", "annotation kausality.io/composition-revision"),
+		},
+		"UserRemovesControllerUAHash": {
+			reason: "The controller User-Agent hash detects controller upgrades.",
+			args: args{trusted: trusted, user: asBob, old: storedMR,
+				obj: bucket(t, allowances(bucketAllowance()), trace(claimHop(), xrHop(), bucketHop()), annotate(v1alpha1.AnnotationApplied, `{"spec.forProvider.size":"small"}`))},
+			want: refusal(bob, "Bucket orders-data", "annotation kausality.io/controller-ua-hash"),
+		},
+		"UserRemovesGatedLabel": {
+			reason: "A gated managed resource stays gated: removing the label would hide it from the gate controller.",
+			args:   args{trusted: trusted, user: asBob, old: bucket(t), obj: bucket(t, unlabel(v1alpha1.LabelGated))},
+			want:   refusal(bob, "Bucket orders-data", "label kausality.io/gated"),
+		},
+		"UserAddsGatedLabel": {
+			reason: "Only the function gates a resource.",
+			args:   args{trusted: trusted, user: asBob, old: bucket(t, unlabel(v1alpha1.LabelGated)), obj: bucket(t)},
+			want:   refusal(bob, "Bucket orders-data", "label kausality.io/gated"),
+		},
+		"SeveralProtectedChanges": {
+			reason: "Every protected change is named, annotations in a fixed order, then the label.",
+			args: args{trusted: trusted, user: asBob, old: storedMR,
+				obj: bucket(t, unlabel(v1alpha1.LabelGated), unannotate(v1alpha1.AnnotationCompositionRevision), annotate(v1alpha1.AnnotationApplied, `{"spec.forProvider.size":"small"}`), annotate(v1alpha1.AnnotationControllerUAHash, "a1b2c3"))},
+			want: refusal(bob, "Bucket orders-data", "annotation kausality.io/allowances", "annotation kausality.io/trace", "annotation kausality.io/composition-revision", "label kausality.io/gated"),
+		},
+		"UserSetsTheirAnnotations": {
+			reason: "Users may set freeze, mode, allow-delete and trace-* labels, and change anything else.",
+			args: args{trusted: trusted, user: asBob, old: stored,
+				obj: claim(t, allowances(claimAllowance()), trace(claimHop()),
+					annotate(v1alpha1.AnnotationFreeze, `{"user":"bob@example.com","message":"incident"}`),
+					annotate(v1alpha1.AnnotationMode, "Log"), annotate(v1alpha1.AnnotationAllowDelete, "true"),
+					annotate(v1alpha1.AnnotationTraceLabelPrefix+"ticket", "T-1"), annotate("jira", "INFRA-1"),
+					set("spec.size", "large"))},
+		},
+		"UserLeavesProtectedAnnotationsAlone": {
+			reason: "A write that keeps the protected annotations as stored is not refused.",
+			args:   args{trusted: trusted, user: asBob, old: storedMR, obj: storedMR},
+		},
+		"CrossplaneChangesAllowances": {
+			reason: "Crossplane writes the function's output and the claim controller's copy.",
+			args: args{trusted: trusted, user: asCrossplane, old: storedMR,
+				obj: bucket(t, allowances(consumed(bucketAllowance())), unlabel(v1alpha1.LabelGated))},
+		},
+		"ProviderChangesAllowances": {
+			reason: "The provider marks allowances consumed.",
+			args: args{trusted: trusted, user: asProvider, old: stored,
+				obj: claim(t, allowances(consumed(claimAllowance())), trace(claimHop()))},
+		},
+		"EmptyUsernameNeverTrusted": {
+			reason: "An unknown provider username (empty) must not make the empty username trusted.",
+			args: args{trusted: Trusted{Crossplane: crossplane}, user: authenticationv1.UserInfo{}, old: stored,
+				obj: claim(t, trace(claimHop()))},
+			want: refusal("", "DatabaseClaim team-a/orders", "annotation kausality.io/allowances"),
+		},
+	}
+	for n, tc := range cases {
+		t.Run(n, func(t *testing.T) {
+			got := tc.args.trusted.protect(tc.args.user, tc.args.old, tc.args.obj)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("\n%s\nprotect(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestTrustedWrite(t *testing.T) {
+	type want struct {
+		old, obj *unstructured.Unstructured
+		done     *result
+	}
+	stored := claim(t, allowances(claimAllowance()), trace(claimHop()))
+	changed := claim(t, allowances(claimAllowance()), trace(claimHop()), set("spec.size", "large"))
+	garbled := update(asAlice, stored, changed)
+	garbled.Object = runtime.RawExtension{Raw: []byte(`{"apiVersion":`)}
+	connect := update(asBob, stored, changed)
+	connect.Operation = admissionv1.Connect
+	cases := map[string]struct {
+		reason string
+		req    admission.Request
+		want   want
+	}{
+		"Update": {
+			reason: "An admitted update decodes both objects for the handler to decide.",
+			req:    update(asAlice, stored, changed),
+			want:   want{old: stored, obj: changed},
+		},
+		"Create": {
+			reason: "A create has no old object.",
+			req:    create(asAlice, claim(t)),
+			want:   want{obj: claim(t)},
+		},
+		"Delete": {
+			reason: "Deletions are not writes: they pass, with nothing decoded.",
+			req:    remove(asBob, stored),
+			want:   want{done: &result{Allowed: true}},
+		},
+		"Connect": {
+			reason: "Other operations pass.",
+			req:    connect,
+			want:   want{done: &result{Allowed: true}},
+		},
+		"Undecodable": {
+			reason: "An object that does not decode is a bad request, not an admission.",
+			req:    garbled,
+			want: want{done: &result{Code: http.StatusBadRequest,
+				Message: "cannot decode DatabaseClaim orders: unexpected end of JSON input"}},
+		},
+		"Protected": {
+			reason: "A protected change is denied before any handler logic runs.",
+			req:    update(asBob, stored, claim(t, trace(claimHop()))),
+			want: want{done: &result{Code: http.StatusForbidden,
+				Message: refusal(bob, "DatabaseClaim team-a/orders", "annotation kausality.io/allowances")}},
+		},
+	}
+	for n, tc := range cases {
+		t.Run(n, func(t *testing.T) {
+			old, obj, done := trusted.write(tc.req)
+			got := want{old: old, obj: obj}
+			if done != nil {
+				r := outcome(t, tc.req, *done)
+				got.done = &r
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("\n%s\nwrite(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
