@@ -159,7 +159,10 @@ func (r *Reconciler) condition(d gate.Decision, current *unstructured.Unstructur
 	prev := gateCondition(current)
 	var consumed []allowance.Allowance
 	for _, a := range d.Allowances {
-		if a.Consumed && a.Relation == v1alpha1.RelationExternal && a.Generation > prev.ObservedGeneration {
+		// Consumed since the condition was written: stamped after it, or
+		// for the very generation the condition saw open.
+		since := a.Generation > prev.ObservedGeneration || (prev.Status == corev1.ConditionTrue && a.Generation == prev.ObservedGeneration)
+		if a.Consumed && a.Relation == v1alpha1.RelationExternal && since {
 			consumed = append(consumed, a)
 		}
 	}

@@ -1,0 +1,591 @@
+package gatecontroller
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/test"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
+)
+
+// A made-up managed resource kind, and the composite above it.
+var (
+	nopGVK = schema.GroupVersionKind{Group: "nop.example.org", Version: "v1alpha1", Kind: "NopResource"}
+	xnopGV = schema.GroupVersion{Group: "example.org", Version: "v1alpha1"}
+
+	fixed = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+)
+
+const (
+	alice  = "alice@example.com"
+	carol  = "carol@example.com"
+	ns     = "team-a"
+	mrName = "nop"
+)
+
+var (
+	closedGate  = []string{gate.Observe, gate.LateInitialize}
+	updateGate  = []string{gate.Observe, gate.Update, gate.LateInitialize}
+	observeGate = []string{gate.Observe}
+)
+
+// ext is an External allowance for verbs on the NopResource at generation
+// gen, stamped at stamped, initiated by Alice on the composite.
+func ext(gen int64, stamped time.Time, verbs ...string) allowance.Allowance {
+	return allowance.Allowance{
+		Relation:   v1alpha1.RelationExternal,
+		Target:     v1alpha1.Target{External: map[string]string{"apiGroup": nopGVK.Group, "kind": nopGVK.Kind}},
+		Verbs:      verbs,
+		Generation: gen,
+		Initiator:  alice,
+		Trace: allowance.Trace{
+			{APIVersion: xnopGV.String(), Kind: "XNop", Name: "xnop", Generation: 5, Field: "spec.size", User: alice, Timestamp: allowance.Timestamp(stamped.Add(-time.Second))},
+			{APIVersion: nopGVK.GroupVersion().String(), Kind: nopGVK.Kind, Name: mrName, Generation: gen, Timestamp: allowance.Timestamp(stamped)},
+		},
+	}
+}
+
+func consumed(a allowance.Allowance) allowance.Allowance {
+	a.Consumed = true
+	return a
+}
+
+func regen(a allowance.Allowance, gen int64) allowance.Allowance {
+	a.Generation = gen
+	return a
+}
+
+type mrOption func(*unstructured.Unstructured)
+
+// managed is a gated NopResource at generation 3, closed to the default
+// gate, that no provider has reconciled yet.
+func managed(opts ...mrOption) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(nopGVK)
+	u.SetNamespace(ns)
+	u.SetName(mrName)
+	u.SetGeneration(3)
+	u.SetLabels(map[string]string{v1alpha1.LabelGated: "true"})
+	u.SetAnnotations(map[string]string{})
+	_ = unstructured.SetNestedField(u.Object, int64(2), "spec", "forProvider", "size")
+	withPolicies(closedGate...)(u)
+	for _, o := range opts {
+		o(u)
+	}
+	return u
+}
+
+func withPolicies(p ...string) mrOption {
+	return func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedStringSlice(u.Object, p, "spec", "managementPolicies")
+	}
+}
+
+func withAnnotation(k, v string) mrOption {
+	return func(u *unstructured.Unstructured) {
+		a := u.GetAnnotations()
+		a[k] = v
+		u.SetAnnotations(a)
+	}
+}
+
+func withAllowances(as ...allowance.Allowance) mrOption {
+	return withAnnotation(v1alpha1.AnnotationAllowances, allowance.Format(as))
+}
+
+func withFreeze(user string) mrOption {
+	return withAnnotation(v1alpha1.AnnotationFreeze, `{"user":"`+user+`","message":"incident 42"}`)
+}
+
+func withObserved(g int64) mrOption {
+	return func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, g, "status", "observedGeneration")
+	}
+}
+
+func withConditions(cs ...xpv2.Condition) mrOption {
+	return func(u *unstructured.Unstructured) {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&xpv2.ConditionedStatus{Conditions: cs})
+		if err != nil {
+			panic(err)
+		}
+		_ = unstructured.SetNestedField(u.Object, m["conditions"], "status", "conditions")
+	}
+}
+
+func withoutLabel() mrOption {
+	return func(u *unstructured.Unstructured) { u.SetLabels(nil) }
+}
+
+func withDeletion() mrOption {
+	return func(u *unstructured.Unstructured) {
+		u.SetFinalizers([]string{"finalizer.managedresource.crossplane.io"})
+		u.SetDeletionTimestamp(&metav1.Time{Time: fixed.Add(-time.Minute)})
+	}
+}
+
+func withController(kind, name string) mrOption {
+	return func(u *unstructured.Unstructured) {
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: xnopGV.String(), Kind: kind, Name: name, UID: "xnop-uid", Controller: ptr.To(true)}})
+	}
+}
+
+// composite is the XNop xnop in team-a.
+func composite(annotations map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(xnopGV.WithKind("XNop"))
+	u.SetNamespace(ns)
+	u.SetName("xnop")
+	u.SetUID("xnop-uid")
+	u.SetAnnotations(annotations)
+	return u
+}
+
+func synced(status corev1.ConditionStatus, g int64) xpv2.Condition {
+	reason := xpv2.ConditionReason("ReconcileSuccess")
+	if status != corev1.ConditionTrue {
+		reason = "ReconcileError"
+	}
+	return xpv2.Condition{Type: "Synced", Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(fixed.Add(-time.Hour)), ObservedGeneration: g}
+}
+
+func gateOpen(g int64, at time.Time, msg string) xpv2.Condition {
+	return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionTrue, Reason: ReasonOpened, Message: msg, LastTransitionTime: metav1.NewTime(at), ObservedGeneration: g}
+}
+
+func gateClosed(reason xpv2.ConditionReason, g int64, at time.Time, msg string) xpv2.Condition {
+	return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(at), ObservedGeneration: g}
+}
+
+// normalize round-trips an object through JSON, as the fake client stores
+// it, and drops the resourceVersion the fake client assigns.
+func normalize(t *testing.T, u *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	if u == nil {
+		return nil
+	}
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &unstructured.Unstructured{}
+	if err := out.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	out.SetResourceVersion("")
+	return out
+}
+
+// gathered are the gate metrics that are not zero: counters by name,
+// histograms by name_count.
+func gathered(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.GetCounter() != nil && m.GetCounter().GetValue() != 0:
+				out[mf.GetName()] += m.GetCounter().GetValue()
+			case m.GetHistogram() != nil && m.GetHistogram().GetSampleCount() != 0:
+				out[mf.GetName()+"_count"] += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+func drain(ch chan string) []string {
+	var out []string
+	for {
+		select {
+		case e := <-ch:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func TestReconcile(t *testing.T) {
+	const (
+		openMsg     = "gate open for Update: Update at generation 3 initiated by alice@example.com"
+		consumedMsg = "gate closed: consumed Update at generation 3 initiated by alice@example.com"
+		frozenMsg   = "gate closed by a freeze; withheld: Update at generation 4 initiated by alice@example.com"
+		closedMsg   = "gate closed: no unconsumed External allowance"
+	)
+	recent := fixed.Add(-10 * time.Minute) // 50 minutes left of the default hour
+	upd := ext(3, recent, gate.Update)
+	conflict := kerrors.NewConflict(schema.GroupResource{Group: nopGVK.Group, Resource: "nopresources"}, mrName, errors.New("the object has been modified"))
+	errBoom := errors.New("boom")
+	_, malformedErr := allowance.Parse(`[{"relation":"Sideways"}]`)
+
+	type args struct {
+		objs      []client.Object
+		opts      Options
+		intercept interceptor.Funcs
+	}
+	type want struct {
+		result  ctrl.Result
+		err     error
+		mr      *unstructured.Unstructured
+		writes  []string
+		events  []string
+		metrics map[string]float64
+	}
+	cases := map[string]struct {
+		reason string
+		args   args
+		want   want
+	}{
+		"NotFound": {
+			reason: "A managed resource that is gone is no error.",
+			args:   args{},
+			want:   want{},
+		},
+		"NotGated": {
+			reason: "A managed resource without the gated label is not the controller's: untouched.",
+			args:   args{objs: []client.Object{managed(withoutLabel(), withAllowances(upd), withObserved(2))}},
+			want:   want{mr: managed(withoutLabel(), withAllowances(upd), withObserved(2))},
+		},
+		"BeingDeleted": {
+			reason: "A managed resource being deleted is untouched: its Delete gate belongs to the deletion.",
+			args:   args{objs: []client.Object{managed(withDeletion(), withAllowances(upd), withObserved(2))}},
+			want:   want{mr: managed(withDeletion(), withAllowances(upd), withObserved(2))},
+		},
+		"OpenedByUpdateAllowance": {
+			reason: "An unconsumed External Update allowance opens the gate to [Observe, Update, LateInitialize] and the controller comes back when it expires.",
+			args:   args{objs: []client.Object{managed(withAllowances(upd), withObserved(2))}},
+			want: want{
+				result:  ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
+				mr:      managed(withPolicies(updateGate...), withAllowances(upd), withObserved(2), withConditions(gateOpen(3, fixed, openMsg))),
+				writes:  []string{"Update", "Status"},
+				events:  []string{"Normal Opened " + openMsg},
+				metrics: map[string]float64{"kausality_gates_opened_total": 1},
+			},
+		},
+		"OpenRequeuesBeforeExpiry": {
+			reason: "An open gate is looked at again one second after its allowance is MaxOpen old.",
+			args: args{
+				objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(ext(3, fixed.Add(-20*time.Minute), gate.Update)), withObserved(2),
+					withConditions(gateOpen(3, fixed.Add(-20*time.Minute), openMsg)))},
+				opts: Options{Gate: gate.Config{MaxOpen: 30 * time.Minute}},
+			},
+			want: want{
+				result: ctrl.Result{RequeueAfter: 10*time.Minute + time.Second},
+				mr: managed(withPolicies(updateGate...), withAllowances(ext(3, fixed.Add(-20*time.Minute), gate.Update)), withObserved(2),
+					withConditions(gateOpen(3, fixed.Add(-20*time.Minute), openMsg))),
+			},
+		},
+		"ConsumedByObservedGeneration": {
+			reason: "Once status.observedGeneration reaches the allowance's generation it is marked consumed, the gate closes with reason Consumed and an Event says so (the GateOpen condition was last written at generation 2).",
+			args: args{objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(upd), withObserved(3),
+				withConditions(gateOpen(2, recent, openMsg)))}},
+			want: want{
+				mr: managed(withAllowances(consumed(upd)), withObserved(3),
+					withConditions(gateClosed(ReasonConsumed, 3, fixed, consumedMsg))),
+				writes:  []string{"Update", "Status"},
+				events:  []string{"Normal Consumed " + consumedMsg},
+				metrics: map[string]float64{"kausality_gates_closed_total": 1, "kausality_gate_open_duration_seconds_count": 1},
+			},
+		},
+		"ConsumedBySyncedCondition": {
+			reason: "Without status.observedGeneration, a True Synced condition's observedGeneration consumes.",
+			args: args{objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(upd),
+				withConditions(synced(corev1.ConditionTrue, 3)))}},
+			want: want{
+				mr: managed(withAllowances(consumed(upd)),
+					withConditions(synced(corev1.ConditionTrue, 3), gateClosed(ReasonConsumed, 3, fixed, consumedMsg))),
+				writes: []string{"Update", "Status"},
+				events: []string{"Normal Consumed " + consumedMsg},
+			},
+		},
+		"SyncedFalseDoesNotConsume": {
+			reason: "A failed reconcile stamps its generation on a False Synced condition; nothing was applied, so the gate stays open and nothing is written.",
+			args: args{objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(upd),
+				withConditions(synced(corev1.ConditionFalse, 3), gateOpen(3, recent, openMsg)))}},
+			want: want{
+				result: ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
+				mr: managed(withPolicies(updateGate...), withAllowances(upd),
+					withConditions(synced(corev1.ConditionFalse, 3), gateOpen(3, recent, openMsg))),
+			},
+		},
+		"Expired": {
+			reason: "An allowance stamped longer than Options.Gate.MaxOpen ago closes the gate with reason Expired, unconsumed.",
+			args: args{
+				objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(ext(3, fixed.Add(-31*time.Minute), gate.Update)), withObserved(2),
+					withConditions(gateOpen(3, fixed.Add(-31*time.Minute), openMsg)))},
+				opts: Options{Gate: gate.Config{MaxOpen: 30 * time.Minute}},
+			},
+			want: want{
+				mr: managed(withAllowances(ext(3, fixed.Add(-31*time.Minute), gate.Update)), withObserved(2),
+					withConditions(gateClosed(ReasonExpired, 3, fixed, "gate closed after 30m0s: Update at generation 3 initiated by alice@example.com"))),
+				writes: []string{"Update", "Status"},
+				events: []string{"Warning Expired gate closed after 30m0s: Update at generation 3 initiated by alice@example.com"},
+				metrics: map[string]float64{"kausality_gates_closed_total": 1, "kausality_gates_expired_total": 1,
+					"kausality_gate_open_duration_seconds_count": 1},
+			},
+		},
+		"FrozenOnManagedResource": {
+			reason: "A freeze on the managed resource closes the gate, moves the allowance past the stored generation (held, not consumed) and looks again in 15s.",
+			args: args{objs: []client.Object{managed(withFreeze(carol), withPolicies(updateGate...), withAllowances(upd), withObserved(2),
+				withConditions(gateOpen(3, recent, openMsg)))}},
+			want: want{
+				result: ctrl.Result{RequeueAfter: 15 * time.Second},
+				mr: managed(withFreeze(carol), withAllowances(regen(upd, 4)), withObserved(2),
+					withConditions(gateClosed(ReasonFrozen, 3, fixed, frozenMsg))),
+				writes:  []string{"Update", "Status"},
+				events:  []string{"Warning Frozen " + frozenMsg},
+				metrics: map[string]float64{"kausality_gates_closed_total": 1, "kausality_gate_open_duration_seconds_count": 1},
+			},
+		},
+		"FrozenOnComposite": {
+			reason: "A freeze on the controlling composite keeps the gate shut: the allowance is held past the stored generation.",
+			args: args{objs: []client.Object{
+				composite(map[string]string{v1alpha1.AnnotationFreeze: `{"user":"carol@example.com"}`}),
+				managed(withController("XNop", "xnop"), withAllowances(upd), withObserved(2)),
+			}},
+			want: want{
+				result: ctrl.Result{RequeueAfter: 15 * time.Second},
+				mr: managed(withController("XNop", "xnop"), withAllowances(regen(upd, 4)), withObserved(2),
+					withConditions(gateClosed(ReasonFrozen, 3, fixed, frozenMsg))),
+				writes: []string{"Update", "Status"},
+				events: []string{"Warning Frozen " + frozenMsg},
+			},
+		},
+		"CompositeNotFrozen": {
+			reason: "A controlling composite without a freeze does not hold the gate.",
+			args: args{objs: []client.Object{
+				composite(map[string]string{"example.org/note": "nothing"}),
+				managed(withController("XNop", "xnop"), withAllowances(upd), withObserved(2)),
+			}},
+			want: want{
+				result:  ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
+				mr:      managed(withController("XNop", "xnop"), withPolicies(updateGate...), withAllowances(upd), withObserved(2), withConditions(gateOpen(3, fixed, openMsg))),
+				writes:  []string{"Update", "Status"},
+				events:  []string{"Normal Opened " + openMsg},
+				metrics: map[string]float64{"kausality_gates_opened_total": 1},
+			},
+		},
+		"InvalidAllowances": {
+			reason: "A malformed allowances annotation closes the gate and is kept byte for byte.",
+			args: args{objs: []client.Object{managed(withPolicies(updateGate...), withAnnotation(v1alpha1.AnnotationAllowances, `[{"relation":"Sideways"}]`), withObserved(2),
+				withConditions(gateOpen(3, recent, openMsg)))}},
+			want: want{
+				mr: managed(withAnnotation(v1alpha1.AnnotationAllowances, `[{"relation":"Sideways"}]`), withObserved(2),
+					withConditions(gateClosed(ReasonInvalid, 3, fixed, "cannot parse annotation kausality.io/allowances on NopResource team-a/nop; the gate stays closed: "+malformedErr.Error()))),
+				writes:  []string{"Update", "Status"},
+				events:  []string{"Warning InvalidAllowances cannot parse annotation kausality.io/allowances on NopResource team-a/nop; the gate stays closed: " + malformedErr.Error()},
+				metrics: map[string]float64{"kausality_gates_closed_total": 1, "kausality_gate_open_duration_seconds_count": 1},
+			},
+		},
+		"UnsupportedFailsClosed": {
+			reason: "Update and Delete without Create is no combination crossplane-runtime supports: the gate stays closed with reason Unsupported.",
+			args:   args{objs: []client.Object{managed(withAllowances(ext(3, recent, gate.Update, gate.Delete)), withObserved(2))}},
+			want: want{
+				result: ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
+				mr: managed(withAllowances(ext(3, recent, gate.Update, gate.Delete)), withObserved(2),
+					withConditions(gateClosed(ReasonUnsupported, 3, fixed, "cannot open gate for verbs [Update, Delete]: managementPolicies [Observe, Update, Delete, LateInitialize] is not a combination crossplane-runtime supports; the gate stays closed"))),
+				writes: []string{"Status"},
+				events: []string{"Warning Unsupported cannot open gate for verbs [Update, Delete]: managementPolicies [Observe, Update, Delete, LateInitialize] is not a combination crossplane-runtime supports; the gate stays closed"},
+			},
+		},
+		"ObserveGateNoAllowances": {
+			reason: "A Composition that closes gates to [Observe] wrote it on the resource; without allowances the controller never rewrites it to [Observe, LateInitialize] (no Update), it only reports the closed gate.",
+			args:   args{objs: []client.Object{managed(withPolicies(observeGate...), withObserved(3))}},
+			want: want{
+				mr:     managed(withPolicies(observeGate...), withObserved(3), withConditions(gateClosed(ReasonClosed, 3, fixed, closedMsg))),
+				writes: []string{"Status"},
+				events: []string{"Normal Closed " + closedMsg},
+			},
+		},
+		"ObserveGateSettled": {
+			reason: "An [Observe] gate already reported closed is not written at all.",
+			args:   args{objs: []client.Object{managed(withPolicies(observeGate...), withObserved(3), withConditions(gateClosed(ReasonClosed, 3, recent, closedMsg)))}},
+			want: want{
+				mr: managed(withPolicies(observeGate...), withObserved(3), withConditions(gateClosed(ReasonClosed, 3, recent, closedMsg))),
+			},
+		},
+		"ObserveGateOpensUpdate": {
+			reason: "An Update allowance on an [Observe] resource opens [Observe, Update]: the Composition's closed gate, plus the verb.",
+			args:   args{objs: []client.Object{managed(withPolicies(observeGate...), withAllowances(upd), withObserved(2))}},
+			want: want{
+				result:  ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
+				mr:      managed(withPolicies(gate.Observe, gate.Update), withAllowances(upd), withObserved(2), withConditions(gateOpen(3, fixed, openMsg))),
+				writes:  []string{"Update", "Status"},
+				events:  []string{"Normal Opened " + openMsg},
+				metrics: map[string]float64{"kausality_gates_opened_total": 1},
+			},
+		},
+		"ObserveGateClosesToObserve": {
+			reason: "An [Observe, Update] gate whose allowance is consumed closes to [Observe], the Composition's closed gate, not the default.",
+			args: args{objs: []client.Object{managed(withPolicies(gate.Observe, gate.Update), withAllowances(upd), withObserved(3),
+				withConditions(gateOpen(2, recent, openMsg)))}},
+			want: want{
+				mr: managed(withPolicies(observeGate...), withAllowances(consumed(upd)), withObserved(3),
+					withConditions(gateClosed(ReasonConsumed, 3, fixed, consumedMsg))),
+				writes:  []string{"Update", "Status"},
+				events:  []string{"Normal Consumed " + consumedMsg},
+				metrics: map[string]float64{"kausality_gates_closed_total": 1, "kausality_gate_open_duration_seconds_count": 1},
+			},
+		},
+		"ConflictRequeues": {
+			reason: "A concurrent writer won the Update: look again, without an error.",
+			args: args{
+				objs: []client.Object{managed(withAllowances(upd), withObserved(2))},
+				intercept: interceptor.Funcs{Update: func(context.Context, client.WithWatch, client.Object, ...client.UpdateOption) error {
+					return conflict
+				}},
+			},
+			want: want{
+				result: ctrl.Result{RequeueAfter: conflictRecheck},
+				mr:     managed(withAllowances(upd), withObserved(2)),
+			},
+		},
+		"StatusConflictRequeues": {
+			reason: "A concurrent writer won the status update after the gate was written: look again, without an error.",
+			args: args{
+				objs: []client.Object{managed(withAllowances(upd), withObserved(2))},
+				intercept: interceptor.Funcs{SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+					return conflict
+				}},
+			},
+			want: want{
+				result: ctrl.Result{RequeueAfter: conflictRecheck},
+				mr:     managed(withPolicies(updateGate...), withAllowances(upd), withObserved(2)),
+				writes: []string{"Update"},
+			},
+		},
+		"UpdateFails": {
+			reason: "Any other error writing the gate is returned, naming the resource.",
+			args: args{
+				objs: []client.Object{managed(withAllowances(upd), withObserved(2))},
+				intercept: interceptor.Funcs{Update: func(context.Context, client.WithWatch, client.Object, ...client.UpdateOption) error {
+					return errBoom
+				}},
+			},
+			want: want{
+				err: errors.Wrap(errBoom, "cannot update the gate of NopResource nop"),
+				mr:  managed(withAllowances(upd), withObserved(2)),
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var writes []string
+			funcs := tc.args.intercept
+			update := funcs.Update
+			funcs.Update = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				if update != nil {
+					return update(ctx, c, obj, opts...)
+				}
+				writes = append(writes, "Update")
+				return c.Update(ctx, obj, opts...)
+			}
+			subUpdate := funcs.SubResourceUpdate
+			funcs.SubResourceUpdate = func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+				if subUpdate != nil {
+					return subUpdate(ctx, c, sub, obj, opts...)
+				}
+				if sub == "status" {
+					writes = append(writes, "Status")
+				} else {
+					writes = append(writes, "SubResourceUpdate "+sub)
+				}
+				return c.SubResource(sub).Update(ctx, obj, opts...)
+			}
+			status := &unstructured.Unstructured{}
+			status.SetGroupVersionKind(nopGVK)
+			kube := fake.NewClientBuilder().WithScheme(runtime.NewScheme()).
+				WithObjects(tc.args.objs...).WithStatusSubresource(status).
+				WithInterceptorFuncs(funcs).Build()
+			rec := events.NewFakeRecorder(10)
+			reg := prometheus.NewRegistry()
+			o := tc.args.opts
+			o.Now = func() time.Time { return fixed }
+			r := NewReconciler(kube, kube, nopGVK, rec, NewMetrics(reg), o, logr.Discard())
+
+			got, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: mrName}})
+			if diff := cmp.Diff(tc.want.err, err, test.EquateErrors()); diff != "" {
+				t.Errorf("%s\nReconcile(...): -want error, +got error:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.result, got); diff != "" {
+				t.Errorf("%s\nReconcile(...): -want result, +got result:\n%s", tc.reason, diff)
+			}
+			var stored *unstructured.Unstructured
+			if tc.want.mr != nil {
+				stored = &unstructured.Unstructured{}
+				stored.SetGroupVersionKind(nopGVK)
+				if err := kube.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: mrName}, stored); err != nil {
+					t.Fatalf("cannot get the managed resource: %v", err)
+				}
+			}
+			if diff := cmp.Diff(normalize(t, tc.want.mr), normalize(t, stored)); diff != "" {
+				t.Errorf("%s\nstored managed resource: -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.writes, writes); diff != "" {
+				t.Errorf("%s\nwrites: -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.events, drain(rec.Events)); diff != "" {
+				t.Errorf("%s\nevents: -want, +got:\n%s", tc.reason, diff)
+			}
+			wantMetrics := tc.want.metrics
+			if wantMetrics == nil {
+				wantMetrics = map[string]float64{}
+			}
+			if diff := cmp.Diff(wantMetrics, gathered(t, reg)); diff != "" {
+				t.Errorf("%s\nmetrics: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestConsumedAfterOpenSeen pins the usual order: the controller writes
+// GateOpen True at the allowance's generation, then the provider observes
+// that generation. The gate closes as Consumed, not merely Closed.
+func TestConsumedAfterOpenSeen(t *testing.T) {
+	upd := ext(3, fixed.Add(-10*time.Minute), gate.Update)
+	openMsg := "gate open for Update: Update at generation 3 initiated by alice@example.com"
+	mr := managed(withPolicies(updateGate...), withAllowances(upd), withObserved(3), withConditions(gateOpen(3, fixed.Add(-10*time.Minute), openMsg)))
+	status := &unstructured.Unstructured{}
+	status.SetGroupVersionKind(nopGVK)
+	kube := fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithObjects(mr).WithStatusSubresource(status).Build()
+	r := NewReconciler(kube, kube, nopGVK, events.NewFakeRecorder(10), NewMetrics(prometheus.NewRegistry()), Options{Now: func() time.Time { return fixed }}, logr.Discard())
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: mrName}}); err != nil {
+		t.Fatal(err)
+	}
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(nopGVK)
+	if err := kube.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: mrName}, got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(ReasonConsumed), string(gateCondition(got).Reason)); diff != "" {
+		t.Errorf("GateOpen reason: -want +got:\n%s", diff)
+	}
+}

@@ -1,0 +1,605 @@
+package policies
+
+import (
+	"context"
+	"testing"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/test"
+	"github.com/go-logr/logr"
+	"github.com/google/cel-go/cel"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/provider/kinds"
+)
+
+// staticName is the ValidatingWebhookConfiguration package/provider ships.
+const staticName = "provider-kausality"
+
+var (
+	caBundle = []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+
+	// Kinds the API server serves in these tests.
+	claimGVK  = schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: "DatabaseClaim"}
+	xdbGVK    = schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: "XDatabase"}
+	bucketGVK = schema.GroupVersionKind{Group: "recorder.kausality.io", Version: "v1alpha1", Kind: "Bucket"}
+	nopGVK    = schema.GroupVersionKind{Group: "nop.example.org", Version: "v1alpha1", Kind: "NopResource"}
+
+	managedKinds = []kinds.Kind{{GVK: nopGVK, Resource: "nopresources"}, {GVK: bucketGVK, Resource: "buckets"}}
+)
+
+func mapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper(nil)
+	for _, gvk := range []schema.GroupVersionKind{claimGVK, xdbGVK, bucketGVK, nopGVK} {
+		m.Add(gvk, meta.RESTScopeNamespace)
+	}
+	return m
+}
+
+func scheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := admissionregistrationv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// static is the package's ValidatingWebhookConfiguration after Crossplane
+// filled in the service and CA bundle.
+func static() *admissionregistrationv1.ValidatingWebhookConfiguration {
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: staticName},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "policies.kausality.io",
+			AdmissionReviewVersions: []string{"v1"},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				Service:  &admissionregistrationv1.ServiceReference{Namespace: "crossplane-system", Name: "provider-kausality", Path: ptr.To("/validate-policies"), Port: ptr.To[int32](9443)},
+				CABundle: caBundle,
+			},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"kausality.io"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"allowancepolicies", "upgradeallowances"}},
+			}},
+		}},
+	}
+}
+
+func staticURL() *admissionregistrationv1.ValidatingWebhookConfiguration {
+	s := static()
+	s.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://provider.example.org:9443/validate-policies"), CABundle: caBundle}
+	return s
+}
+
+type policyOption func(*v1alpha1.AllowancePolicy)
+
+func allowancePolicy(name string, gvk schema.GroupVersionKind, opts ...policyOption) *v1alpha1.AllowancePolicy {
+	p := &v1alpha1.AllowancePolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name + "-uid"), Generation: 2},
+		Spec: v1alpha1.AllowancePolicySpec{
+			For:      v1alpha1.ObjectKind{APIGroup: gvk.Group, APIVersion: gvk.Version, Kind: gvk.Kind},
+			Subjects: []v1alpha1.Subject{{Kind: v1alpha1.SubjectGroup, Name: "platform-team", MayInitiate: true}},
+			Rules: []v1alpha1.Rule{{
+				Trigger:    "spec.size",
+				Conditions: []string{"has(object.metadata.annotations) && 'jira' in object.metadata.annotations"},
+				Policies: []v1alpha1.PolicyEntry{{
+					Target: v1alpha1.Target{External: map[string]string{"kind": "Bucket"}}, Relation: v1alpha1.RelationExternal, Verbs: []string{"Update"},
+				}},
+			}},
+		},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func protected() policyOption {
+	return func(p *v1alpha1.AllowancePolicy) { p.Spec.DeletionProtection = true }
+}
+
+func broken() policyOption {
+	return func(p *v1alpha1.AllowancePolicy) { p.Spec.Rules[0].Conditions = []string{"object.spec.size >"} }
+}
+
+func withReady(c metav1.Condition, observed int64) policyOption {
+	return func(p *v1alpha1.AllowancePolicy) {
+		p.Status.Conditions = []metav1.Condition{c}
+		p.Status.ObservedGeneration = observed
+	}
+}
+
+func labelled(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Labels: map[string]string{labelManaged: managedBy}}
+}
+
+func service(path string) admissionregistrationv1.WebhookClientConfig {
+	return admissionregistrationv1.WebhookClientConfig{
+		Service:  &admissionregistrationv1.ServiceReference{Namespace: "crossplane-system", Name: "provider-kausality", Path: ptr.To(path), Port: ptr.To[int32](9443)},
+		CABundle: caBundle,
+	}
+}
+
+func rule(group string, resources []string, ops ...admissionregistrationv1.OperationType) admissionregistrationv1.RuleWithOperations {
+	return admissionregistrationv1.RuleWithOperations{
+		Operations: ops,
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"v1alpha1"}, Resources: resources, Scope: ptr.To(admissionregistrationv1.AllScopes)},
+	}
+}
+
+var (
+	createUpdate = []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
+	deleteOp     = admissionregistrationv1.Delete
+)
+
+func compositesHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.MutatingWebhook {
+	return admissionregistrationv1.MutatingWebhook{
+		Name: "composites.kausality.io", ClientConfig: cc, Rules: rules,
+		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+		AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
+	}
+}
+
+func managedHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.MutatingWebhook {
+	return admissionregistrationv1.MutatingWebhook{
+		Name: "managed.kausality.io", ClientConfig: cc, Rules: rules,
+		ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelGated: "true"}},
+		SideEffects:    ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+		AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
+	}
+}
+
+func deletionHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{
+		Name: "deletion.kausality.io", ClientConfig: cc, Rules: rules,
+		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+		AdmissionReviewVersions: []string{"v1"}, TimeoutSeconds: ptr.To[int32](10),
+	}
+}
+
+// The CEL of the deletion protection, spelled out.
+const (
+	wantAllowDelete = `has(oldObject.metadata.annotations) && 'kausality.io/allow-delete' in oldObject.metadata.annotations && oldObject.metadata.annotations['kausality.io/allow-delete'] == 'true'`
+	wantObjectName  = `oldObject.kind + ' ' + (has(oldObject.metadata.namespace) ? oldObject.metadata.namespace + '/' : '') + oldObject.metadata.name`
+)
+
+func protection(resource, group string, policies string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	name := "kausality-protect-" + resource + "." + group
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: labelled(name),
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: rule(group, []string{resource}, deleteOp),
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: wantAllowDelete,
+				MessageExpression: wantObjectName + ` + ' is protected from deletion by AllowancePolicy ` + policies +
+					`; set the annotation kausality.io/allow-delete: "true" on it to delete it'`,
+				Reason: ptr.To(metav1.StatusReasonForbidden),
+			}},
+		},
+	}
+	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: labelled(name),
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	return vap, b
+}
+
+// state is the admission configuration in the fake API server.
+type state struct {
+	mutating   *admissionregistrationv1.MutatingWebhookConfiguration
+	validating *admissionregistrationv1.ValidatingWebhookConfiguration
+	vaps       []admissionregistrationv1.ValidatingAdmissionPolicy
+	bindings   []admissionregistrationv1.ValidatingAdmissionPolicyBinding
+}
+
+func observe(t *testing.T, kube client.Client) state {
+	t.Helper()
+	ctx := context.Background()
+	var s state
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	switch err := kube.Get(ctx, client.ObjectKey{Name: DynamicName}, m); {
+	case err == nil:
+		s.mutating = m
+	case !kerrors.IsNotFound(err):
+		t.Fatal(err)
+	}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	switch err := kube.Get(ctx, client.ObjectKey{Name: DynamicName}, v); {
+	case err == nil:
+		s.validating = v
+	case !kerrors.IsNotFound(err):
+		t.Fatal(err)
+	}
+	vl := &admissionregistrationv1.ValidatingAdmissionPolicyList{}
+	if err := kube.List(ctx, vl); err != nil {
+		t.Fatal(err)
+	}
+	s.vaps = vl.Items
+	bl := &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{}
+	if err := kube.List(ctx, bl); err != nil {
+		t.Fatal(err)
+	}
+	s.bindings = bl.Items
+	return s
+}
+
+// ignoreServerFields drops what the fake API server fills in.
+var ignoreServerFields = cmp.Options{
+	cmpopts.IgnoreFields(metav1.ObjectMeta{}, "ResourceVersion"),
+	cmpopts.IgnoreTypes(metav1.TypeMeta{}),
+	cmpopts.EquateEmpty(),
+	cmp.AllowUnexported(state{}),
+}
+
+// noWildcards checks the invariant that no dynamic rule matches all
+// groups, versions or resources.
+func noWildcards(t *testing.T, s state) {
+	t.Helper()
+	var rs []admissionregistrationv1.RuleWithOperations
+	if s.mutating != nil {
+		for _, h := range s.mutating.Webhooks {
+			rs = append(rs, h.Rules...)
+		}
+	}
+	if s.validating != nil {
+		for _, h := range s.validating.Webhooks {
+			rs = append(rs, h.Rules...)
+		}
+	}
+	for _, v := range s.vaps {
+		if v.Labels[labelManaged] != managedBy {
+			continue
+		}
+		for _, r := range v.Spec.MatchConstraints.ResourceRules {
+			rs = append(rs, r.RuleWithOperations)
+		}
+	}
+	for _, r := range rs {
+		for _, l := range [][]string{r.APIGroups, r.APIVersions, r.Resources} {
+			for _, x := range l {
+				if x == "*" || x == "*/*" {
+					t.Errorf("rule %+v matches %q", r.Rule, x)
+				}
+			}
+		}
+	}
+}
+
+func TestWebhooksSync(t *testing.T) {
+	vapClaims, bindingClaims := protection("databaseclaims", "example.com", "claims")
+	vapClaimsTwo, _ := protection("databaseclaims", "example.com", "claims, claims-strict")
+	vapXDB, bindingXDB := protection("xdatabases", "example.com", "xdatabases")
+	oldMutating := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: labelled(DynamicName),
+		Webhooks: []admissionregistrationv1.MutatingWebhook{compositesHook(service(PathComposites), rule("example.com", []string{"gone"}, createUpdate...))}}
+	oldValidating := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: labelled(DynamicName),
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{deletionHook(service(PathDeletion), rule("example.com", []string{"gone"}, deleteOp))}}
+	// Someone else's admission policy is not the provider's to remove.
+	foreign := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses"}}
+
+	type args struct {
+		objs    []client.Object
+		managed func() []kinds.Kind
+	}
+	type want struct {
+		err   error
+		state state
+	}
+	cases := map[string]struct {
+		reason string
+		args   args
+		want   want
+	}{
+		"PoliciesAndManagedKinds": {
+			reason: "Rules name exactly the kinds valid policies name and the managed kinds discovered; the client config is the static one's with the handler's path; a protected kind gets a ValidatingAdmissionPolicy and binding.",
+			args: args{
+				objs: []client.Object{
+					static(),
+					allowancePolicy("claims", claimGVK, protected()),
+					allowancePolicy("xdatabases", xdbGVK),
+					allowancePolicy("broken", schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: "XBroken"}, broken(), protected()),
+					allowancePolicy("not-served", schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: "NotServed"}, protected()),
+					allowancePolicy("bucket-edits", bucketGVK),
+				},
+				managed: func() []kinds.Kind { return managedKinds },
+			},
+			want: want{state: state{
+				mutating: &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.MutatingWebhook{
+					compositesHook(service(PathComposites), rule("example.com", []string{"databaseclaims", "xdatabases"}, createUpdate...)),
+					managedHook(service(PathManaged), rule("nop.example.org", []string{"nopresources"}, createUpdate...), rule("recorder.kausality.io", []string{"buckets"}, createUpdate...)),
+				}},
+				validating: &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.ValidatingWebhook{
+					deletionHook(service(PathDeletion), rule("example.com", []string{"databaseclaims", "xdatabases"}, deleteOp)),
+				}},
+				vaps:     []admissionregistrationv1.ValidatingAdmissionPolicy{*vapClaims},
+				bindings: []admissionregistrationv1.ValidatingAdmissionPolicyBinding{*bindingClaims},
+			}},
+		},
+		"URLClientConfig": {
+			reason: "A static webhook reached by URL is copied with the handler's path in the URL.",
+			args:   args{objs: []client.Object{staticURL(), allowancePolicy("xdatabases", xdbGVK)}},
+			want: want{state: state{
+				mutating: &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.MutatingWebhook{
+					compositesHook(admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://provider.example.org:9443" + PathComposites), CABundle: caBundle},
+						rule("example.com", []string{"xdatabases"}, createUpdate...)),
+				}},
+				validating: &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.ValidatingWebhook{
+					deletionHook(admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://provider.example.org:9443" + PathDeletion), CABundle: caBundle},
+						rule("example.com", []string{"xdatabases"}, deleteOp)),
+				}},
+			}},
+		},
+		"ManagedKindsOnly": {
+			reason: "Without policies only the managed webhook is needed: the validating configuration goes.",
+			args: args{
+				objs:    []client.Object{static(), oldMutating, oldValidating},
+				managed: func() []kinds.Kind { return managedKinds[:1] },
+			},
+			want: want{state: state{
+				mutating: &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.MutatingWebhook{
+					managedHook(service(PathManaged), rule("nop.example.org", []string{"nopresources"}, createUpdate...)),
+				}},
+			}},
+		},
+		"TwoPoliciesProtectOneKind": {
+			reason: "One ValidatingAdmissionPolicy per protected kind names every policy protecting it; a kind no longer protected loses its policy and binding.",
+			args: args{objs: []client.Object{
+				static(),
+				allowancePolicy("claims", claimGVK, protected()),
+				allowancePolicy("claims-strict", claimGVK, protected()),
+				allowancePolicy("xdatabases", xdbGVK),
+				vapXDB, bindingXDB, foreign,
+			}},
+			want: want{state: state{
+				mutating: &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.MutatingWebhook{
+					compositesHook(service(PathComposites), rule("example.com", []string{"databaseclaims", "xdatabases"}, createUpdate...)),
+				}},
+				validating: &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.ValidatingWebhook{
+					deletionHook(service(PathDeletion), rule("example.com", []string{"databaseclaims", "xdatabases"}, deleteOp)),
+				}},
+				vaps:     []admissionregistrationv1.ValidatingAdmissionPolicy{*vapClaimsTwo, *foreign},
+				bindings: []admissionregistrationv1.ValidatingAdmissionPolicyBinding{*bindingClaims},
+			}},
+		},
+		"NothingNeedsThem": {
+			reason: "Without policies or managed kinds the dynamic configurations and the provider's admission policies are deleted; others' are kept.",
+			args:   args{objs: []client.Object{static(), oldMutating, oldValidating, vapClaims, bindingClaims, foreign}},
+			want:   want{state: state{vaps: []admissionregistrationv1.ValidatingAdmissionPolicy{*foreign}}},
+		},
+		"StaticMissing": {
+			reason: "Without the package's configuration there is no client config to copy.",
+			args:   args{objs: []client.Object{allowancePolicy("xdatabases", xdbGVK)}},
+			want: want{err: errors.Wrapf(kerrors.NewNotFound(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"}, staticName),
+				"cannot get ValidatingWebhookConfiguration %s from the package", staticName)},
+		},
+		"StaticWithoutWebhooks": {
+			reason: "A static configuration without webhooks has no client config to copy.",
+			args:   args{objs: []client.Object{&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: staticName}}}},
+			want:   want{err: errors.Errorf("ValidatingWebhookConfiguration %s has no webhooks to copy the client config from", staticName)},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(tc.args.objs...).Build()
+			w := &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Static: staticName, Managed: tc.args.managed, Log: logr.Discard()}
+			err := w.Sync(context.Background())
+			if diff := cmp.Diff(tc.want.err, err, test.EquateErrors()); diff != "" {
+				t.Fatalf("%s\nSync(...): -want error, +got error:\n%s", tc.reason, diff)
+			}
+			if tc.want.err != nil {
+				return
+			}
+			got := observe(t, kube)
+			if diff := cmp.Diff(tc.want.state, got, ignoreServerFields); diff != "" {
+				t.Errorf("%s\nadmission configuration: -want, +got:\n%s", tc.reason, diff)
+			}
+			noWildcards(t, got)
+
+			// A second sync with nothing changed writes nothing.
+			before := got
+			if err := w.Sync(context.Background()); err != nil {
+				t.Fatalf("second Sync(...): %v", err)
+			}
+			if diff := cmp.Diff(before, observe(t, kube), cmp.AllowUnexported(state{})); diff != "" {
+				t.Errorf("%s\nsecond Sync(...) rewrote the configuration: -before, +after:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestDeletionProtectionCEL evaluates the ValidatingAdmissionPolicy's CEL
+// the way the API server does (oldObject is the object being deleted).
+func TestDeletionProtectionCEL(t *testing.T) {
+	kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(static(), allowancePolicy("claims", claimGVK, protected())).Build()
+	w := &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Static: staticName, Log: logr.Discard()}
+	if err := w.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	if err := kube.Get(context.Background(), client.ObjectKey{Name: "kausality-protect-databaseclaims.example.com"}, vap); err != nil {
+		t.Fatal(err)
+	}
+	env, err := cel.NewEnv(cel.Variable("oldObject", cel.DynType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval := func(t *testing.T, expr string, old map[string]any) any {
+		t.Helper()
+		ast, iss := env.Compile(expr)
+		if iss.Err() != nil {
+			t.Fatalf("%s does not compile: %v", expr, iss.Err())
+		}
+		prg, err := env.Program(ast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := prg.Eval(map[string]any{"oldObject": old})
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return out.Value()
+	}
+	claim := func(annotations map[string]any) map[string]any {
+		md := map[string]any{"name": "orders", "namespace": "team-a"}
+		if annotations != nil {
+			md["annotations"] = annotations
+		}
+		return map[string]any{"kind": "DatabaseClaim", "metadata": md}
+	}
+	v := vap.Spec.Validations[0]
+	cases := map[string]struct {
+		reason string
+		old    map[string]any
+		want   bool
+	}{
+		"NoAnnotations":   {reason: "An object without annotations is protected.", old: claim(nil), want: false},
+		"OtherAnnotation": {reason: "Other annotations do not let it go.", old: claim(map[string]any{"jira": "INFRA-1"}), want: false},
+		"AllowDeleteNo":   {reason: "Only \"true\" lets it go.", old: claim(map[string]any{"kausality.io/allow-delete": "yes"}), want: false},
+		"AllowDeleteTrue": {reason: "kausality.io/allow-delete: \"true\" lets it go.", old: claim(map[string]any{"kausality.io/allow-delete": "true"}), want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, eval(t, v.Expression, tc.old)); diff != "" {
+				t.Errorf("%s\nexpression: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+	want := `DatabaseClaim team-a/orders is protected from deletion by AllowancePolicy claims; set the annotation kausality.io/allow-delete: "true" on it to delete it`
+	if diff := cmp.Diff(want, eval(t, v.MessageExpression, claim(nil))); diff != "" {
+		t.Errorf("messageExpression: -want, +got:\n%s", diff)
+	}
+}
+
+func TestReconcile(t *testing.T) {
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonCompiled,
+		Message: "every CEL expression and path compiled", ObservedGeneration: 2}
+	_, compileErr := policy.Compile(allowancePolicy("broken", xdbGVK, broken()))
+	notReady := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonInvalid,
+		Message: compileErr.Error(), ObservedGeneration: 2}
+	xdbHooks := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.MutatingWebhook{
+		compositesHook(service(PathComposites), rule("example.com", []string{"xdatabases"}, createUpdate...)),
+	}}
+
+	type args struct {
+		objs []client.Object
+		name string
+	}
+	type want struct {
+		err            error
+		policy         *v1alpha1.AllowancePolicy
+		statusUpdates  int
+		mutating       *admissionregistrationv1.MutatingWebhookConfiguration
+		validatingGone bool
+	}
+	cases := map[string]struct {
+		reason string
+		args   args
+		want   want
+	}{
+		"Compiles": {
+			reason: "A policy whose CEL and paths compile is Ready, and its kind gets the webhooks.",
+			args:   args{objs: []client.Object{static(), allowancePolicy("xdatabases", xdbGVK)}, name: "xdatabases"},
+			want: want{
+				policy:        allowancePolicy("xdatabases", xdbGVK, withReady(ready, 2)),
+				statusUpdates: 1,
+				mutating:      xdbHooks,
+			},
+		},
+		"DoesNotCompile": {
+			reason: "A policy whose CEL does not compile is not Ready, the condition names the expression, and its kind gets no webhook.",
+			args:   args{objs: []client.Object{static(), allowancePolicy("broken", xdbGVK, broken())}, name: "broken"},
+			want: want{
+				policy:         allowancePolicy("broken", xdbGVK, broken(), withReady(notReady, 2)),
+				statusUpdates:  1,
+				validatingGone: true,
+			},
+		},
+		"Fixed": {
+			reason: "A policy that compiles after a fix becomes Ready.",
+			args:   args{objs: []client.Object{static(), allowancePolicy("xdatabases", xdbGVK, withReady(notReady, 1))}, name: "xdatabases"},
+			want: want{
+				policy:        allowancePolicy("xdatabases", xdbGVK, withReady(ready, 2)),
+				statusUpdates: 1,
+				mutating:      xdbHooks,
+			},
+		},
+		"AlreadyReady": {
+			reason: "A policy already reported Ready for its generation is not written again.",
+			args:   args{objs: []client.Object{static(), allowancePolicy("xdatabases", xdbGVK, withReady(ready, 2))}, name: "xdatabases"},
+			want: want{
+				policy:   allowancePolicy("xdatabases", xdbGVK, withReady(ready, 2)),
+				mutating: xdbHooks,
+			},
+		},
+		"Deleted": {
+			reason: "A policy that is gone is no error: the configuration is resynchronised without it.",
+			args: args{objs: []client.Object{static(),
+				&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.MutatingWebhook{
+					compositesHook(service(PathComposites), rule("example.com", []string{"xdatabases"}, createUpdate...))}},
+			}, name: "xdatabases"},
+			want: want{validatingGone: true},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			statusUpdates := 0
+			kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(tc.args.objs...).
+				WithStatusSubresource(&v1alpha1.AllowancePolicy{}).
+				WithInterceptorFuncs(interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+					statusUpdates++
+					return c.SubResource(sub).Update(ctx, obj, opts...)
+				}}).Build()
+			cache := policy.NewCache()
+			r := &Reconciler{Kube: kube, Cache: cache,
+				Webhooks: &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: cache, Static: staticName, Log: logr.Discard()}}
+
+			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: tc.args.name}})
+			if diff := cmp.Diff(tc.want.err, err, test.EquateErrors()); diff != "" {
+				t.Errorf("%s\nReconcile(...): -want error, +got error:\n%s", tc.reason, diff)
+			}
+			var got *v1alpha1.AllowancePolicy
+			if tc.want.policy != nil {
+				got = &v1alpha1.AllowancePolicy{}
+				if err := kube.Get(context.Background(), client.ObjectKey{Name: tc.args.name}, got); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if diff := cmp.Diff(tc.want.policy, got, ignoreServerFields, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
+				t.Errorf("%s\nAllowancePolicy: -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.statusUpdates, statusUpdates); diff != "" {
+				t.Errorf("%s\nstatus updates: -want, +got:\n%s", tc.reason, diff)
+			}
+			s := observe(t, kube)
+			if diff := cmp.Diff(tc.want.mutating, s.mutating, ignoreServerFields); diff != "" {
+				t.Errorf("%s\nMutatingWebhookConfiguration %s: -want, +got:\n%s", tc.reason, DynamicName, diff)
+			}
+			if tc.want.validatingGone && s.validating != nil {
+				t.Errorf("%s\nValidatingWebhookConfiguration %s exists, want it deleted", tc.reason, DynamicName)
+			}
+		})
+	}
+}

@@ -1,0 +1,33 @@
+package server
+
+import (
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+)
+
+func TestScheme(t *testing.T) {
+	s, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gvk := range []schema.GroupVersionKind{
+		v1alpha1.AllowancePolicyGroupVersionKind,
+		v1alpha1.UpgradeAllowanceGroupVersionKind,
+		admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicy"),
+		admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"),
+	} {
+		if !s.Recognizes(gvk) {
+			t.Errorf("the provider's scheme does not know %s, which its controllers and webhooks read or write", gvk)
+		}
+	}
+}
+
+func TestServiceAccountUser(t *testing.T) {
+	if got, want := ServiceAccountUser("crossplane-system:crossplane"), "system:serviceaccount:crossplane-system:crossplane"; got != want {
+		t.Errorf("ServiceAccountUser() = %q, want %q: admission trusts writes by this exact username", got, want)
+	}
+}
