@@ -89,13 +89,28 @@ func compileBool(expr string) (program, error) {
 	return program{expr: expr, prg: prg}, nil
 }
 
-// eval runs the program on object and oldObject (nil on create).
-func (p program) eval(object, oldObject map[string]any) (bool, error) {
-	vars := map[string]any{varObject: celView(object), varOldObject: nil}
+// vars are the variables of one evaluation: object and oldObject as CEL
+// sees them. Building them once per request, not once per expression,
+// keeps admission cheap when several policies and rules apply.
+type vars map[string]any
+
+// varsOf are the variables for object and oldObject (nil on create).
+func varsOf(object, oldObject map[string]any) vars {
+	v := vars{varObject: celView(object), varOldObject: nil}
 	if oldObject != nil {
-		vars[varOldObject] = celView(oldObject)
+		v[varOldObject] = celView(oldObject)
 	}
-	out, _, err := p.prg.Eval(vars)
+	return v
+}
+
+// withoutOld is v with oldObject unset, sharing object's view.
+func (v vars) withoutOld() vars {
+	return vars{varObject: v[varObject], varOldObject: nil}
+}
+
+// eval runs the program on the variables.
+func (p program) eval(v vars) (bool, error) {
+	out, _, err := p.prg.Eval(map[string]any(v))
 	if err != nil {
 		return false, errors.Wrapf(err, "cannot evaluate %q", p.expr)
 	}

@@ -84,7 +84,8 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 	if d.Mode, err = s.Mode(req.Object); err != nil {
 		return d, errors.Wrapf(err, "%s %s", u.GetKind(), u.GetName())
 	}
-	if d.Phase, err = s.Phase(req.Object); err != nil {
+	v := varsOf(req.Object, req.OldObject)
+	if d.Phase, err = s.phase(req.Object, v); err != nil {
 		// Steady is the strictest phase; the evaluation error is worth a
 		// violation so the user sees it.
 		d.Violations = append(d.Violations, Violation{Field: "spec.initializing.when", Policy: s.Names()[0], Reason: err.Error()})
@@ -125,7 +126,7 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 			if len(hit) == 0 {
 				continue
 			}
-			if reason := p.permits(ri, req); reason != "" {
+			if reason := p.permits(ri, req, v); reason != "" {
 				for _, f := range hit {
 					if _, ok := denied[f]; !ok {
 						denied[f] = Violation{Field: f, Policy: p.Name(), Reason: reason}
@@ -169,7 +170,7 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 }
 
 // permits reports why the request may not start rule ri, or "" when it may.
-func (c *Compiled) permits(ri int, req Request) string {
+func (c *Compiled) permits(ri int, req Request, v vars) string {
 	switch {
 	case req.Parent != nil:
 		if len(c.policy.Spec.Subjects) > 0 && !c.IsSubject(req.User) {
@@ -179,7 +180,7 @@ func (c *Compiled) permits(ri int, req Request) string {
 		return fmt.Sprintf("user %q is not a subject with mayInitiate", req.User.Username)
 	}
 	for _, cond := range c.rules[ri].conditions {
-		ok, err := cond.eval(req.Object, req.OldObject)
+		ok, err := cond.eval(v)
 		if err != nil {
 			return fmt.Sprintf("condition %q cannot be evaluated: %v", cond.expr, err)
 		}

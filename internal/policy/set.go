@@ -150,12 +150,25 @@ func (s Set) RestrictsExternal(c Child) bool {
 // Steady otherwise. On an evaluation error the phase is Steady, the
 // strictest, and the error names the policy.
 func (s Set) Phase(obj map[string]any) (Phase, error) {
+	return s.phase(obj, nil)
+}
+
+// phase is Phase with the object's CEL variables, when the caller has
+// built them already.
+func (s Set) phase(obj map[string]any, v vars) (Phase, error) {
 	u := unstructured.Unstructured{Object: obj}
 	if u.GetDeletionTimestamp() != nil {
 		return PhaseDeleting, nil
 	}
+	if len(s.policies) == 0 {
+		return PhaseSteady, nil
+	}
+	if v == nil {
+		v = varsOf(obj, nil)
+	}
+	w := v.withoutOld()
 	for _, p := range s.policies {
-		ok, err := p.when.eval(obj, nil)
+		ok, err := p.when.eval(w)
 		if err != nil {
 			return PhaseSteady, errors.Wrapf(err, "AllowancePolicy %s spec.initializing.when", p.Name())
 		}
