@@ -3,7 +3,10 @@ package admission
 import (
 	"encoding/json"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,64 +60,30 @@ var (
 // ts is an RFC 3339 hop timestamp d from the fixed clock.
 func ts(d time.Duration) string { return allowance.Timestamp(fixed.Add(d)) }
 
-// Policies, as test/e2e/testdata/policies.yaml has them.
+// The scenario suite's policies (test/e2e/testdata/policies.yaml), read
+// from that file so the unit tests and the scenarios agree on them.
+var (
+	claimsPolicy     = e2ePolicy("claims")
+	xdatabasesPolicy = e2ePolicy("xdatabases")
+)
+
+// e2ePolicy is the YAML of the AllowancePolicy named name in the scenario
+// suite's policies.
+func e2ePolicy(name string) string {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "test", "e2e", "testdata", "policies.yaml"))
+	if err != nil {
+		panic(err)
+	}
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		p := v1alpha1.AllowancePolicy{}
+		if err := yaml.Unmarshal([]byte(doc), &p); err == nil && p.GetName() == name {
+			return doc
+		}
+	}
+	panic("test/e2e/testdata/policies.yaml has no AllowancePolicy " + name)
+}
+
 const (
-	claimsPolicy = `
-apiVersion: kausality.io/v1alpha1
-kind: AllowancePolicy
-metadata: {name: claims}
-spec:
-  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: DatabaseClaim}
-  subjects:
-  - {kind: Group, name: platform-team, mayInitiate: true}
-  deletionProtection: true
-  rules:
-  - trigger: spec.size
-    conditions: ["has(object.metadata.annotations) && 'jira' in object.metadata.annotations"]
-    capture: ["metadata.annotations[jira]"]
-    policies:
-    - target: {apiGroup: example.com, apiVersion: v1alpha1, resource: xdatabases}
-      relation: ControllerChild
-      verbs: [Update]
-      mutations:
-      - {jsonPath: spec.size, verbs: [Mutate]}
-`
-	xdatabasesPolicy = `
-apiVersion: kausality.io/v1alpha1
-kind: AllowancePolicy
-metadata: {name: xdatabases}
-spec:
-  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
-  subjects:
-  - {kind: Group, name: platform-team, mayInitiate: true}
-  - {kind: ServiceAccount, namespace: crossplane-system, name: crossplane}
-  initializing:
-    policies:
-    - target: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, resource: buckets}
-      relation: ControllerChild
-      verbs: [Create]
-      mutations:
-      - {jsonPath: "*", verbs: [Insert, Mutate]}
-    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
-      relation: External
-      verbs: [Create]
-  deleting:
-    policies:
-    - target: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, resource: buckets}
-      relation: ControllerChild
-      verbs: ["*"]
-  rules:
-  - trigger: spec.size
-    policies:
-    - target: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, resource: buckets}
-      relation: ControllerChild
-      verbs: [Update]
-      mutations:
-      - {jsonPath: spec.forProvider.size, verbs: [Mutate]}
-    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
-      relation: External
-      verbs: [Update]
-`
 	// bucketsPolicy lets the platform team change a Bucket's size by hand
 	// and carry it to the cloud (scenario S5).
 	bucketsPolicy = `
