@@ -112,7 +112,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any) change 
 	}
 	// What the pipeline wants, before anything is withheld, is what the
 	// applied record remembers for the fields let through.
-	wanted := runtimeCopy(desired)
+	wanted := mutation.Record("spec", desired["spec"], skipManaged)
 	var ch change
 	var withheld []mutation.Mutation
 	for _, m := range mutation.Diff("spec", observed["spec"], desired["spec"], mutation.WithOwned(applied.Owns), mutation.WithSkip(skipManaged)) {
@@ -163,7 +163,7 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 	if g.Err != nil {
 		r.withhold(dm, "open gate", "", g.Err.Error())
 	}
-	if err := fieldpath.Pave(desired).SetValue(gate.PathManagementPolicies, g.Policies); err != nil {
+	if err := setManagementPolicies(desired, g.Policies); err != nil {
 		r.problem(errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, ref(desired)))
 	}
 	// Consumed allowances never reopen a gate; the function prunes them.
@@ -187,6 +187,25 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 	u.SetLabels(labels)
 }
 
+// setManagementPolicies is fieldpath's SetValue of spec.managementPolicies
+// without parsing the path or a JSON round trip.
+func setManagementPolicies(obj map[string]any, ps []string) error {
+	spec, ok := obj["spec"].(map[string]any)
+	if !ok {
+		if obj["spec"] != nil {
+			return fieldpath.Pave(obj).SetValue(gate.PathManagementPolicies, ps)
+		}
+		spec = map[string]any{}
+		obj["spec"] = spec
+	}
+	l := make([]any, len(ps))
+	for i, p := range ps {
+		l[i] = p
+	}
+	spec["managementPolicies"] = l
+	return nil
+}
+
 func unconsumed(as []allowance.Allowance) []allowance.Allowance {
 	out := make([]allowance.Allowance, 0, len(as))
 	for _, a := range as {
@@ -206,8 +225,7 @@ func skipManaged(p string) bool {
 // nextApplied is the record after this run: what the pipeline wanted for the
 // fields let through, and the previous record for the fields withheld, so a
 // withheld change is still recognised as propagation next time.
-func nextApplied(prev mutation.Applied, wanted map[string]any, withheld []mutation.Mutation) mutation.Applied {
-	next := mutation.Record("spec", wanted["spec"], skipManaged)
+func nextApplied(prev mutation.Applied, next mutation.Applied, withheld []mutation.Mutation) mutation.Applied {
 	for _, m := range withheld {
 		for k := range next {
 			if mutation.Under(k, m.Path) {

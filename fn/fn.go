@@ -142,22 +142,26 @@ func setDesired(rsp *fnv1.RunFunctionResponse, out map[resource.Name]*resource.D
 // metadata.generation and friends read as Kubernetes objects do.
 func integers(obj map[string]any) {
 	for k, v := range obj {
-		obj[k] = integer(v)
+		if n, ok := integer(v); ok {
+			obj[k] = n
+		}
 	}
 }
 
-func integer(v any) any {
+func integer(v any) (any, bool) {
 	switch t := v.(type) {
 	case float64:
 		if t == math.Trunc(t) && math.Abs(t) < 1<<53 {
-			return int64(t)
+			return int64(t), true
 		}
 	case map[string]any:
 		integers(t)
 	case []any:
 		for i := range t {
-			t[i] = integer(t[i])
+			if n, ok := integer(t[i]); ok {
+				t[i] = n
+			}
 		}
 	}
-	return v
+	return nil, false
 }

@@ -30,7 +30,7 @@ func (r *run) restricted(c policy.Child) bool {
 // phase (creating, deleting) as inPhase reads it; then the XR's first
 // unconsumed ControllerChild allowance that grants verb and for which
 // covers holds (nil: any that grants verb).
-func (r *run) permit(c policy.Child, verb string, inPhase func(policy.Bound) bool, covers func(allowance.Allowance) bool) decision {
+func (r *run) permit(c policy.Child, verb string, inPhase func(policy.Bound) bool, covers func(int, allowance.Allowance) bool) decision {
 	if !r.restricted(c) {
 		return decision{ok: true}
 	}
@@ -38,7 +38,7 @@ func (r *run) permit(c policy.Child, verb string, inPhase func(policy.Bound) boo
 		return decision{ok: true}
 	}
 	for i, a := range r.allowances {
-		if a.Relation == v1alpha1.RelationControllerChild && policy.MatchesChild(a.Target, c) && a.HasVerb(verb) && (covers == nil || covers(a)) {
+		if a.Relation == v1alpha1.RelationControllerChild && policy.MatchesChild(a.Target, c) && a.HasVerb(verb) && (covers == nil || covers(i, a)) {
 			return decision{ok: true, by: &r.allowances[i]}
 		}
 	}
@@ -69,7 +69,7 @@ func (r *run) permitMutation(c policy.Child, m mutation.Mutation, unchanged bool
 	}
 	d := r.permit(c, v1alpha1.VerbUpdate,
 		func(b policy.Bound) bool { return b.AllowsMutation(c, m) },
-		func(a allowance.Allowance) bool { return len(a.Mutations) == 0 || mutation.CoveredBy(m, a.Mutations) })
+		func(i int, a allowance.Allowance) bool { return len(a.Mutations) == 0 || r.boundsOf(i).Covers(m) })
 	if d.ok {
 		return d
 	}
@@ -88,4 +88,15 @@ func (r *run) noAllowance(c policy.Child, verb string) string {
 		return "the AllowancePolicies are not known (not resolved yet, or unreadable), so every change is withheld"
 	}
 	return fmt.Sprintf("no unconsumed allowance on %s grants %s of %s; policies: %s", ref(r.xr.Object), verb, c.Resource, strings.Join(r.set.Names(), ", "))
+}
+
+// boundsOf is the compiled mutation bounds of allowance i, compiled once.
+func (r *run) boundsOf(i int) mutation.Bounds {
+	if len(r.bounds) != len(r.allowances) {
+		r.bounds = make([]mutation.Bounds, len(r.allowances))
+		for j, a := range r.allowances {
+			r.bounds[j] = mutation.BoundsOf(a.Mutations)
+		}
+	}
+	return r.bounds[i]
 }

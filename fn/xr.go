@@ -12,6 +12,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -36,6 +37,7 @@ type run struct {
 	upgradeBase allowance.Trace // the trace of changes they let through
 
 	allowances []allowance.Allowance // unconsumed allowances of the XR, sorted
+	bounds     []mutation.Bounds     // their mutation bounds, compiled by boundsOf
 	xrTrace    allowance.Trace       // the XR's trace, ending with the XR's hop
 	frozen     string                // who froze the XR, empty if not frozen
 

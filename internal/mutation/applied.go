@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 )
 
 // MaxAppliedBytes bounds what ParseApplied reads. The API server caps all of
@@ -100,6 +99,15 @@ func ParseApplied(s string) (Applied, error) {
 	if len(s) > MaxAppliedBytes {
 		return nil, errors.Errorf("applied record has %d bytes, more than the %d an annotation can hold", len(s), MaxAppliedBytes)
 	}
+	if a, ok := parseAppliedPlain(s); ok {
+		return a, nil
+	}
+	return parseAppliedJSON(s)
+}
+
+// parseAppliedJSON is ParseApplied with encoding/json's tokenizer, for any
+// value parseAppliedPlain does not take.
+func parseAppliedJSON(s string) (Applied, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
 	t, err := dec.Token()
 	if err != nil {
@@ -140,10 +148,83 @@ func ParseApplied(s string) (Applied, error) {
 	if _, err := dec.Token(); err != nil {
 		return nil, errors.Wrap(err, "applied record is not valid JSON")
 	}
-	if _, err := dec.Token(); err != io.EOF { //nolint:errorlint // Decoder returns io.EOF itself.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("applied record has trailing data after the JSON object")
 	}
 	return a, nil
+}
+
+// parseAppliedPlain parses the form String writes, a flat JSON object of
+// valid entries whose keys and values are printable ASCII without escapes,
+// without encoding/json's tokenizer, which allocates for every token. It
+// reports false for anything else, valid or not, and ParseApplied then
+// decodes it as before, so it accepts nothing ParseApplied rejects and
+// yields the same record for what it accepts.
+func parseAppliedPlain(s string) (Applied, bool) {
+	i := skipSpace(s, 0)
+	if i == len(s) || s[i] != '{' {
+		return nil, false
+	}
+	a := Applied{}
+	i = skipSpace(s, i+1)
+	if i < len(s) && s[i] == '}' {
+		return a, skipSpace(s, i+1) == len(s)
+	}
+	for {
+		k, j, ok := plainString(s, i)
+		if !ok {
+			return nil, false
+		}
+		if i = skipSpace(s, j); i == len(s) || s[i] != ':' {
+			return nil, false
+		}
+		v, j, ok := plainString(s, skipSpace(s, i+1))
+		if !ok {
+			return nil, false
+		}
+		if _, dup := a[k]; dup || !isHash(v) || checkPath(k) != nil {
+			return nil, false
+		}
+		a[k] = v
+		if i = skipSpace(s, j); i == len(s) {
+			return nil, false
+		}
+		switch s[i] {
+		case ',':
+			i = skipSpace(s, i+1)
+		case '}':
+			return a, skipSpace(s, i+1) == len(s)
+		default:
+			return nil, false
+		}
+	}
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON white space.
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainString reads the JSON string starting at s[i] when it holds only
+// printable ASCII and no escapes, returning its value and the index after
+// its closing quote.
+func plainString(s string, i int) (string, int, bool) {
+	if i == len(s) || s[i] != '"' {
+		return "", 0, false
+	}
+	for j := i + 1; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == '"':
+			return s[i+1 : j], j + 1, true
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return "", 0, false
+		}
+	}
+	return "", 0, false
 }
 
 func describeToken(t json.Token) string {
@@ -161,11 +242,11 @@ func describeToken(t json.Token) string {
 // checkPath accepts canonical paths only: Owns and Unchanged compare paths
 // as strings, so spec['a'] would never match spec.a.
 func checkPath(p string) error {
-	segs, err := fieldpath.Parse(p)
+	segs, err := parsePath(p)
 	if err != nil {
 		return errors.Wrapf(err, "cannot parse path %q", p)
 	}
-	if c := segs.String(); c != p {
+	if c := formatSegments(segs); c != p {
 		return errors.Errorf("path %q is not canonical, want %q", p, c)
 	}
 	return nil
@@ -190,10 +271,28 @@ func (a Applied) String() string {
 	if a == nil {
 		return "{}"
 	}
-	// encoding/json sorts map keys, and a map of strings cannot fail to
-	// encode.
-	b, _ := json.Marshal(map[string]string(a)) //nolint:errchkjson // cannot fail
-	return string(b)
+	// Keys sorted by byte order, strings escaped, as encoding/json encodes
+	// a map of strings.
+	keys := make([]string, 0, len(a))
+	n := 2
+	for k, v := range a {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 6
+	}
+	slices.Sort(keys)
+	var b bytes.Buffer
+	b.Grow(n)
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeString(&b, k)
+		b.WriteByte(':')
+		writeString(&b, a[k])
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // Owns reports whether path is a recorded leaf or lies above one on segment
@@ -298,7 +397,26 @@ func writeCanonical(b *bytes.Buffer, v any) {
 	}
 }
 
+// writeString writes s as encoding/json encodes a string.
 func writeString(b *bytes.Buffer, s string) {
+	if jsonSafe(s) {
+		b.WriteByte('"')
+		b.WriteString(s)
+		b.WriteByte('"')
+		return
+	}
 	j, _ := json.Marshal(s) //nolint:errchkjson // a string cannot fail to encode
 	b.Write(j)
+}
+
+// jsonSafe reports whether encoding/json writes s between quotes unchanged:
+// printable ASCII that it neither escapes nor, as HTML, replaces.
+func jsonSafe(s string) bool {
+	for i := range len(s) {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }

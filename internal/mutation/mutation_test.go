@@ -287,11 +287,11 @@ func TestPathsAreFieldpaths(t *testing.T) {
 				t.Fatalf("nameable(%q) = false", k)
 			}
 			got := childField(prefix, k)
-			base, err := fieldpath.Parse(prefix)
+			segs, err := fieldpath.Parse(prefix)
 			if err != nil {
 				t.Fatal(err)
 			}
-			segs := append(base, fieldpath.Segment{Type: fieldpath.SegmentField, Field: k})
+			segs = append(segs, fieldpath.Segment{Type: fieldpath.SegmentField, Field: k})
 			if want := segs.String(); got != want {
 				t.Errorf("childField(%q, %q) = %q, fieldpath formats %q", prefix, k, got, want)
 			}

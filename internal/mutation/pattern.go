@@ -35,7 +35,7 @@ func ParsePattern(s string) (Pattern, error) {
 	if s == matchAll {
 		return Pattern{all: true}, nil
 	}
-	segs, err := fieldpath.Parse(s)
+	segs, err := parsePath(s)
 	if err != nil {
 		return Pattern{}, errors.Wrapf(err, "cannot parse path pattern %q", s)
 	}
@@ -58,7 +58,7 @@ func (p Pattern) String() string {
 	if p.all {
 		return matchAll
 	}
-	return p.segs.String()
+	return formatSegments(p.segs)
 }
 
 // Covers reports whether p covers the concrete path. An unparsable path is
@@ -78,7 +78,7 @@ func (p Pattern) matchPath(path string, ancestors bool) bool {
 	if len(p.segs) == 0 {
 		return false
 	}
-	segs, err := fieldpath.Parse(path)
+	segs, err := parsePath(path)
 	if err != nil {
 		return false
 	}
@@ -114,7 +114,7 @@ func segmentMatches(p, s fieldpath.Segment) bool {
 		return true
 	}
 	switch {
-	case p.Type == s.Type && p.Type == fieldpath.SegmentField:
+	case p.Type == fieldpath.SegmentField && s.Type == fieldpath.SegmentField:
 		return p.Field == s.Field
 	case p.Type == s.Type:
 		return p.Index == s.Index
@@ -157,6 +157,15 @@ func maskOf(v v1alpha1.MutationVerb) verbMask {
 // one with any other verb is never covered. Use Bounds when matching many
 // mutations against the same bounds.
 func CoveredBy(m Mutation, bounds []v1alpha1.MutationBound) bool {
+	return BoundsOf(bounds).Covers(m)
+}
+
+// BoundsOf compiles bounds leniently, as CoveredBy reads them: a bound whose
+// pattern does not parse is left out and unknown verbs are ignored, where
+// CompileBounds fails. BoundsOf(bs).Covers(m) is CoveredBy(m, bs), for
+// matching many mutations against bounds read from annotations, such as an
+// allowance's, without compiling them for each mutation.
+func BoundsOf(bounds []v1alpha1.MutationBound) Bounds {
 	var b Bounds
 	for _, bd := range bounds {
 		p, err := ParsePattern(bd.JSONPath)
@@ -169,7 +178,7 @@ func CoveredBy(m Mutation, bounds []v1alpha1.MutationBound) bool {
 		}
 		b.bs = append(b.bs, bound{p: p, verbs: verbs})
 	}
-	return b.Covers(m)
+	return b
 }
 
 // Bounds are compiled mutation bounds, for matching many mutations against
@@ -224,7 +233,7 @@ func (b Bounds) Covers(m Mutation) bool {
 		}
 		if !parsed {
 			var err error
-			if path, err = fieldpath.Parse(m.Path); err != nil {
+			if path, err = parsePath(m.Path); err != nil {
 				return false
 			}
 			parsed = true

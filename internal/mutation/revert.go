@@ -51,7 +51,7 @@ func Revert(desired, observed map[string]any, ms []Mutation) error {
 		default:
 			return errors.Errorf("cannot revert %q at path %q: verb is not Insert, Delete or Mutate", m.Verb, m.Path)
 		}
-		segs, err := fieldpath.Parse(m.Path)
+		segs, err := parsePath(m.Path)
 		if err != nil {
 			return errors.Wrapf(err, "cannot parse path %q", m.Path)
 		}

@@ -1,0 +1,132 @@
+package mutation
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// These tests check the fast paths of this package against the library code
+// they stand in for: parsePath and formatSegments against fieldpath,
+// parseAppliedPlain against parseAppliedJSON, writeString against
+// encoding/json.
+
+// pathSeeds are paths at the edges of fieldpath's grammar.
+var pathSeeds = []string{
+	"", ".", "..", "a", "a.", ".a", "a..b", "a.[0]", "a[", "a]", "a[]", "a[[0]]", "a[0", "a[0]]", "a[0]b", "a[0].b",
+	"a[0][1]", "[0]", "[a.b]", "['a']", `["a"]`, "a['']", "a[*]", "*", "a.*", "[*]", "a[01]", "a[4294967295]", "a[4294967296]",
+	"a[-1]", "a[+1]", "a.0", "'a'.b", "spec.forProvider.tags[kausality.io/x]", "a.'b'", "a[b]c.d", "a.]", "a.b[c[d]]",
+	"metadata.annotations['crossplane.io/external-name']", "data[.config.yml]", "a\xff.b", "ä.ö[ü]", "a[']']",
+}
+
+// TestParsePath: parsePath agrees with fieldpath.Parse, segments and errors,
+// and formatSegments with fieldpath.Segments.String.
+func TestParsePath(t *testing.T) {
+	for _, p := range pathSeeds {
+		checkParsePath(t, p)
+	}
+}
+
+// FuzzParsePath: as TestParsePath, for any string.
+func FuzzParsePath(f *testing.F) {
+	for _, p := range pathSeeds {
+		f.Add(p)
+	}
+	f.Fuzz(checkParsePath)
+}
+
+func checkParsePath(t *testing.T, p string) {
+	t.Helper()
+	want, wantErr := fieldpath.Parse(p)
+	got, gotErr := parsePath(p)
+	if (wantErr == nil) != (gotErr == nil) || (wantErr != nil && wantErr.Error() != gotErr.Error()) {
+		t.Fatalf("parsePath(%q) error = %v, fieldpath.Parse error = %v", p, gotErr, wantErr)
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("parsePath(%q): -fieldpath.Parse, +parsePath:\n%s", p, diff)
+	}
+	if _, ok := scanPath(p); ok != (wantErr == nil) {
+		t.Fatalf("scanPath(%q) ok = %t, fieldpath.Parse error = %v", p, ok, wantErr)
+	}
+	if w, g := want.String(), formatSegments(got); w != g {
+		t.Fatalf("formatSegments(parsePath(%q)) = %q, fieldpath formats %q", p, g, w)
+	}
+}
+
+// appliedSeeds are applied records at the edges of the plain form.
+var appliedSeeds = []string{
+	"", "{}", " { } ", "{}x", "[]", "{", `{"a":"0123456789ab"}`, ` {"a" : "0123456789ab" ,"b":"0123456789ab"}` + "\n",
+	`{"a":"0123456789ab",}`, `{"a":"0123456789ab","a":"0123456789ab"}`, `{"a":"0123456789AB"}`, `{"a":"0123456789abc"}`,
+	`{"spec['a']":"0123456789ab"}`, `{"spec.a[0]":"0123456789ab"}`, `{"spec.m[k.x]":"abcdefabcdef"}`, `{"spec.m[*]":"abcdefabcdef"}`,
+	`{"a\u0062":"0123456789ab"}`, `{"a":"0123456789ab"} {}`, `{"a":1}`, `{"a":null}`, `{"":"0123456789ab"}`, `{"a<b":"0123456789ab"}`,
+	"{\"a\":\"0123456789ab\"}\t", "{\"\xff\":\"0123456789ab\"}", `{"a":"0123456789ab"`, `{"a" "0123456789ab"}`, `{,}`,
+}
+
+// TestParseAppliedPlain: parseAppliedPlain takes only what parseAppliedJSON
+// accepts, and yields the same record.
+func TestParseAppliedPlain(t *testing.T) {
+	for _, s := range appliedSeeds {
+		checkParseAppliedPlain(t, s)
+	}
+	// The form String writes takes the plain path.
+	for _, s := range []string{"{}", " { } ", `{"spec.a[0]":"0123456789ab","spec.m[k.x]":"abcdefabcdef"}`, Applied{"spec.b": "000000000000"}.String()} {
+		if _, ok := parseAppliedPlain(s); !ok {
+			t.Errorf("parseAppliedPlain(%q) does not take it", s)
+		}
+	}
+}
+
+// FuzzParseAppliedPlain: as TestParseAppliedPlain, for any string.
+func FuzzParseAppliedPlain(f *testing.F) {
+	for _, s := range appliedSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(checkParseAppliedPlain)
+}
+
+func checkParseAppliedPlain(t *testing.T, s string) {
+	t.Helper()
+	got, ok := parseAppliedPlain(s)
+	if !ok {
+		return
+	}
+	want, err := parseAppliedJSON(s)
+	if err != nil {
+		t.Fatalf("parseAppliedPlain(%q) takes what parseAppliedJSON rejects: %v", s, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("parseAppliedPlain(%q): -parseAppliedJSON, +parseAppliedPlain:\n%s", s, diff)
+	}
+}
+
+// TestWriteString: writeString and Applied.String write what
+// encoding/json does.
+func TestWriteString(t *testing.T) {
+	for _, s := range []string{"", "a", "spec.a[0]", `"`, `\`, "<", ">", "&", "\x00", "\x1f", "\x7f", "\xff", "ä", "\u2028", "a b~"} {
+		checkWriteString(t, s, s)
+	}
+}
+
+// FuzzWriteString: as TestWriteString, for any strings.
+func FuzzWriteString(f *testing.F) {
+	f.Add("spec.a", "0123456789ab")
+	f.Add("<&>", "\xff\u2028")
+	f.Fuzz(checkWriteString)
+}
+
+func checkWriteString(t *testing.T, k, v string) {
+	t.Helper()
+	var b bytes.Buffer
+	writeString(&b, k)
+	if want, _ := json.Marshal(k); b.String() != string(want) {
+		t.Fatalf("writeString(%q) = %s, encoding/json writes %s", k, b.String(), want)
+	}
+	a := Applied{k: v, "spec.z": k, "spec.a": v}
+	if want, _ := json.Marshal(map[string]string(a)); a.String() != string(want) {
+		t.Fatalf("%#v.String() = %s, encoding/json writes %s", a, a.String(), want)
+	}
+}
