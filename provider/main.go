@@ -36,6 +36,7 @@ type CLI struct {
 	CrossplaneServiceAccount string        `default:"crossplane-system:crossplane" help:"namespace:name of Crossplane's service account, trusted to write kausality.io annotations." env:"CROSSPLANE_SERVICE_ACCOUNT"`
 	MaxGateOpen              time.Duration `default:"${max_gate_open}" help:"Close a gate whose allowance was stamped longer ago than this."`
 	DiscoveryInterval        time.Duration `default:"30s" help:"How often to look for new managed resource kinds."`
+	MaxReconcileRate         int           `default:"10" help:"How many managed resources of one kind the gate controller reconciles at once." env:"MAX_RECONCILE_RATE"`
 }
 
 // Run starts the provider and blocks until it is stopped.
@@ -55,7 +56,7 @@ func (c *CLI) Run() error {
 		LeaderElection: c.LeaderElection, LeaderElectionNamespace: c.Namespace,
 		WebhookPort: c.WebhookPort, CertDir: c.WebhookCerts, StaticWebhook: c.StaticWebhook,
 		CrossplaneUser: server.ServiceAccountUser(c.CrossplaneServiceAccount),
-		Gate:           gate.Config{MaxOpen: c.MaxGateOpen}, DiscoveryInterval: c.DiscoveryInterval,
+		Gate:           gate.Config{MaxOpen: c.MaxGateOpen}, DiscoveryInterval: c.DiscoveryInterval, MaxReconcileRate: c.MaxReconcileRate,
 		Log: log,
 	})
 	if err != nil {

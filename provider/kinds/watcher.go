@@ -44,16 +44,19 @@ type Watcher struct {
 	disco    discovery.DiscoveryInterface
 	interval time.Duration
 	newRec   func(schema.GroupVersionKind) reconcile.Reconciler
-	log      logr.Logger
+	// workers is how many resources of one kind are reconciled at once.
+	workers int
+	log     logr.Logger
 
 	mu      sync.Mutex
 	started map[schema.GroupVersionKind]Kind
 	notify  []func()
 }
 
-// NewWatcher returns a Watcher that rediscovers kinds every interval.
-func NewWatcher(mgr manager.Manager, disco discovery.DiscoveryInterface, interval time.Duration, newRec func(schema.GroupVersionKind) reconcile.Reconciler, log logr.Logger) *Watcher {
-	return &Watcher{mgr: mgr, disco: disco, interval: interval, newRec: newRec, log: log, started: map[schema.GroupVersionKind]Kind{}}
+// NewWatcher returns a Watcher that rediscovers kinds every interval and
+// reconciles up to workers resources of each kind at once (at least one).
+func NewWatcher(mgr manager.Manager, disco discovery.DiscoveryInterface, interval time.Duration, workers int, newRec func(schema.GroupVersionKind) reconcile.Reconciler, log logr.Logger) *Watcher {
+	return &Watcher{mgr: mgr, disco: disco, interval: interval, workers: max(workers, 1), newRec: newRec, log: log, started: map[schema.GroupVersionKind]Kind{}}
 }
 
 // OnChange registers fn to run after every discovery, so what depends on
@@ -140,6 +143,6 @@ func (w *Watcher) watch(gvk schema.GroupVersionKind) error {
 	return ctrl.NewControllerManagedBy(w.mgr).
 		Named("gate/"+gvk.GroupKind().String()).
 		For(u, builder.WithPredicates(gated)).
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: w.workers}).
 		Complete(w.newRec(gvk))
 }

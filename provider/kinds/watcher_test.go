@@ -160,7 +160,7 @@ func TestDiscover(t *testing.T) {
 				notified int
 				current  round
 			)
-			w := NewWatcher(newManager(t), d, time.Hour, func(gvk schema.GroupVersionKind) reconcile.Reconciler {
+			w := NewWatcher(newManager(t), d, time.Hour, 1, func(gvk schema.GroupVersionKind) reconcile.Reconciler {
 				built = append(built, gvk)
 				if current.unbuilds[gvk] {
 					return nil

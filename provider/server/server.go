@@ -59,6 +59,10 @@ type Options struct {
 	Gate gate.Config
 	// DiscoveryInterval is how often new managed kinds are looked for.
 	DiscoveryInterval time.Duration
+	// MaxReconcileRate is how many managed resources of one kind the gate
+	// controller reconciles at once, as Crossplane providers' flag of the
+	// same name sets it; 1 when zero.
+	MaxReconcileRate int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	Log logr.Logger
@@ -99,10 +103,17 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		LeaderElectionID:        "provider-kausality.kausality.io",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir}),
+		// The gate controller reads managed resources (unstructured) from
+		// the cache too; controller-runtime would otherwise read them from
+		// the API server and cache them for nothing.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Cache: cache.Options{
 			// Of managed resources only gated ones are cached; Kausality's
-			// own kinds are cached whole.
+			// own kinds are cached whole. Managed fields are never read:
+			// leaving them out keeps the cache of many managed resources
+			// small (an Update without them keeps the stored ones).
 			DefaultLabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelGated: "true"}),
+			DefaultTransform:     cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&v1alpha1.AllowancePolicy{}:  {Label: labels.Everything()},
 				&v1alpha1.UpgradeAllowance{}: {Label: labels.Everything()},
@@ -129,7 +140,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	}
 	gm := gatecontroller.NewMetrics(metrics.Registry)
 	rec := mgr.GetEventRecorder("provider-kausality")
-	watcher := kinds.NewWatcher(mgr, disco, o.DiscoveryInterval, func(gvk schema.GroupVersionKind) reconcile.Reconciler {
+	watcher := kinds.NewWatcher(mgr, disco, o.DiscoveryInterval, o.MaxReconcileRate, func(gvk schema.GroupVersionKind) reconcile.Reconciler {
 		return gatecontroller.NewReconciler(mgr.GetClient(), direct, gvk, rec, gm, gatecontroller.Options{Gate: o.Gate, Now: o.Now}, o.Log)
 	}, o.Log.WithName("discovery"))
 	if err := mgr.Add(watcher); err != nil {
