@@ -129,9 +129,9 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; done
 
-## bench: run the benchmarks (compare runs with benchstat).
+## bench: run the benchmarks (compare runs with benchstat): function vs a no-op function over gRPC, core, admission handler, gate controller at 1000 MRs.
 bench: tools
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/... ./fn/... ./test/envtest/
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/... ./fn/... ./test/envtest/ ./test/gatebench/
 
 clean:
 	rm -rf bin .cache _output
