@@ -116,7 +116,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any) change 
 	var ch change
 	var withheld []mutation.Mutation
 	for _, m := range mutation.Diff("spec", observed["spec"], desired["spec"], mutation.WithOwned(applied.Owns), mutation.WithSkip(skipManaged)) {
-		v, present := valueAt(desired, m.Path)
+		v, present := mutation.Value(desired, m.Path)
 		d := r.permitMutation(dm.child, m, applied.Unchanged(m.Path, v, present), observed)
 		switch {
 		case d.ok:
@@ -248,14 +248,6 @@ func annotations(obj map[string]any) map[string]string {
 		ann = map[string]string{}
 	}
 	return ann
-}
-
-func valueAt(obj map[string]any, path string) (any, bool) {
-	v, err := fieldpath.Pave(obj).GetValue(path)
-	if err != nil {
-		return nil, false
-	}
-	return v, true
 }
 
 func runtimeCopy(obj map[string]any) map[string]any {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -225,11 +224,10 @@ func capture(paths []string, obj map[string]any) map[string]string {
 	if len(paths) == 0 {
 		return nil
 	}
-	p := fieldpath.Pave(obj)
 	out := map[string]string{}
 	for _, path := range paths {
-		v, err := p.GetValue(path)
-		if err != nil {
+		v, ok := mutation.Value(obj, path)
+		if !ok {
 			continue
 		}
 		if s, ok := v.(string); ok {
