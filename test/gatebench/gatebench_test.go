@@ -2,7 +2,6 @@ package gatebench
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
@@ -26,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 )
 
@@ -255,10 +255,9 @@ func measure(t testing.TB, n int, run string) *result {
 		xr.SetKind("XDatabase")
 		xr.SetName(name)
 		xr.SetLabels(map[string]string{labelRun: run})
-		xr.SetAnnotations(map[string]string{v1alpha1.AnnotationAllowances: format([]allowanceJSON{{
-			Relation: "External", Target: map[string]any{"external": map[string]string{"kind": "Bucket"}}, Verbs: []string{"Update"}, Generation: 1,
-			Initiator: controlplane.Alice, Trace: []hopJSON{xrHop(name)},
-		}})})
+		xr.SetAnnotations(map[string]string{v1alpha1.AnnotationAllowances: allowance.Format([]allowance.Allowance{
+			allowance.ExternalGrant(buckets.Group, "Bucket", v1alpha1.VerbUpdate, 1, allowance.Trace{xrHop(name)}),
+		})})
 		if err := kube.Create(ctx, xr); err != nil {
 			fail("cannot create composite %s: %v", name, err)
 		}
@@ -295,11 +294,11 @@ func measure(t testing.TB, n int, run string) *result {
 				ann = map[string]string{}
 			}
 			xr := xrs[i/perComposite].GetName()
-			ann[v1alpha1.AnnotationAllowances] = format([]allowanceJSON{{
-				Relation: "External", Target: map[string]any{"external": map[string]string{"kind": "Bucket"}}, Verbs: []string{"Update"}, Generation: gen,
-				Initiator: controlplane.Alice, Trace: []hopJSON{xrHop(xr), {APIVersion: buckets.GroupVersion().String(), Kind: "Bucket", Name: name, Generation: gen,
-					Field: "spec.forProvider.size", Timestamp: time.Now().UTC().Format(time.RFC3339)}},
-			}})
+			own := allowance.HopOf(b, gen)
+			own.Field, own.Timestamp = "spec.forProvider.size", allowance.Timestamp(time.Now())
+			ann[v1alpha1.AnnotationAllowances] = allowance.Format([]allowance.Allowance{
+				allowance.ExternalGrant(buckets.Group, "Bucket", v1alpha1.VerbUpdate, gen, allowance.Trace{xrHop(xr), own}),
+			})
 			b.SetAnnotations(ann)
 			if err := cp.Update(ctx, b); err != nil {
 				return err
@@ -484,45 +483,19 @@ func setObserved(b *unstructured.Unstructured) {
 	_ = unstructured.SetNestedField(b.Object, gen, "status", "observedGeneration")
 }
 
-// allowanceJSON and hopJSON are the kausality.io/allowances annotation as
-// DESIGN.md specifies it, written here rather than with internal/allowance
-// so the benchmark exercises the stored format.
-type allowanceJSON struct {
-	Relation   string         `json:"relation"`
-	Target     map[string]any `json:"target"`
-	Verbs      []string       `json:"verbs,omitempty"`
-	Generation int64          `json:"generation"`
-	Initiator  string         `json:"initiator,omitempty"`
-	Trace      []hopJSON      `json:"trace,omitempty"`
-	Consumed   bool           `json:"consumed,omitempty"`
+// xrHop is the composite's hop of the change the benchmark plays.
+func xrHop(name string) allowance.Hop {
+	xr := &unstructured.Unstructured{}
+	xr.SetAPIVersion("example.com/v1alpha1")
+	xr.SetKind("XDatabase")
+	xr.SetName(name)
+	h := allowance.HopOf(xr, 1).By(controlplane.Alice, time.Now())
+	h.Field = "spec.size"
+	return h
 }
 
-type hopJSON struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Name       string `json:"name"`
-	Generation int64  `json:"generation"`
-	Field      string `json:"field,omitempty"`
-	User       string `json:"user,omitempty"`
-	Timestamp  string `json:"timestamp,omitempty"`
-}
-
-func xrHop(name string) hopJSON {
-	return hopJSON{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: name, Generation: 1, Field: "spec.size", User: controlplane.Alice,
-		Timestamp: time.Now().UTC().Format(time.RFC3339)}
-}
-
-func format(as []allowanceJSON) string {
-	b, err := json.Marshal(as)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
-
-func allowancesOf(o *unstructured.Unstructured) []allowanceJSON {
-	var as []allowanceJSON
-	_ = json.Unmarshal([]byte(o.GetAnnotations()[v1alpha1.AnnotationAllowances]), &as)
+func allowancesOf(o *unstructured.Unstructured) []allowance.Allowance {
+	as, _ := allowance.Parse(o.GetAnnotations()[v1alpha1.AnnotationAllowances])
 	return as
 }
 
@@ -609,7 +582,7 @@ func (w *watch) store(u *unstructured.Unstructured) {
 	if !s.wroteAt.IsZero() && s.closedAt.IsZero() && slices.Equal(policies, closedGate) {
 		s.closedAt = now
 		as := allowancesOf(u)
-		s.consumedAtClose = len(as) > 0 && !slices.ContainsFunc(as, func(a allowanceJSON) bool { return !a.Consumed })
+		s.consumedAtClose = len(as) > 0 && !slices.ContainsFunc(as, func(a allowance.Allowance) bool { return !a.Consumed })
 	}
 }
 
