@@ -167,7 +167,7 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 		r.problem(errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, ref(desired)))
 	}
 	// Consumed allowances never reopen a gate; the function prunes them.
-	ann[v1alpha1.AnnotationAllowances] = allowance.Format(unconsumed(g.Allowances))
+	ann[v1alpha1.AnnotationAllowances] = allowance.Format(allowance.Unconsumed(g.Allowances, observed))
 	ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
 	rev := r.revision
 	if len(ch.passed) == 0 && om.ann[v1alpha1.AnnotationCompositionRevision] != "" && r.hasWithheld(dm.resName) {
@@ -204,16 +204,6 @@ func setManagementPolicies(obj map[string]any, ps []string) error {
 	}
 	spec["managementPolicies"] = l
 	return nil
-}
-
-func unconsumed(as []allowance.Allowance) []allowance.Allowance {
-	out := make([]allowance.Allowance, 0, len(as))
-	for _, a := range as {
-		if !a.Consumed {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 // skipManaged leaves the gate out of diffs and applied records: Kausality
