@@ -25,6 +25,7 @@ type CLI struct {
 
 	MetricsAddress string `default:":8080" help:"Address to serve Prometheus metrics on; 0 disables." env:"METRICS_BIND_ADDRESS"`
 	HealthAddress  string `default:":8081" help:"Address to serve /healthz and /readyz on; 0 disables." env:"HEALTH_PROBE_BIND_ADDRESS"`
+	PprofAddress   string `help:"Address to serve Go's pprof profiles on; empty disables." env:"PPROF_BIND_ADDRESS"`
 
 	LeaderElection bool   `help:"Use leader election, so only one replica acts." env:"LEADER_ELECTION"`
 	Namespace      string `default:"crossplane-system" help:"Namespace of the leader election lease." env:"POD_NAMESPACE"`
@@ -52,7 +53,7 @@ func (c *CLI) Run() error {
 	ctrl.SetLogger(log)
 	ctx := ctrl.SetupSignalHandler()
 	mgr, err := server.New(ctx, ctrl.GetConfigOrDie(), server.Options{
-		MetricsAddress: c.MetricsAddress, HealthAddress: c.HealthAddress,
+		MetricsAddress: c.MetricsAddress, HealthAddress: c.HealthAddress, PprofAddress: c.PprofAddress,
 		LeaderElection: c.LeaderElection, LeaderElectionNamespace: c.Namespace,
 		WebhookPort: c.WebhookPort, CertDir: c.WebhookCerts, StaticWebhook: c.StaticWebhook,
 		CrossplaneUser: server.ServiceAccountUser(c.CrossplaneServiceAccount),

@@ -40,6 +40,9 @@ import (
 type Options struct {
 	// MetricsAddress and HealthAddress are listen addresses; "0" disables.
 	MetricsAddress, HealthAddress string
+	// PprofAddress serves Go's profiles when set, for measuring the
+	// provider under load; empty or "0" disables.
+	PprofAddress string
 	// LeaderElection makes one replica active; its lease lives in
 	// LeaderElectionNamespace.
 	LeaderElection          bool
@@ -99,6 +102,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		Logger:                  o.Log,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddress},
 		HealthProbeBindAddress:  o.HealthAddress,
+		PprofBindAddress:        o.PprofAddress,
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        "provider-kausality.kausality.io",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
