@@ -67,7 +67,11 @@ func (r *run) composed(resName string, observed, desired map[string]any) bool {
 	if !restricted && !gated {
 		return true
 	}
-	ann := annotations(desired)
+	// dm.ann is metaOf's copy of desired's annotations: stamp that.
+	ann := dm.ann
+	if ann == nil {
+		ann = map[string]string{}
+	}
 	ann[v1alpha1.AnnotationApplied] = ch.applied.String()
 	switch {
 	case gated:
@@ -132,6 +136,9 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any) change 
 			r.withhold(dm, string(m.Verb), m.Path, d.reason)
 			withheld = append(withheld, m)
 		}
+	}
+	if len(withheld) > 0 {
+		r.rewrote(dm.resName)
 	}
 	if err := mutation.Revert(desired, observed, withheld); err != nil {
 		// Revert could not keep a field as observed: withhold the whole

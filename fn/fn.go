@@ -109,33 +109,13 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		}
 	}
 
-	if err := setDesired(rsp, out); err != nil {
+	if err := setDesired(rsp, req, out, run.rewritten); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composed resources"))
 		return rsp, nil
 	}
 	run.report(rsp)
 	log.Debug("Gated composed resources", "resources", len(out), "withheld", len(run.withheld))
 	return rsp, nil
-}
-
-// setDesired replaces the response's desired composed resources, keeping the
-// Ready flags earlier steps set.
-func setDesired(rsp *fnv1.RunFunctionResponse, out map[resource.Name]*resource.DesiredComposed) error {
-	keep := rsp.GetDesired().GetResources()
-	if rsp.Desired == nil {
-		rsp.Desired = &fnv1.State{}
-	}
-	rsp.Desired.Resources = map[string]*fnv1.Resource{}
-	if err := response.SetDesiredComposedResources(rsp, out); err != nil {
-		return err
-	}
-	for n, r := range rsp.Desired.Resources {
-		if k, ok := keep[n]; ok {
-			r.Ready = k.GetReady()
-			r.ConnectionDetails = k.GetConnectionDetails()
-		}
-	}
-	return nil
 }
 
 // integers turns every whole float64 in obj into int64, in place, so that

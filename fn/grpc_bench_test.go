@@ -24,6 +24,18 @@ func (noopServer) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (
 	return noop(req)
 }
 
+// cannedServer answers every request with the same response, without
+// reading it: what gRPC alone costs for a request and a response of those
+// sizes.
+type cannedServer struct {
+	fnv1.UnimplementedFunctionRunnerServiceServer
+	rsp *fnv1.RunFunctionResponse
+}
+
+func (s cannedServer) RunFunction(context.Context, *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+	return s.rsp, nil
+}
+
 // serveLoopback serves srv on a loopback port the way function.Serve does
 // (insecure credentials, the SDK's default receive limit) and returns a
 // client over a real gRPC connection to it. Both are stopped when b ends.
@@ -81,6 +93,11 @@ func firstFatal(rsp *fnv1.RunFunctionResponse) *fnv1.Result {
 // in both. Report grpc/kausality/N as a ratio of grpc/noop/N; the absolute
 // figures depend on the machine, the ratio is what Kausality costs.
 //
+// grpc/transport/N answers with Kausality's own response, computed once, and
+// does no work at all: the difference to grpc/noop/N is the cost of moving
+// the annotations the contract (DESIGN §3) puts on every composed resource,
+// the difference to grpc/kausality/N the cost of the function's body.
+//
 //	go test ./fn/ -run '^$' -bench 'grpc/' -benchmem -count 6
 func BenchmarkRunFunction_grpc(b *testing.B) {
 	ctx := context.Background()
@@ -89,6 +106,19 @@ func BenchmarkRunFunction_grpc(b *testing.B) {
 
 	for _, n := range []int{100, 1000} {
 		req := benchRequest(b, n)
+		canned, err := newTestFunction().RunFunction(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		transportClient := serveLoopback(b, cannedServer{rsp: canned})
+		b.Run(fmt.Sprintf("transport/%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := transportClient.RunFunction(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		b.Run(fmt.Sprintf("noop/%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

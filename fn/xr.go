@@ -41,8 +41,9 @@ type run struct {
 	xrTrace    allowance.Trace       // the XR's trace, ending with the XR's hop
 	frozen     string                // who froze the XR, empty if not frozen
 
-	withheld []withheld
-	problems []string // malformed input, one line each
+	withheld  []withheld
+	rewritten map[string]bool // composed resources whose spec this run changed beyond managementPolicies
+	problems  []string        // malformed input, one line each
 }
 
 // load reads the policies, upgrade allowances and XR annotations. Every

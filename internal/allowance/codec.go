@@ -35,10 +35,7 @@ func Parse(s string) ([]Allowance, error) {
 // Format encodes allowances compactly; the key order is fixed by the struct
 // and maps are sorted, so the same allowances always give the same string.
 func Format(as []Allowance) string {
-	if as == nil {
-		as = []Allowance{}
-	}
-	return mustCompact(as)
+	return string(appendAllowances(make([]byte, 0, 512*len(as)+2), as))
 }
 
 // ParseTrace decodes the kausality.io/trace annotation value strictly. The
@@ -56,10 +53,7 @@ func ParseTrace(s string) (Trace, error) {
 
 // FormatTrace encodes a trace compactly in a stable key order.
 func FormatTrace(t Trace) string {
-	if t == nil {
-		t = Trace{}
-	}
-	return mustCompact(t)
+	return string(appendTrace(make([]byte, 0, 256*len(t)+2), t))
 }
 
 func decodeStrict(s string, into any) error {
@@ -82,13 +76,4 @@ func decodeStrict(s string, into any) error {
 		return errors.New("invalid JSON: trailing data after the value")
 	}
 	return nil
-}
-
-func mustCompact(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		// Only our own types reach here; they always marshal.
-		panic(errors.Wrap(err, "cannot marshal kausality annotation"))
-	}
-	return string(b)
 }

@@ -1,6 +1,7 @@
 package allowance
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -61,6 +62,45 @@ func FuzzParseFreeze(f *testing.F) {
 		fz, err := ParseFreeze(s)
 		if err == nil && fz.User == "" {
 			t.Fatalf("ParseFreeze(%q) accepted a freeze without a user", s)
+		}
+	})
+}
+
+// FuzzFormatIsMarshal: Format and FormatTrace write exactly what
+// encoding/json's Marshal writes, whatever the strings hold (escapes, HTML
+// characters, invalid UTF-8, line separators), and whichever of the
+// optional fields are set, nil or empty.
+func FuzzFormatIsMarshal(f *testing.F) {
+	f.Add(seedAllowance)
+	f.Add(`[{"relation":"External","target":{"external":{"kind":"RDS<>&\u2028","b":"\u0000\t"}},"verbs":[],"mutations":[{"jsonPath":"spec.a[*]","verbs":null},{"jsonPath":"","verbs":[]}],"generation":-3,"consumed":true}]`)
+	f.Add(`[{"relation":"ControllerChild","target":{"apiGroup":"a","apiVersion":"v","resource":"r"},"generation":9223372036854775807,"initiator":"\"bob\"\\","trace":[{"apiVersion":"v1","kind":"K","name":"n\xff","generation":1,"field":"f","user":"u","timestamp":"t","attestations":{"z":"1","a":"2"},"labels":{"x":"y"}}]}]`)
+	f.Add(`[{"trace":[],"target":{}}, {}]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var as []Allowance
+		if err := json.Unmarshal([]byte(s), &as); err != nil {
+			return
+		}
+		want, err := json.Marshal(as)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if as == nil {
+			want = []byte("[]")
+		}
+		if got := Format(as); got != string(want) {
+			t.Fatalf("Format() = %s, json.Marshal = %s", got, want)
+		}
+		for _, a := range as {
+			want, err := json.Marshal(a.Trace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Trace == nil {
+				want = []byte("[]")
+			}
+			if got := FormatTrace(a.Trace); got != string(want) {
+				t.Fatalf("FormatTrace() = %s, json.Marshal = %s", got, want)
+			}
 		}
 	})
 }
