@@ -32,7 +32,8 @@ type CLI struct {
 
 	WebhookPort   int    `default:"9443" help:"Port the admission webhooks listen on." env:"WEBHOOK_PORT"`
 	WebhookCerts  string `default:"/tls/server" help:"Directory holding the webhook serving certificate (tls.crt, tls.key)." env:"WEBHOOK_TLS_CERT_DIR"`
-	StaticWebhook string `default:"provider-kausality" help:"ValidatingWebhookConfiguration from the package whose client config the provider's own webhook configurations copy."`
+	WebhookHost   string `help:"Address the admission webhooks listen on; empty: every interface." env:"WEBHOOK_HOST"`
+	StaticWebhook string `help:"ValidatingWebhookConfiguration from the package whose client config the provider's own webhook configurations copy; empty: the one holding webhook policies.kausality.io (Crossplane names it crossplane-provider-<Provider name>)."`
 
 	CrossplaneServiceAccount string        `default:"crossplane-system:crossplane" help:"namespace:name of Crossplane's service account, trusted to write kausality.io annotations." env:"CROSSPLANE_SERVICE_ACCOUNT"`
 	MaxGateOpen              time.Duration `default:"${max_gate_open}" help:"Close a gate whose allowance was stamped longer ago than this."`
@@ -55,7 +56,7 @@ func (c *CLI) Run() error {
 	mgr, err := server.New(ctx, ctrl.GetConfigOrDie(), server.Options{
 		MetricsAddress: c.MetricsAddress, HealthAddress: c.HealthAddress, PprofAddress: c.PprofAddress,
 		LeaderElection: c.LeaderElection, LeaderElectionNamespace: c.Namespace,
-		WebhookPort: c.WebhookPort, CertDir: c.WebhookCerts, StaticWebhook: c.StaticWebhook,
+		WebhookHost: c.WebhookHost, WebhookPort: c.WebhookPort, CertDir: c.WebhookCerts, StaticWebhook: c.StaticWebhook,
 		CrossplaneUser: server.ServiceAccountUser(c.CrossplaneServiceAccount),
 		Gate:           gate.Config{MaxOpen: c.MaxGateOpen}, DiscoveryInterval: c.DiscoveryInterval, MaxReconcileRate: c.MaxReconcileRate,
 		Log: log,

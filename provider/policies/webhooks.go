@@ -110,14 +110,10 @@ func (w *Webhooks) Sync(ctx context.Context) error {
 	// the managed webhook, which knows Crossplane's writes from a user's.
 	t.composites = slices.DeleteFunc(t.composites, func(r schema.GroupVersionResource) bool { return slices.Contains(t.managed, r) })
 
-	static := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := w.Reader.Get(ctx, client.ObjectKey{Name: w.Static}, static); err != nil {
-		return errors.Wrapf(err, "cannot get ValidatingWebhookConfiguration %s from the package", w.Static)
+	cc, err := w.staticClientConfig(ctx)
+	if err != nil {
+		return err
 	}
-	if len(static.Webhooks) == 0 {
-		return errors.Errorf("ValidatingWebhookConfiguration %s has no webhooks to copy the client config from", w.Static)
-	}
-	cc := static.Webhooks[0].ClientConfig
 	if err := w.syncMutating(ctx, cc, t); err != nil {
 		return err
 	}
@@ -125,6 +121,44 @@ func (w *Webhooks) Sync(ctx context.Context) error {
 		return err
 	}
 	return w.syncDeletionPolicies(ctx, t)
+}
+
+// StaticWebhookName is the webhook of the package's one
+// ValidatingWebhookConfiguration. Crossplane renames that configuration
+// after the Provider object (crossplane-provider-<name>), which the user
+// chooses, so the provider finds it by this webhook.
+const StaticWebhookName = "policies.kausality.io"
+
+// staticClientConfig is the client config of the package's webhook, which
+// Crossplane points at the provider's service with its CA bundle: the
+// configuration named Static, or the one holding StaticWebhookName.
+func (w *Webhooks) staticClientConfig(ctx context.Context) (admissionregistrationv1.WebhookClientConfig, error) {
+	var none admissionregistrationv1.WebhookClientConfig
+	if w.Static != "" {
+		static := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := w.Reader.Get(ctx, client.ObjectKey{Name: w.Static}, static); err != nil {
+			return none, errors.Wrapf(err, "cannot get ValidatingWebhookConfiguration %s from the package", w.Static)
+		}
+		if len(static.Webhooks) == 0 {
+			return none, errors.Errorf("ValidatingWebhookConfiguration %s has no webhooks to copy the client config from", w.Static)
+		}
+		return static.Webhooks[0].ClientConfig, nil
+	}
+	l := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+	if err := w.Reader.List(ctx, l); err != nil {
+		return none, errors.Wrap(err, "cannot list ValidatingWebhookConfigurations to find the package's")
+	}
+	for _, c := range l.Items {
+		if c.GetName() == DynamicName {
+			continue
+		}
+		for _, h := range c.Webhooks {
+			if h.Name == StaticWebhookName {
+				return h.ClientConfig, nil
+			}
+		}
+	}
+	return none, errors.Errorf("no ValidatingWebhookConfiguration has webhook %s: is the provider-kausality package installed and healthy?", StaticWebhookName)
 }
 
 // clientConfig is the static webhook's client config with another path.

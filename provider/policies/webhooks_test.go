@@ -603,3 +603,32 @@ func TestReconcile(t *testing.T) {
 		})
 	}
 }
+
+// TestStaticFoundByItsWebhook: Crossplane names the package's configuration
+// after the Provider object, so without --static-webhook the provider finds
+// it by its webhook, and says what it looked for when there is none.
+func TestStaticFoundByItsWebhook(t *testing.T) {
+	renamed := static()
+	renamed.Name = "crossplane-provider-kausality-prod"
+	renamed.Webhooks[0].ClientConfig.Service.Name = "kausality-prod"
+	other := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "someone-else"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "other.example.org", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://other.example.org")}}},
+	}
+	kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(other, renamed, allowancePolicy("xdatabases", xdbGVK)).Build()
+	w := &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Log: logr.Discard()}
+	if err := w.Sync(context.Background()); err != nil {
+		t.Fatalf("Sync(...): %v", err)
+	}
+	got := observe(t, kube).mutating
+	if got == nil || len(got.Webhooks) != 1 || got.Webhooks[0].ClientConfig.Service == nil || got.Webhooks[0].ClientConfig.Service.Name != "kausality-prod" {
+		t.Fatalf("dynamic mutating configuration = %+v, want its client config copied from %s", got, renamed.Name)
+	}
+
+	kube = fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(other, allowancePolicy("xdatabases", xdbGVK)).Build()
+	w = &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Log: logr.Discard()}
+	want := errors.Errorf("no ValidatingWebhookConfiguration has webhook %s: is the provider-kausality package installed and healthy?", StaticWebhookName)
+	if diff := cmp.Diff(want, w.Sync(context.Background()), test.EquateErrors()); diff != "" {
+		t.Errorf("Sync(...) without the package's configuration: -want error, +got error:\n%s", diff)
+	}
+}
