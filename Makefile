@@ -15,11 +15,12 @@ CROSSPLANE_CORE := $(BIN)/crossplane-core
 PAT             := $(BIN)/function-patch-and-transform
 CONTROLLER_GEN  := $(BIN)/controller-gen
 KUBE_APISERVER  := $(BIN)/kube-apiserver
+KUBE_CONTROLLER := $(BIN)/kube-controller-manager
 ETCD            := $(BIN)/etcd
 IMAGE           := $(BIN)/image
 GOLANGCI_LINT   := $(BIN)/golangci-lint
 
-TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(ETCD) $(IMAGE) $(GOLANGCI_LINT)
+TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(KUBE_CONTROLLER) $(ETCD) $(IMAGE) $(GOLANGCI_LINT)
 
 # envtest finds kube-apiserver and etcd here.
 export KUBEBUILDER_ASSETS := $(BIN)
@@ -47,6 +48,11 @@ $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go
 
 $(KUBE_APISERVER): test/tools/kube-apiserver/go.mod test/tools/kube-apiserver/go.sum
 	cd test/tools/kube-apiserver && $(GO) build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+
+# The scenario suite runs its ClusterRole aggregation and garbage collector,
+# which Crossplane's RBAC and deletion rely on.
+$(KUBE_CONTROLLER): test/tools/kube-apiserver/go.mod test/tools/kube-apiserver/go.sum
+	cd test/tools/kube-apiserver && $(GO) build -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 
 $(ETCD): test/tools/etcd/go.mod test/tools/etcd/go.sum test/tools/etcd/main.go
 	cd test/tools/etcd && $(GO) build -o $@ .
@@ -100,6 +106,10 @@ xpkg: $(CROSSPLANE) $(IMAGE)
 	$(IMAGE) --binary $(OUT)/bin/provider-kausality --out $(OUT)/provider-kausality-image.tar --tag kausality.io/provider-kausality:$(VERSION) --port 9443 --port 8080 --port 8081
 	$(CROSSPLANE) xpkg build --package-root package/function --examples-root $(OUT)/no-examples --embed-runtime-image-tarball $(OUT)/function-kausality-image.tar --package-file $(OUT)/function-kausality.xpkg
 	$(CROSSPLANE) xpkg build --package-root package/provider --examples-root $(OUT)/no-examples --embed-runtime-image-tarball $(OUT)/provider-kausality-image.tar --package-file $(OUT)/provider-kausality.xpkg
+	@# The scenario suite installs these too; its package runtime is External,
+	@# so they carry no runtime image.
+	$(CROSSPLANE) xpkg build --package-root test/recorder/package --examples-root $(OUT)/no-examples --package-file $(OUT)/provider-recorder.xpkg
+	$(CROSSPLANE) xpkg build --package-root "$$(cd test/tools/patch-and-transform && $(GO) list -m -f '{{.Dir}}' github.com/crossplane-contrib/function-patch-and-transform)/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-patch-and-transform.xpkg
 
 ## render: render every example with the real crossplane render and print the output.
 render: tools

@@ -25,7 +25,7 @@ func Environment(root string) *envtest.Environment {
 	return &envtest.Environment{
 		CRDDirectoryPaths: []string{
 			filepath.Join(root, "package", "provider", "crds"),
-			filepath.Join(root, "test", "recorder", "crds"),
+			filepath.Join(root, "test", "recorder", "package", "crds"),
 			filepath.Join(root, "test", "crds"),
 		},
 		ErrorIfCRDPathMissing: true,
