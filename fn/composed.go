@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -49,8 +50,10 @@ type change struct {
 func (r *run) composed(resName string, observed, desired map[string]any) bool {
 	dm := metaOf(resName, desired)
 	var om childMeta
+	r.from = 0
 	if observed != nil {
 		om = metaOf(resName, observed)
+		r.from = allowance.ComposedGeneration(observed)
 	}
 	var ch change
 	if observed == nil {
@@ -73,6 +76,7 @@ func (r *run) composed(resName string, observed, desired map[string]any) bool {
 		ann = map[string]string{}
 	}
 	ann[v1alpha1.AnnotationApplied] = ch.applied.String()
+	ann[v1alpha1.AnnotationComposedGeneration] = strconv.FormatInt(r.xr.GetGeneration(), 10)
 	switch {
 	case gated:
 		r.gate(dm, om, observed, desired, ann, ch)

@@ -5,6 +5,7 @@ import (
 	"github.com/crossplane/function-sdk-go/resource/composed"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 )
 
@@ -12,6 +13,7 @@ import (
 // returns the resource to keep, or nil to let Crossplane delete it.
 func (r *run) deleted(resName string, observed map[string]any) *composed.Unstructured {
 	m := metaOf(resName, observed)
+	r.from = allowance.ComposedGeneration(observed)
 	d := r.permitChild(m.child, v1alpha1.VerbDelete)
 	if d.ok {
 		return nil

@@ -114,7 +114,8 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 	run.report(rsp)
-	log.Debug("Gated composed resources", "resources", len(out), "withheld", len(run.withheld))
+	log.Debug("Gated composed resources", "xr", ref(run.xr.Object), "generation", run.xr.GetGeneration(),
+		"allowances", len(run.allowances), "resources", len(out), "withheld", len(run.withheld))
 	return rsp, nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -206,6 +207,7 @@ func TestRunFunction(t *testing.T) {
 						v1alpha1.AnnotationTrace:               allowance.FormatTrace(fullTrace),
 						v1alpha1.AnnotationApplied:             appliedFor(t, "db.t3.large"),
 						v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+						v1alpha1.AnnotationComposedGeneration:  "2",
 					}, "[Observe, Update, LateInitialize]"),
 				}}},
 				Conditions: []*fnv1.Condition{
@@ -229,6 +231,7 @@ func TestRunFunction(t *testing.T) {
 						v1alpha1.AnnotationTrace:               "[]",
 						v1alpha1.AnnotationApplied:             appliedFor(t, "db.t3.small"),
 						v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+						v1alpha1.AnnotationComposedGeneration:  "2",
 					}, "[Observe, LateInitialize]"),
 				}}},
 				Results: []*fnv1.Result{{
@@ -244,6 +247,34 @@ func TestRunFunction(t *testing.T) {
 				Requirements: wantRequirements(),
 			}},
 		},
+	}
+	// Crossplane marks an XR observed at the generation a concurrent write
+	// (the claim controller syncing a Claim) raised while it composed the
+	// previous one: the XR allowance of that generation still applies to a
+	// resource not yet composed from it, and no longer to one that was.
+	cases["ObservedBeforeComposed"] = struct {
+		reason string
+		req    *fnv1.RunFunctionRequest
+		want   want
+	}{
+		reason: "An XR allowance of the XR's generation lets the change through although the XR reports that generation observed, while the resource was not yet composed from it.",
+		req: newRequest(t, xr(t, 2, 2, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}),
+			observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
+			obj(t, rds("db.t3.large", "")), policyDB),
+		want: cases["AllowedChange"].want,
+	}
+	composedAnn := maps.Clone(observedAnn)
+	composedAnn[v1alpha1.AnnotationComposedGeneration] = "2"
+	cases["AllowanceUsedUp"] = struct {
+		reason string
+		req    *fnv1.RunFunctionRequest
+		want   want
+	}{
+		reason: "An XR allowance is used up for a resource already composed from its generation: the change is withheld.",
+		req: newRequest(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}),
+			observedRDS(t, "db.t3.small", 1, 1, composedAnn, "[Observe, LateInitialize]"),
+			obj(t, rds("db.t3.large", "")), policyDB),
+		want: cases["WithheldChange"].want,
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -38,7 +38,7 @@ func (r *run) permit(c policy.Child, verb string, inPhase func(policy.Bound) boo
 		return decision{ok: true}
 	}
 	for i, a := range r.allowances {
-		if a.Relation == v1alpha1.RelationControllerChild && policy.MatchesChild(a.Target, c) && a.HasVerb(verb) && (covers == nil || covers(i, a)) {
+		if a.Generation > r.from && a.Relation == v1alpha1.RelationControllerChild && policy.MatchesChild(a.Target, c) && a.HasVerb(verb) && (covers == nil || covers(i, a)) {
 			return decision{ok: true, by: &r.allowances[i]}
 		}
 	}

@@ -29,7 +29,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	}
 	found := false
 	for _, xa := range r.allowances {
-		if xa.Relation != v1alpha1.RelationExternal || !policy.MatchesExternal(xa.Target, dm.child) {
+		if xa.Generation <= r.from || xa.Relation != v1alpha1.RelationExternal || !policy.MatchesExternal(xa.Target, dm.child) {
 			continue
 		}
 		found = true

@@ -37,9 +37,13 @@ type run struct {
 	upgradeBase allowance.Trace // the trace of changes they let through
 
 	allowances []allowance.Allowance // unconsumed allowances of the XR, sorted
-	bounds     []mutation.Bounds     // their mutation bounds, compiled by boundsOf
-	xrTrace    allowance.Trace       // the XR's trace, ending with the XR's hop
-	frozen     string                // who froze the XR, empty if not frozen
+	// from is the XR generation the composed resource being decided was
+	// last composed from: XR allowances of that generation or earlier are
+	// used up for it.
+	from    int64
+	bounds  []mutation.Bounds // their mutation bounds, compiled by boundsOf
+	xrTrace allowance.Trace   // the XR's trace, ending with the XR's hop
+	frozen  string            // who froze the XR, empty if not frozen
 
 	withheld  []withheld
 	rewritten map[string]bool // composed resources whose spec this run changed beyond managementPolicies
@@ -106,7 +110,7 @@ func (r *run) loadXR() {
 	if as, err := allowance.Parse(ann[v1alpha1.AnnotationAllowances]); err != nil {
 		r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; treating it as no allowances", v1alpha1.AnnotationAllowances, ref(r.xr.Object)))
 	} else {
-		r.allowances = allowance.Unconsumed(as, r.xr.Object)
+		r.allowances = allowance.OnComposite(as, r.xr.Object)
 		allowance.Sort(r.allowances)
 	}
 	t, err := allowance.ParseTrace(ann[v1alpha1.AnnotationTrace])

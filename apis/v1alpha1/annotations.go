@@ -26,6 +26,11 @@ const (
 	// AnnotationApplied records what the function last let through for a
 	// composed resource, so drift correction can be told from propagation.
 	AnnotationApplied = "kausality.io/applied"
+	// AnnotationComposedGeneration is the generation of its composite that
+	// the function last composed a composed resource from: an allowance of
+	// the composite is used up for the resource once it was composed from
+	// the allowance's generation.
+	AnnotationComposedGeneration = "kausality.io/composed-generation"
 	// LabelGated marks managed resources whose gate Kausality manages.
 	LabelGated = "kausality.io/gated"
 )

@@ -1,5 +1,12 @@
 package allowance
 
+import (
+	"slices"
+	"strconv"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+)
+
 // ObservedGeneration reads an object's observed generation the way
 // crossplane-runtime v2 reports it: status.observedGeneration when present,
 // else the observedGeneration of the Synced condition. ok is false when the
@@ -41,4 +48,47 @@ func asInt(v any) (int64, bool) {
 		return int64(n), n == float64(int64(n))
 	}
 	return 0, false
+}
+
+// ComposedGeneration is the composite generation a composed resource was
+// last composed from (annotation kausality.io/composed-generation); 0 when
+// it was never composed by the function or the annotation does not parse.
+func ComposedGeneration(composed map[string]any) int64 {
+	md, _ := composed["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	s, _ := ann[v1alpha1.AnnotationComposedGeneration].(string)
+	g, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || g < 0 {
+		return 0
+	}
+	return g
+}
+
+// OnComposite are the allowances of a composite (XR) still to be
+// propagated: all but those marked consumed and those of an earlier
+// generation the composite has moved past and observed.
+//
+// A composite's observed generation alone does not say its allowance was
+// propagated: Crossplane marks a composite Synced at the generation it
+// reads back after composing, which a write that landed while it composed
+// (the claim controller syncing a Claim's change) has already raised. So
+// an allowance stays until its composite has a later generation, and
+// whether it was used for a composed resource is read off that resource
+// (UncomposedFor).
+func OnComposite(as []Allowance, xr map[string]any) []Allowance {
+	og, ok := ObservedGeneration(xr)
+	md, _ := xr["metadata"].(map[string]any)
+	gen, _ := asInt(md["generation"])
+	return slices.DeleteFunc(slices.Clone(as), func(a Allowance) bool {
+		return a.Consumed || (ok && og >= a.Generation && gen > a.Generation)
+	})
+}
+
+// UncomposedFor are the composite allowances of as that composed, a
+// composed resource, was not yet composed from: an allowance of generation
+// g is used up for it once the function composed it from generation g or
+// later.
+func UncomposedFor(as []Allowance, composed map[string]any) []Allowance {
+	from := ComposedGeneration(composed)
+	return slices.DeleteFunc(slices.Clone(as), func(a Allowance) bool { return a.Generation <= from })
 }

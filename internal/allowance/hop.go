@@ -93,9 +93,12 @@ func (t Trace) Parent() Trace {
 }
 
 // With is a new trace: t followed by h, or t itself (a copy) when it already
-// ends with h's object at h's generation.
+// ends with h's object. The generation is not compared: an object's hop is
+// the change that caused what follows, and Crossplane's own bookkeeping
+// writes (resource references, the composition revision) raise a
+// composite's generation without being another hop of the chain.
 func (t Trace) With(h Hop) Trace {
-	if n := len(t); n > 0 && t[n-1].SameObject(h) {
+	if n := len(t); n > 0 && t[n-1].Kind == h.Kind && t[n-1].Name == h.Name {
 		return slices.Clone(t)
 	}
 	return append(slices.Clone(t), h)

@@ -76,6 +76,11 @@ func TestTraceChains(t *testing.T) {
 			t:      Trace{claimHop, xrHop}, with: xrNoField, wantWith: Trace{claimHop, xrHop},
 			parent: Trace{claimHop, xrHop}, continues: true, extends: false,
 		},
+		"KeepsEndingHopAtAnotherGeneration": {
+			reason: "With does not repeat the object the trace already ends with at a later generation: Crossplane's bookkeeping writes raise an XR's generation without a new hop.",
+			t:      Trace{claimHop, xrHop}, with: func() Hop { h := xrNoField; h.Generation += 2; return h }(), wantWith: Trace{claimHop, xrHop},
+			parent: Trace{claimHop, xrHop}, continues: true, extends: false,
+		},
 		"Extends": {
 			reason: "A trace extends its parent chain by exactly one hop.",
 			t:      Trace{claimHop, xrHop, mrHop}, with: mrHop, wantWith: Trace{claimHop, xrHop, mrHop},

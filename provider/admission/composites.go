@@ -47,7 +47,7 @@ type Composites struct {
 
 // Handle implements admission.Handler.
 func (h *Composites) Handle(ctx context.Context, req admission.Request) admission.Response {
-	old, obj, done := h.Trusted.write(req)
+	old, obj, done := h.Trusted.write(req, false)
 	if done != nil {
 		return *done
 	}
@@ -116,8 +116,9 @@ func inject(old, obj *unstructured.Unstructured, d policy.Decision, parentTrace 
 	var kept []allowance.Allowance
 	if old != nil {
 		// The stored status decides what is consumed, never the status a
-		// client sends with its write.
-		kept = allowance.Unconsumed(have, old.Object)
+		// client sends with its write; an allowance stays until the object
+		// has moved past its generation (see allowance.OnComposite).
+		kept = allowance.OnComposite(have, old.Object)
 	}
 	kept = append(kept, d.Allowances...)
 	ann := maps.Clone(obj.GetAnnotations())

@@ -153,11 +153,18 @@ func TestComposites(t *testing.T) {
 				Message: "cannot parse annotation kausality.io/allowances on DatabaseClaim team-a/orders: invalid JSON: unexpected EOF"},
 		},
 		"ConsumedAllowancesPruned": {
-			reason: "An allowance the stored object's observed generation consumed is pruned on the next write.",
+			reason: "An allowance the stored object observed and has moved past (a later generation) is pruned on the next write.",
+			args: args{objs: []client.Object{claims}, req: update(asAlice, resizedClaim(generation(3), observed(2)),
+				resizedClaim(generation(3), observed(2), annotate("jira", "INFRA-24000")))},
+			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+				Object: resizedClaim(generation(3), observed(2), annotate("jira", "INFRA-24000"), unannotate(v1alpha1.AnnotationAllowances)).Object},
+		},
+		"ObservedAtItsGenerationKept": {
+			reason: "An allowance of the stored object's current generation is kept although that generation is observed: Crossplane marks a composite observed at a generation a concurrent write raised before it composed it.",
 			args: args{objs: []client.Object{claims}, req: update(asAlice, resizedClaim(observed(2)),
 				resizedClaim(observed(2), annotate("jira", "INFRA-24000")))},
 			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
-				Object: resizedClaim(observed(2), annotate("jira", "INFRA-24000"), unannotate(v1alpha1.AnnotationAllowances)).Object},
+				Object: resizedClaim(observed(2), annotate("jira", "INFRA-24000")).Object},
 		},
 		"ForgedStatusPrunesNothing": {
 			reason: "Consumption is decided on the stored status: a write that forges status.observedGeneration cannot prune an unconsumed allowance.",

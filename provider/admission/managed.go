@@ -43,12 +43,13 @@ type Managed struct {
 
 // Handle implements admission.Handler.
 func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.Response {
-	old, obj, done := h.Trusted.write(req)
+	old, obj, done := h.Trusted.write(req, true)
 	if done != nil {
 		return *done
 	}
 	if obj.GetLabels()[v1alpha1.LabelGated] != "true" {
-		return admission.Allowed("")
+		// A patch, in case write restored protected annotations.
+		return patched(req, obj)
 	}
 	as, err := allowance.Parse(obj.GetAnnotations()[v1alpha1.AnnotationAllowances])
 	if err != nil {
@@ -176,7 +177,13 @@ func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured
 			if err != nil {
 				return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(xr)).Error(), nil
 			}
-			xrAllowances = allowance.Unconsumed(xas, xr.Object)
+			// Those not yet used up for this resource: Crossplane's write
+			// carries what the function composed from them.
+			var stored map[string]any
+			if old != nil {
+				stored = old.Object
+			}
+			xrAllowances = allowance.UncomposedFor(allowance.OnComposite(xas, xr.Object), stored)
 		}
 		last := parent.Last()
 		if last.Kind != xr.GetKind() || last.Name != xr.GetName() {

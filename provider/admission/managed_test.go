@@ -83,10 +83,22 @@ func TestManaged(t *testing.T) {
 			want: result{Allowed: true, Object: carry(openedU).Object},
 		},
 		"ConsumedParentDenied": {
-			reason: "An allowance whose XR allowance is consumed does not chain: Crossplane's write is denied.",
-			args: args{objs: []client.Object{parentXR(synced("True", 4)), parentClaim()},
+			reason: "An allowance whose XR allowance the XR has observed and moved past does not chain: Crossplane's write is denied.",
+			args: args{objs: []client.Object{parentXR(generation(5), synced("True", 4)), parentClaim()},
 				req: update(asCrossplane, bucket(t), carry(openedU))},
 			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data does not chain to an unconsumed allowance of XDatabase orders-x1"},
+		},
+		"ParentAllowanceComposedDenied": {
+			reason: "An XR allowance the function already composed this Bucket from (its composed generation) is used up for it: a second allowance from it does not chain.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t, annotate(v1alpha1.AnnotationComposedGeneration, "4")), carry(openedU))},
+			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data does not chain to an unconsumed allowance of XDatabase orders-x1"},
+		},
+		"ParentObservedButNotComposedChains": {
+			reason: "Crossplane may mark the XR observed at the generation a concurrent Claim sync raised before composing it: the allowance of that generation still chains while the Bucket was composed from an earlier one.",
+			args: args{objs: []client.Object{parentXR(synced("True", 4)), parentClaim()},
+				req: update(asCrossplane, bucket(t, annotate(v1alpha1.AnnotationComposedGeneration, "3")), carry(openedU))},
+			want: result{Allowed: true, Object: carry(openedU).Object},
 		},
 		"ParentWithoutAllowanceDenied": {
 			reason: "An XR that carries no allowance covers nothing.",

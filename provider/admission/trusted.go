@@ -2,7 +2,9 @@ package admission
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -36,6 +38,7 @@ var protectedAnnotations = []string{
 	v1alpha1.AnnotationControllerUAHash,
 	v1alpha1.AnnotationCompositionRevision,
 	v1alpha1.AnnotationApplied,
+	v1alpha1.AnnotationComposedGeneration,
 }
 
 // protect says why user may not make this write, or "" when it may: only
@@ -68,10 +71,62 @@ func (t Trusted) protect(user authenticationv1.UserInfo, old, obj *unstructured.
 		v1alpha1.AnnotationFreeze, v1alpha1.AnnotationMode, v1alpha1.AnnotationAllowDelete, v1alpha1.AnnotationTraceLabelPrefix)
 }
 
+// providerBookkeeping are the annotations crossplane-runtime's managed
+// reconciler records around external calls. It writes them with
+// RetryingCriticalAnnotationUpdater, which on a conflict re-reads the
+// resource and puts back every annotation of its own, older copy: a
+// write-back of kausality.io annotations Kausality changed meanwhile, not
+// a change by the provider. Denying it would leave the provider unable to
+// record a creation (crossplane.io/external-create-pending forever).
+var providerBookkeeping = []string{
+	"crossplane.io/external-create-pending",
+	"crossplane.io/external-create-succeeded",
+	"crossplane.io/external-create-failed",
+	"crossplane.io/external-name",
+}
+
+// restoreStale puts back the stored protected annotations and gated label
+// when an untrusted write changes them together with crossplane-runtime's
+// bookkeeping annotations. That never lets anything through: the stored
+// values stay, whoever wrote; a user who only edits protected annotations
+// is still denied with a message saying why.
+func restoreStale(old, obj *unstructured.Unstructured) bool {
+	if old == nil {
+		return false
+	}
+	oldAnn, newAnn := old.GetAnnotations(), obj.GetAnnotations()
+	if !slices.ContainsFunc(providerBookkeeping, func(k string) bool { return oldAnn[k] != newAnn[k] }) {
+		return false
+	}
+	ann := maps.Clone(newAnn)
+	for _, k := range protectedAnnotations {
+		if v, ok := oldAnn[k]; ok {
+			ann[k] = v
+		} else {
+			delete(ann, k)
+		}
+	}
+	obj.SetAnnotations(ann)
+	labels := maps.Clone(obj.GetLabels())
+	if v, ok := old.GetLabels()[v1alpha1.LabelGated]; ok {
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[v1alpha1.LabelGated] = v
+	} else {
+		delete(labels, v1alpha1.LabelGated)
+	}
+	obj.SetLabels(labels)
+	return true
+}
+
 // write decodes a create or update and applies annotation protection.
 // done is the response when there is nothing more to decide: other
-// operations pass, undecodable objects and protected changes fail.
-func (t Trusted) write(req admission.Request) (old, obj *unstructured.Unstructured, done *admission.Response) {
+// operations pass, undecodable objects and protected changes fail. With
+// restore (managed resources), a provider's stale write-back of protected
+// annotations is undone in obj instead of denied (see restoreStale); the
+// caller must then answer with a patch.
+func (t Trusted) write(req admission.Request, restore bool) (old, obj *unstructured.Unstructured, done *admission.Response) {
 	respond := func(r admission.Response) (*unstructured.Unstructured, *unstructured.Unstructured, *admission.Response) {
 		return nil, nil, &r
 	}
@@ -82,7 +137,7 @@ func (t Trusted) write(req admission.Request) (old, obj *unstructured.Unstructur
 	if err != nil {
 		return respond(admission.Errored(http.StatusBadRequest, err))
 	}
-	if msg := t.protect(req.UserInfo, old, obj); msg != "" {
+	if msg := t.protect(req.UserInfo, old, obj); msg != "" && !(restore && restoreStale(old, obj)) {
 		return respond(admission.Denied(msg))
 	}
 	return old, obj, nil

@@ -146,11 +146,39 @@ func TestTrustedWrite(t *testing.T) {
 	garbled.Object = runtime.RawExtension{Raw: []byte(`{"apiVersion":`)}
 	connect := update(asBob, stored, changed)
 	connect.Operation = admissionv1.Connect
+	storedMR := bucket(t)
+	// What crossplane-runtime's critical annotation updater sends after a
+	// conflict: the fresh resource with all annotations of its older copy
+	// (here, allowances Kausality has since marked consumed, and no trace).
+	staleMR := bucket(t, allowances(bucketAllowance()), unannotate(v1alpha1.AnnotationTrace), annotate("crossplane.io/external-create-succeeded", "2026-11-23T12:00:00Z"))
+	storedConsumed := bucket(t, allowances(consumed(bucketAllowance())))
+	restoredMR := bucket(t, allowances(consumed(bucketAllowance())), annotate("crossplane.io/external-create-succeeded", "2026-11-23T12:00:00Z"))
+	asProviderAWS := authenticationv1.UserInfo{Username: "system:serviceaccount:crossplane-system:provider-aws"}
 	cases := map[string]struct {
-		reason string
-		req    admission.Request
-		want   want
+		reason  string
+		req     admission.Request
+		restore bool
+		want    want
 	}{
+		"StaleWriteBackRestored": {
+			reason:  "A provider recording a creation with its older copy of the annotations gets the stored protected annotations back, not a denial that would leave the creation unrecorded.",
+			req:     update(asProviderAWS, storedConsumed, staleMR),
+			restore: true,
+			want:    want{old: storedConsumed, obj: restoredMR},
+		},
+		"StaleWriteBackDeniedWhereNotRestored": {
+			reason: "Claims and composites have no provider bookkeeping: the same write is denied.",
+			req:    update(asProviderAWS, storedConsumed, staleMR),
+			want: want{done: &result{Code: http.StatusForbidden,
+				Message: refusal(asProviderAWS.Username, "Bucket orders-data", "annotation kausality.io/allowances")}},
+		},
+		"ProtectedOnlyDeniedWhereRestored": {
+			reason:  "A write that changes protected annotations and no provider bookkeeping is denied, restore or not.",
+			req:     update(asBob, storedMR, bucket(t, allowances(consumed(bucketAllowance())))),
+			restore: true,
+			want: want{done: &result{Code: http.StatusForbidden,
+				Message: refusal(bob, "Bucket orders-data", "annotation kausality.io/allowances")}},
+		},
 		"Update": {
 			reason: "An admitted update decodes both objects for the handler to decide.",
 			req:    update(asAlice, stored, changed),
@@ -186,7 +214,7 @@ func TestTrustedWrite(t *testing.T) {
 	}
 	for n, tc := range cases {
 		t.Run(n, func(t *testing.T) {
-			old, obj, done := trusted.write(tc.req)
+			old, obj, done := trusted.write(tc.req, tc.restore)
 			got := want{old: old, obj: obj}
 			if done != nil {
 				r := outcome(t, tc.req, *done)

@@ -613,7 +613,7 @@ func TestStaticFoundByItsWebhook(t *testing.T) {
 	renamed.Webhooks[0].ClientConfig.Service.Name = "kausality-prod"
 	other := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "someone-else"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "other.example.org", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://other.example.org")}}},
+		Webhooks:   []admissionregistrationv1.ValidatingWebhook{{Name: "other.example.org", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://other.example.org")}}},
 	}
 	kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(other, renamed, allowancePolicy("xdatabases", xdbGVK)).Build()
 	w := &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Log: logr.Discard()}

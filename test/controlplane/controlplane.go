@@ -1,36 +1,46 @@
-// Package controlplane is the embedded control plane the scenario suite and
-// the demo run on: a real kube-apiserver and etcd (envtest), the provider
-// binary as a process with its webhooks registered through the API server,
-// the composition functions as processes, and the recording test provider
-// as the managed resource controller. Crossplane's part is played by
-// Crossplane (crossplane.go): the real `crossplane render` applied by
-// server-side apply as Crossplane's service account.
+// Package controlplane is the control plane the scenario suite and the demo
+// run on: real Crossplane core with its RBAC manager, installed and run the
+// way a cluster runs them, on a real kube-apiserver and etcd (envtest) with
+// kube-controller-manager's ClusterRole aggregation and garbage collector.
+//
+// Every component is a process authenticated as its own service account
+// with the RBAC Crossplane's Helm chart and RBAC manager give it; users
+// have namespace-scoped roles. Function-kausality, provider-kausality,
+// function-patch-and-transform and the recording provider are installed
+// as Function and Provider packages pushed to an in-process OCI registry.
+// Crossplane runs them with the External package runtime, which this
+// package plays (runtime.go): it starts the function and provider
+// processes with certificates signed by Crossplane's CA and tells
+// Crossplane where they are.
 package controlplane
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kausality-io/kausality-crossplane/provider/server"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
@@ -38,20 +48,28 @@ import (
 	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
-// Users of the scenarios. Alice is on the platform team; Bob is not.
+// Users of the scenarios. Alice is on the platform team; Bob is not. Both
+// have namespace-scoped edit rights only (Namespace).
 const (
-	Alice          = "alice@example.com"
-	Bob            = "bob@example.com"
-	CrossplaneUser = "system:serviceaccount:crossplane-system:crossplane"
+	Alice = "alice@example.com"
+	Bob   = "bob@example.com"
+)
+
+// Crossplane's namespace and the service accounts its chart, and the
+// runtime configs of the packages, give each component.
+const (
+	SystemNamespace = "crossplane-system"
+	CrossplaneUser  = "system:serviceaccount:" + SystemNamespace + ":crossplane"
+	RBACManagerUser = "system:serviceaccount:" + SystemNamespace + ":rbac-manager"
 	// CrossplaneSA is Crossplane's service account as the provider's flag
 	// takes it.
-	CrossplaneSA = "crossplane-system:crossplane"
+	CrossplaneSA = SystemNamespace + ":crossplane"
 )
 
 // Poll is how often the recording provider re-observes.
 const Poll = time.Second
 
-// A ControlPlane is a running embedded control plane.
+// A ControlPlane is a running control plane.
 type ControlPlane struct {
 	Root   string
 	Dir    string
@@ -59,19 +77,22 @@ type ControlPlane struct {
 	Scheme *runtime.Scheme
 	Cloud  *recorder.Cloud
 	Tools  render.Tools
-	// Functions is the functions.yaml pointing at the running functions.
-	Functions string
+	// Registry is the OCI registry's host:port the packages come from.
+	Registry string
 
-	env         *envtest.Environment
-	provider    *exec.Cmd
-	providerBin string
-	fns         *render.Functions
-	cancel      context.CancelFunc
+	env     *envtest.Environment
+	admin   client.Client
+	module  string // the crossplane module's directory
+	procs   []*exec.Cmd
+	runtime *externalRuntime
+	stop    []func()
+	cancel  context.CancelFunc
 }
 
-// Start brings the control plane up; dir holds binaries, kubeconfig and
-// logs. KUBEBUILDER_ASSETS must point at kube-apiserver and etcd (make sets
-// it to .cache/bin).
+// Start brings the control plane up and installs the packages; dir holds
+// binaries, kubeconfigs, certificates and logs. KUBEBUILDER_ASSETS must
+// point at kube-apiserver and etcd (make sets it to .cache/bin), and `make
+// xpkg` must have built the packages into _output.
 func Start(ctx context.Context, root, dir string) (*ControlPlane, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run through make, which builds kube-apiserver and etcd into .cache/bin")
@@ -80,10 +101,10 @@ func Start(ctx context.Context, root, dir string) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctrllog.SetLogger(logr.Discard())
 	c := &ControlPlane{Root: root, Dir: dir, Cloud: recorder.NewCloud(), Tools: tools}
-	c.env = Environment(root)
-	if c.Admin, err = c.env.Start(); err != nil {
-		return nil, errors.Wrap(err, "cannot start kube-apiserver and etcd")
+	if c.module, err = crossplaneModule(root); err != nil {
+		return nil, err
 	}
 	ok := false
 	defer func() {
@@ -91,168 +112,263 @@ func Start(ctx context.Context, root, dir string) (*ControlPlane, error) {
 			c.Stop()
 		}
 	}()
-	if c.Scheme, err = server.Scheme(); err != nil {
+	if c.Scheme, err = scheme(); err != nil {
 		return nil, err
 	}
-	if err := recorderv1alpha1.AddToScheme(c.Scheme); err != nil {
+	c.env = &envtest.Environment{}
+	if c.Admin, err = c.env.Start(); err != nil {
+		return nil, errors.Wrap(err, "cannot start kube-apiserver and etcd")
+	}
+	if c.admin, err = client.New(c.Admin, client.Options{Scheme: c.Scheme}); err != nil {
 		return nil, err
 	}
-	admin, err := client.New(c.Admin, client.Options{Scheme: c.Scheme})
-	if err != nil {
-		return nil, err
-	}
-	// The scenarios are about what Kausality allows, not RBAC.
-	if err := admin.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "everyone-admin"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:authenticated"}},
-	}); err != nil && !kerrors.IsAlreadyExists(err) {
-		return nil, errors.Wrap(err, "cannot grant users access")
-	}
-
-	rctx, cancel := context.WithCancel(ctx)
+	rctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	rec, err := ctrl.NewManager(c.Admin, ctrl.Options{Scheme: c.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: logr.Discard()})
-	if err != nil {
-		return nil, errors.Wrap(err, "cannot create the recording provider")
-	}
-	if err := recorder.Setup(rec, c.Cloud, Poll); err != nil {
-		return nil, err
-	}
-	go func() { _ = rec.Start(rctx) }()
 
-	c.providerBin = filepath.Join(dir, "provider-kausality")
-	build := exec.CommandContext(ctx, "go", "build", "-o", c.providerBin, "./provider")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, errors.Wrapf(err, "cannot build provider-kausality: %s", out)
+	steps := []struct {
+		what string
+		do   func(context.Context) error
+	}{
+		{"start kube-controller-manager", c.startControllerManager},
+		{"install Crossplane's RBAC", c.installRBAC},
+		{"run crossplane core init", c.initCore},
+		{"start Crossplane", c.startCore},
+		{"start the RBAC manager", c.startRBACManager},
+		{"start the OCI registry and push the packages", c.pushPackages},
+		{"play the External package runtime", func(ctx context.Context) error { return c.startRuntime(ctx, rctx) }},
+		{"install the packages", c.installPackages},
+		{"wait for provider-kausality's webhooks", func(context.Context) error { return c.runtime.listening() }},
 	}
-	if err := c.writeKubeconfig(); err != nil {
-		return nil, err
-	}
-	if err := c.StartProvider(); err != nil {
-		return nil, err
-	}
-
-	kausality, err := freeAddress()
-	if err != nil {
-		return nil, err
-	}
-	pat, err := freeAddress()
-	if err != nil {
-		return nil, err
-	}
-	if c.fns, err = render.StartFunctions(ctx, root, dir, tools, render.FunctionOptions{KausalityAddress: kausality, PatchTransformAddress: pat}); err != nil {
-		return nil, err
-	}
-	c.Functions = filepath.Join(dir, "functions.yaml")
-	if err := os.WriteFile(c.Functions, []byte(fmt.Sprintf(functionsYAML, pat, kausality)), 0o600); err != nil {
-		return nil, err
+	for _, s := range steps {
+		if err := s.do(ctx); err != nil {
+			return nil, errors.Wrapf(err, "cannot %s (logs in %s)", s.what, dir)
+		}
 	}
 	ok = true
 	return c, nil
 }
 
-const functionsYAML = `apiVersion: pkg.crossplane.io/v1
-kind: Function
-metadata:
-  name: function-patch-and-transform
-  annotations:
-    render.crossplane.io/runtime: Development
-    render.crossplane.io/runtime-development-target: %s
-spec:
-  package: xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:v0.10.7
----
-apiVersion: pkg.crossplane.io/v1
-kind: Function
-metadata:
-  name: function-kausality
-  annotations:
-    render.crossplane.io/runtime: Development
-    render.crossplane.io/runtime-development-target: %s
-spec:
-  package: xpkg.crossplane.io/kausality-io/function-kausality:v0.1.0
-`
-
-func freeAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func scheme() (*runtime.Scheme, error) {
+	s, err := server.Scheme()
 	if err != nil {
-		return "", errors.Wrap(err, "cannot find a free port")
+		return nil, err
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
+	for _, add := range []func(*runtime.Scheme) error{recorderv1alpha1.AddToScheme, pkgv1.AddToScheme, pkgv1beta1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
-func (c *ControlPlane) writeKubeconfig() error {
+// crossplaneModule is the directory of the crossplane module the core binary
+// was built from (test/tools/core): its CRDs and Helm chart.
+func crossplaneModule(root string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/crossplane/crossplane/v2")
+	cmd.Dir = filepath.Join(root, "test", "tools", "core")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", errors.Wrap(err, "cannot find the crossplane module (go list -m in test/tools/core)")
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// kubeconfig writes a kubeconfig for user, the administrator's client
+// certificate impersonating user: how each process authenticates as its
+// service account. The API server adds the service account groups.
+func (c *ControlPlane) kubeconfig(name, user string) (string, error) {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Admin.Host, CertificateAuthorityData: c.Admin.CAData}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.Admin.CertData, ClientKeyData: c.Admin.KeyData, Token: c.Admin.BearerToken}
-	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	ai := &clientcmdapi.AuthInfo{ClientCertificateData: c.Admin.CertData, ClientKeyData: c.Admin.KeyData, Token: c.Admin.BearerToken}
+	if user != "" {
+		ai.Impersonate = user
+	}
+	cfg.AuthInfos[name] = ai
+	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: name}
 	cfg.CurrentContext = "envtest"
-	return errors.Wrap(clientcmd.WriteToFile(*cfg, filepath.Join(c.Dir, "kubeconfig")), "cannot write the kubeconfig")
+	path := filepath.Join(c.Dir, name+".kubeconfig")
+	return path, errors.Wrapf(clientcmd.WriteToFile(*cfg, path), "cannot write %s", path)
 }
 
-// StartProvider starts the provider binary and waits until its webhook
-// server listens.
-func (c *ControlPlane) StartProvider() error {
-	wo := c.env.WebhookInstallOptions
-	logf, err := os.OpenFile(filepath.Join(c.Dir, "provider.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+// A proc is a running process; done is closed when it has exited.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// process starts bin with args and env, logging to name.log, and kills it
+// with the harness.
+func (c *ControlPlane) process(name string, env []string, bin string, args ...string) (*proc, error) {
+	logf, err := os.OpenFile(c.Log(name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cmd := exec.Command(c.providerBin, //nolint:gosec // our own binary
-		"--webhook-port", strconv.Itoa(wo.LocalServingPort), "--webhook-certs", wo.LocalServingCertDir,
-		"--metrics-address", "0", "--health-address", "0", "--discovery-interval", "1s",
-		"--crossplane-service-account", CrossplaneSA, "--max-gate-open", "10m", "--debug")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(c.Dir, "kubeconfig"))
+	cmd := exec.Command(bin, args...) //nolint:gosec // our own and the pinned tools' binaries
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return errors.Wrap(err, "cannot start provider-kausality")
+		_ = logf.Close()
+		return nil, errors.Wrapf(err, "cannot start %s", name)
 	}
-	c.provider = cmd
-	addr := net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort))
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			return conn.Close()
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); _ = logf.Close(); close(p.done) }()
+	c.procs = append(c.procs, cmd)
+	return p, nil
+}
+
+// Log is the path of a component's log.
+func (c *ControlPlane) Log(name string) string { return filepath.Join(c.Dir, name+".log") }
+
+// Tail is the last n lines of a component's log.
+func (c *ControlPlane) Tail(name string, n int) string {
+	b, _ := os.ReadFile(c.Log(name))
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func (c *ControlPlane) startControllerManager(_ context.Context) error {
+	kc, err := c.kubeconfig("kube-controller-manager", "")
+	if err != nil {
+		return err
+	}
+	_, err = c.process("kube-controller-manager", nil, filepath.Join(c.Root, ".cache", "bin", "kube-controller-manager"),
+		"--kubeconfig", kc, "--leader-elect=false", "--secure-port=0",
+		"--controllers=clusterrole-aggregation,garbagecollector")
+	return err
+}
+
+// installRBAC applies the chart's RBAC and gives the users theirs.
+func (c *ControlPlane) installRBAC(ctx context.Context) error {
+	if err := c.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}); err != nil && !kerrors.IsAlreadyExists(err) {
+		return err
+	}
+	objs, err := renderChart(c.module, SystemNamespace)
+	if err != nil {
+		return err
+	}
+	// Cluster-scoped managed resources are edited with a cluster-wide
+	// grant: the scenarios give Alice and Bob exactly that on Buckets.
+	objs = append(objs, mustUnstructured(&rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: "buckets-edit"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{recorderv1alpha1.Group}, Resources: []string{"buckets"},
+			Verbs: []string{"get", "list", "watch", "update", "patch"}}},
+	}), mustUnstructured(&rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: "buckets-edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "buckets-edit"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: Alice}, {APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: Bob}},
+	}))
+	return c.Apply(ctx, objs...)
+}
+
+func mustUnstructured(o runtime.Object) *unstructured.Unstructured {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		panic(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// Apply creates objs as the administrator, or updates them to what objs
+// say when they exist.
+func (c *ControlPlane) Apply(ctx context.Context, objs ...*unstructured.Unstructured) error {
+	for _, o := range objs {
+		if err := c.admin.Create(ctx, o.DeepCopy()); err != nil {
+			if !kerrors.IsAlreadyExists(err) {
+				return errors.Wrapf(err, "cannot create %s %s", o.GetKind(), o.GetName())
+			}
+			cur := &unstructured.Unstructured{}
+			cur.SetGroupVersionKind(o.GroupVersionKind())
+			if err := c.admin.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
+				return err
+			}
+			u := o.DeepCopy()
+			u.SetResourceVersion(cur.GetResourceVersion())
+			if err := c.admin.Update(ctx, u); err != nil {
+				return errors.Wrapf(err, "cannot update %s %s", o.GetKind(), o.GetName())
+			}
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	return errors.Errorf("provider-kausality does not listen on %s; see %s", addr, filepath.Join(c.Dir, "provider.log"))
+	return nil
 }
 
-// KillProvider kills the provider process, as a crash would.
-func (c *ControlPlane) KillProvider() {
-	if c.provider == nil {
-		return
+// ApplyFile applies every object of a YAML file, retrying while webhooks
+// come up.
+func (c *ControlPlane) ApplyFile(ctx context.Context, path string) error {
+	raw, err := os.ReadFile(path) //nolint:gosec // the suite's own test data
+	if err != nil {
+		return err
 	}
-	_ = c.provider.Process.Signal(syscall.SIGKILL)
-	_, _ = c.provider.Process.Wait()
-	c.provider = nil
+	objs, err := decodeAll(raw)
+	if err != nil {
+		return errors.Wrapf(err, "cannot decode %s", path)
+	}
+	return until(ctx, 60*time.Second, func() error { return c.Apply(ctx, objs...) })
 }
 
-// ProviderLog is the provider's log so far.
-func (c *ControlPlane) ProviderLog() string {
-	b, _ := os.ReadFile(filepath.Join(c.Dir, "provider.log"))
-	return string(b)
+// until calls fn until it succeeds or d passes, and returns its last error.
+func until(ctx context.Context, d time.Duration, fn func() error) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := fn()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
 }
 
 // As is a client acting as user, through impersonation.
 func (c *ControlPlane) As(user string, groups ...string) (client.Client, error) {
 	cfg := rest.CopyConfig(c.Admin)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	if user != "admin" {
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	}
 	return client.New(cfg, client.Options{Scheme: c.Scheme})
+}
+
+// Namespace creates a namespace and gives Alice and Bob Crossplane's edit
+// role in it (crossplane-edit, to which the RBAC manager aggregates every
+// XRD's Claims).
+func (c *ControlPlane) Namespace(ctx context.Context, name string) error {
+	if err := c.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !kerrors.IsAlreadyExists(err) {
+		return err
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "crossplane-edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "crossplane-edit"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: Alice}, {APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: Bob}},
+	}
+	if err := c.admin.Create(ctx, rb); err != nil && !kerrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
 // Stop ends everything Start started.
 func (c *ControlPlane) Stop() {
-	c.KillProvider()
-	c.fns.Stop()
 	if c.cancel != nil {
 		c.cancel()
+	}
+	for i := len(c.stop) - 1; i >= 0; i-- {
+		c.stop[i]()
+	}
+	for _, p := range c.procs {
+		if p.Process != nil {
+			_ = p.Process.Signal(syscall.SIGKILL)
+		}
 	}
 	if c.env != nil {
 		_ = c.env.Stop()
 	}
+}
+
+func (c *ControlPlane) String() string {
+	return fmt.Sprintf("control plane at %s (logs in %s)", c.Admin.Host, c.Dir)
 }

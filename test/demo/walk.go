@@ -22,6 +22,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/played"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 	"github.com/kausality-io/kausality-crossplane/test/render"
 )
@@ -40,7 +41,7 @@ func walk(w io.Writer) error {
 	}
 	defer os.RemoveAll(dir) //nolint:errcheck // best effort
 	fmt.Fprintln(w, "Starting kube-apiserver, etcd, provider-kausality, function-kausality, function-patch-and-transform and the recording provider ...")
-	cp, err := controlplane.Start(ctx, root, dir)
+	cp, err := played.Start(ctx, root, dir)
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func walk(w io.Writer) error {
 	if err := controlplane.WaitForRules(ctx, admin, "databaseclaims", "xdatabases", "buckets"); err != nil {
 		return err
 	}
-	alice, err := cp.As(controlplane.Alice, "platform-team")
+	alice, err := cp.As(played.Alice, "platform-team")
 	if err != nil {
 		return err
 	}
@@ -70,7 +71,7 @@ func walk(w io.Writer) error {
 	}
 
 	claim := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": "small"}}}
-	claim.SetGroupVersionKind(controlplane.ClaimGVK)
+	claim.SetGroupVersionKind(played.ClaimGVK)
 	claim.SetNamespace("team-a")
 	claim.SetName("orders")
 	claim.SetAnnotations(map[string]string{"jira": "INFRA-1"})
@@ -104,14 +105,14 @@ func walk(w io.Writer) error {
 
 type demo struct {
 	w     io.Writer
-	cp    *controlplane.ControlPlane
+	cp    *played.ControlPlane
 	admin client.Client
 	key   client.ObjectKey
 }
 
 // step does one user action, lets Crossplane settle, and prints the
 // buckets, their traces, the XR's verdict and the gate timeline.
-func (d *demo) step(ctx context.Context, title string, x *controlplane.Crossplane, act func() error) error {
+func (d *demo) step(ctx context.Context, title string, x *played.Crossplane, act func() error) error {
 	start := time.Now()
 	fmt.Fprintf(d.w, "\n== %s\n", title)
 	// Watch the gates while the step runs: admission opens a gate in the
@@ -129,8 +130,8 @@ func (d *demo) step(ctx context.Context, title string, x *controlplane.Crossplan
 		return err
 	}
 	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(controlplane.BucketGVK.GroupVersion().WithKind("BucketList"))
-	if err := d.admin.List(ctx, l, client.MatchingLabels{"crossplane.io/composite": controlplane.XRName(d.key)}); err != nil {
+	l.SetGroupVersionKind(played.BucketGVK.GroupVersion().WithKind("BucketList"))
+	if err := d.admin.List(ctx, l, client.MatchingLabels{"crossplane.io/composite": played.XRName(d.key)}); err != nil {
 		return err
 	}
 	names := map[string]string{}
@@ -148,8 +149,8 @@ func (d *demo) step(ctx context.Context, title string, x *controlplane.Crossplan
 	_ = tw.Flush()
 
 	xr := &unstructured.Unstructured{}
-	xr.SetGroupVersionKind(controlplane.XRGVK)
-	if err := d.admin.Get(ctx, client.ObjectKey{Name: controlplane.XRName(d.key)}, xr); err == nil {
+	xr.SetGroupVersionKind(played.XRGVK)
+	if err := d.admin.Get(ctx, client.ObjectKey{Name: played.XRName(d.key)}, xr); err == nil {
 		conds, _, _ := unstructured.NestedSlice(xr.Object, "status", "conditions")
 		for _, c := range conds {
 			m, _ := c.(map[string]any)
@@ -194,8 +195,8 @@ func (d *demo) watchGates(ctx context.Context) []gateChange {
 	var out []gateChange
 	for {
 		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(controlplane.BucketGVK.GroupVersion().WithKind("BucketList"))
-		if err := d.admin.List(context.Background(), l, client.MatchingLabels{"crossplane.io/composite": controlplane.XRName(d.key)}); err == nil {
+		l.SetGroupVersionKind(played.BucketGVK.GroupVersion().WithKind("BucketList"))
+		if err := d.admin.List(context.Background(), l, client.MatchingLabels{"crossplane.io/composite": played.XRName(d.key)}); err == nil {
 			for _, b := range l.Items {
 				g, _ := fieldpath.Pave(b.Object).GetStringArray("spec.managementPolicies")
 				now := "[" + strings.Join(g, ", ") + "]"

@@ -1,30 +1,26 @@
-// Package e2e plays the accident scenarios across the whole chain on the
-// embedded control plane (test/controlplane): users write Claims through
-// the real admission webhooks of the provider process, Crossplane's part
-// runs the real `crossplane render` with function-kausality and applies its
-// output as Crossplane's service account, the gate controller opens and
-// closes gates, and the recording provider shows what the cloud saw.
+// Package e2e plays the accident scenarios across the whole chain on real
+// Crossplane (test/controlplane): core, its RBAC manager and the packages
+// installed from a registry, users with namespace-scoped edit rights
+// writing Claims through the provider's admission webhooks, Crossplane
+// composing with function-patch-and-transform and function-kausality, the
+// gate controller opening and closing gates, and the recording provider
+// showing what the cloud saw. Scenarios wait on objects and conditions,
+// never on a number of reconciles.
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
-	corev1 "k8s.io/api/core/v1"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -36,9 +32,8 @@ import (
 
 var cp *controlplane.ControlPlane
 
-var (
-	closed = []string{"Observe", "LateInitialize"}
-)
+// settleTimeout bounds how long a scenario waits for the chain to settle.
+const settleTimeout = 90 * time.Second
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -53,71 +48,64 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
+	keep := os.Getenv("KEEP_E2E_DIR") != ""
+	defer func() {
+		if !keep {
+			_ = os.RemoveAll(dir)
+		}
+	}()
 	ctx := context.Background()
 	if cp, err = controlplane.Start(ctx, root, dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		keep = true
 		return 1
 	}
 	defer cp.Stop()
-	if err := applyFile(ctx, filepath.Join("testdata", "policies.yaml")); err != nil {
+	if err := setup(ctx, root); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	admin, err := cp.As("admin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := controlplane.WaitForRules(ctx, admin, "databaseclaims", "xdatabases", "buckets"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "provider log:\n"+cp.Tail(controlplane.ProviderKausality, 40))
+		fmt.Fprintln(os.Stderr, "crossplane log:\n"+cp.Tail("crossplane", 40))
+		keep = true
 		return 1
 	}
 	code := m.Run()
 	if code != 0 {
-		fmt.Fprintln(os.Stderr, "provider log:\n"+tail(cp.ProviderLog(), 60))
+		fmt.Fprintf(os.Stderr, "logs kept in %s\nprovider log:\n%s\n", dir, cp.Tail(controlplane.ProviderKausality, 60))
+		keep = true
 	}
 	return code
 }
 
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// applyFile creates every object in a YAML file as an administrator,
-// retrying while the provider's webhooks come up.
-func applyFile(ctx context.Context, path string) error {
-	raw, err := os.ReadFile(path)
-	if err != nil {
+// setup installs the scenario's XRD (the database example's) and
+// AllowancePolicies, and waits until the provider's webhooks cover them.
+func setup(ctx context.Context, root string) error {
+	if err := cp.ApplyFile(ctx, filepath.Join(root, "examples", "database", "xrd.yaml")); err != nil {
 		return err
 	}
 	admin, err := cp.As("admin")
 	if err != nil {
 		return err
 	}
-	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := d.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		deadline := time.Now().Add(60 * time.Second)
-		for err := admin.Create(ctx, u.DeepCopy()); err != nil; err = admin.Create(ctx, u.DeepCopy()) {
-			if kerrors.IsAlreadyExists(err) {
+	deadline := time.Now().Add(60 * time.Second)
+	for _, crd := range []string{"databaseclaims.example.com", "xdatabases.example.com"} {
+		for {
+			c := &apiextensionsv1.CustomResourceDefinition{}
+			err := admin.Get(ctx, client.ObjectKey{Name: crd}, c)
+			if err == nil && slices.ContainsFunc(c.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
+				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+			}) {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("cannot create %s %s: %w", u.GetKind(), u.GetName(), err)
+				return fmt.Errorf("crossplane did not establish %s: %w", crd, err)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	if err := cp.ApplyFile(ctx, filepath.Join("testdata", "policies.yaml")); err != nil {
+		return err
+	}
+	return controlplane.WaitForRules(ctx, admin, "databaseclaims", "xdatabases", "buckets")
 }
 
 func as(t *testing.T, user string, groups ...string) client.Client {
@@ -131,18 +119,22 @@ func as(t *testing.T, user string, groups ...string) client.Client {
 
 func alice(t *testing.T) client.Client { return as(t, controlplane.Alice, "platform-team") }
 
-func crossplane(t *testing.T, revision int) *controlplane.Crossplane {
+var nonName = regexp.MustCompile(`[^a-z0-9]+`)
+
+// composition applies testdata/composition-<revision>.yaml as the test's
+// own Composition and returns its name.
+func composition(t *testing.T, revision int) string {
 	t.Helper()
-	x, err := cp.Crossplane(filepath.Join("testdata", fmt.Sprintf("composition-%d.yaml", revision)), fmt.Sprintf("xdatabases-buckets-%d", revision))
-	if err != nil {
+	name := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if err := cp.Composition(context.Background(), filepath.Join("testdata", fmt.Sprintf("composition-%d.yaml", revision)), name); err != nil {
 		t.Fatal(err)
 	}
-	return x
+	return name
 }
 
 func namespace(t *testing.T, name string) {
 	t.Helper()
-	if err := as(t, "admin").Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !kerrors.IsAlreadyExists(err) {
+	if err := cp.Namespace(context.Background(), name); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -156,34 +148,49 @@ func claim(namespace, name, size string, annotations map[string]string) *unstruc
 	return u
 }
 
-func settle(t *testing.T, x *controlplane.Crossplane, key client.ObjectKey) controlplane.Pass {
+// settle waits until the chain of a Claim has settled (see
+// ControlPlane.Settled).
+func settle(t *testing.T, key client.ObjectKey) {
 	t.Helper()
-	p, err := x.Settle(context.Background(), key)
-	if err != nil {
-		t.Fatalf("Crossplane does not settle %s: %v", key, err)
+	ctx := context.Background()
+	start, last := time.Now(), time.Now()
+	controlplane.Eventually(t, settleTimeout, fmt.Sprintf("the chain of %s to settle", key), func() (bool, string) {
+		ok, why, err := cp.Settled(ctx, key)
+		if err != nil {
+			return false, err.Error()
+		}
+		if os.Getenv("E2E_TRACE") != "" && time.Since(last) > 3*time.Second {
+			last = time.Now()
+			t.Logf("%s settling: %s — %s", time.Since(start).Round(time.Second), why, cp.Describe(ctx, key))
+		}
+		return ok, why + " — " + cp.Describe(ctx, key)
+	})
+	if os.Getenv("E2E_TRACE") != "" {
+		t.Logf("%s settled in %s: %s", key, time.Since(start).Round(100*time.Millisecond), cp.Describe(ctx, key))
 	}
-	return p
+}
+
+// xr is the XR of a Claim.
+func xr(t *testing.T, key client.ObjectKey) *unstructured.Unstructured {
+	t.Helper()
+	x, err := cp.XR(context.Background(), key)
+	if err != nil || x == nil {
+		t.Fatalf("XR of %s: %v", key, err)
+	}
+	return x
 }
 
 // buckets are the XR's composed Buckets by composition resource name.
 func buckets(t *testing.T, key client.ObjectKey) map[string]*unstructured.Unstructured {
 	t.Helper()
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(controlplane.BucketGVK.GroupVersion().WithKind("BucketList"))
-	if err := as(t, "admin").List(context.Background(), l, client.MatchingLabels{"crossplane.io/composite": controlplane.XRName(key)}); err != nil {
+	bs, err := cp.Buckets(context.Background(), key)
+	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]*unstructured.Unstructured{}
-	for i := range l.Items {
-		out[l.Items[i].GetAnnotations()["crossplane.io/composition-resource-name"]] = &l.Items[i]
-	}
-	return out
+	return bs
 }
 
-func gate(o *unstructured.Unstructured) []string {
-	p, _ := fieldpath.Pave(o.Object).GetStringArray("spec.managementPolicies")
-	return p
-}
+func gate(o *unstructured.Unstructured) []string { return controlplane.Gate(o) }
 
 func traceOf(t *testing.T, o *unstructured.Unstructured) allowance.Trace {
 	t.Helper()
@@ -202,23 +209,36 @@ func kinds(tr allowance.Trace) []string {
 	return out
 }
 
-// calls counts the cloud's calls of verb for the XR's bucket res.
-func calls(t *testing.T, key client.ObjectKey, res, verb string) int {
-	t.Helper()
-	b, ok := buckets(t, key)[res]
-	if !ok {
-		t.Fatalf("%s has no %s bucket", key, res)
-	}
-	return cp.Cloud.Count(verb, b.GetName())
+// counts are a bucket's external Create, Update and Delete calls.
+func counts(name string) [3]int {
+	return [3]int{cp.Cloud.Count(recorder.VerbCreate, name), cp.Cloud.Count(recorder.VerbUpdate, name), cp.Cloud.Count(recorder.VerbDelete, name)}
 }
 
 // expectCalls checks every bucket's external calls: want maps resource
-// name to Create/Update/Delete counts.
+// name to Create/Update/Delete counts. It waits for them, since the cloud
+// lags the gate by a poll, and then checks they stay.
 func expectCalls(t *testing.T, key client.ObjectKey, want map[string][3]int) {
 	t.Helper()
+	bs := buckets(t, key)
+	controlplane.Eventually(t, 30*time.Second, "the cloud calls", func() (bool, string) {
+		if os.Getenv("E2E_TRACE") != "" {
+			defer func() { t.Logf("chain: %s", cp.Describe(context.Background(), key)) }()
+		}
+		for res, w := range want {
+			b, ok := bs[res]
+			if !ok {
+				return false, fmt.Sprintf("no %s bucket", res)
+			}
+			if got := counts(b.GetName()); got != w {
+				return false, fmt.Sprintf("bucket %s: Create/Update/Delete = %v, want %v", res, got, w)
+			}
+		}
+		return true, ""
+	})
+	// Nothing more happens after a poll of the provider.
+	time.Sleep(2 * controlplane.Poll)
 	for res, w := range want {
-		got := [3]int{calls(t, key, res, recorder.VerbCreate), calls(t, key, res, recorder.VerbUpdate), calls(t, key, res, recorder.VerbDelete)}
-		if got != w {
+		if got := counts(bs[res].GetName()); got != w {
 			t.Errorf("%s bucket %s: external Create/Update/Delete = %v, want %v", key, res, got, w)
 		}
 	}
@@ -227,8 +247,8 @@ func expectCalls(t *testing.T, key client.ObjectKey, want map[string][3]int) {
 func expectClosed(t *testing.T, key client.ObjectKey) {
 	t.Helper()
 	for res, b := range buckets(t, key) {
-		if !slices.Equal(gate(b), closed) {
-			t.Errorf("%s bucket %s gate = %v, want %v", key, res, gate(b), closed)
+		if !slices.Equal(gate(b), controlplane.ClosedGate) {
+			t.Errorf("%s bucket %s gate = %v, want %v", key, res, gate(b), controlplane.ClosedGate)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -92,6 +93,13 @@ type FunctionOptions struct {
 	// FixedTime pins function-kausality's clock (RFC 3339); empty runs it
 	// on the real clock.
 	FixedTime string
+	// CertsDir holds tls.crt, tls.key and ca.crt: both functions serve
+	// mTLS with them, as Crossplane core requires. Empty serves insecure,
+	// for crossplane render.
+	CertsDir string
+	// LogDir, when set, receives each function's log (debug for
+	// function-kausality) instead of memory.
+	LogDir string
 }
 
 // ExampleFunctions are the options the examples' functions.yaml expects.
@@ -106,7 +114,16 @@ func StartFunctions(ctx context.Context, root, dir string, t Tools, o FunctionOp
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, errors.Wrapf(err, "cannot build function-kausality: %s", out)
 	}
-	kausality := []string{"--insecure", "--address", o.KausalityAddress, "--metrics-address", ""}
+	// Crossplane core dials functions with mTLS; crossplane render in the
+	// Development runtime does not.
+	creds := []string{"--insecure"}
+	if o.CertsDir != "" {
+		creds = []string{"--tls-certs-dir", o.CertsDir}
+	}
+	kausality := append(slices.Clone(creds), "--address", o.KausalityAddress, "--metrics-address", "")
+	if o.LogDir != "" {
+		kausality = append(kausality, "--debug")
+	}
 	if o.FixedTime != "" {
 		kausality = append(kausality, "--fixed-time", o.FixedTime)
 	}
@@ -116,7 +133,7 @@ func StartFunctions(ctx context.Context, root, dir string, t Tools, o FunctionOp
 		args      []string
 	}{
 		{fnBin, o.KausalityAddress, kausality},
-		{t.PatchTransform, o.PatchTransformAddress, []string{"--insecure", "--address", o.PatchTransformAddress}},
+		{t.PatchTransform, o.PatchTransformAddress, append(slices.Clone(creds), "--address", o.PatchTransformAddress)},
 	} {
 		if c, err := net.DialTimeout("tcp", p.addr, 200*time.Millisecond); err == nil {
 			_ = c.Close()
@@ -126,6 +143,14 @@ func StartFunctions(ctx context.Context, root, dir string, t Tools, o FunctionOp
 		cmd := exec.Command(p.bin, p.args...) //nolint:gosec // our own binaries
 		var logs bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if o.LogDir != "" {
+			lf, err := os.Create(filepath.Join(o.LogDir, filepath.Base(p.bin)+".log"))
+			if err != nil {
+				f.Stop()
+				return nil, err
+			}
+			cmd.Stdout, cmd.Stderr = lf, lf
+		}
 		// Die with the harness, so an interrupted render or demo never
 		// leaves a function holding its port.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -1,4 +1,4 @@
-package e2e
+package played_test
 
 import (
 	"context"
@@ -17,14 +17,15 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/played"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
 func xrCondition(t *testing.T, key client.ObjectKey, typ string) xpv2.Condition {
 	t.Helper()
 	xr := &unstructured.Unstructured{}
-	xr.SetGroupVersionKind(controlplane.XRGVK)
-	if err := as(t, "admin").Get(context.Background(), client.ObjectKey{Name: controlplane.XRName(key)}, xr); err != nil {
+	xr.SetGroupVersionKind(played.XRGVK)
+	if err := as(t, "admin").Get(context.Background(), client.ObjectKey{Name: played.XRName(key)}, xr); err != nil {
 		t.Fatal(err)
 	}
 	cs := &xpv2.ConditionedStatus{}
@@ -54,7 +55,7 @@ func TestS4CompositionRevisionIncident(t *testing.T) {
 
 	// An UpgradeAllowance for revision 2 lets exactly the tier change
 	// through; the logs bucket stays, as nothing allows its deletion.
-	if err := applyFile(context.Background(), filepath.Join("testdata", "upgrade.yaml")); err != nil {
+	if err := applyFile(context.Background(), filepath.Join("..", "..", "e2e", "testdata", "upgrade.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	settle(t, x2, key)
@@ -75,10 +76,10 @@ func TestS5HandEditOfManagedResource(t *testing.T) {
 
 	// Bob resizes the data bucket by hand: admitted, traced to him, but the
 	// gate stays closed and the next composition does not "fix" it either.
-	if err := controlplane.Update(as(t, controlplane.Bob), data, func() { _ = unstructured.SetNestedField(data.Object, int64(7), "spec", "forProvider", "size") }); err != nil {
+	if err := controlplane.Update(as(t, played.Bob), data, func() { _ = unstructured.SetNestedField(data.Object, int64(7), "spec", "forProvider", "size") }); err != nil {
 		t.Fatalf("bob's edit: %v", err)
 	}
-	if tr := traceOf(t, data); len(tr) != 1 || tr[0].User != controlplane.Bob || tr[0].Field != "spec.forProvider.size" {
+	if tr := traceOf(t, data); len(tr) != 1 || tr[0].User != played.Bob || tr[0].Field != "spec.forProvider.size" {
 		t.Errorf("trace after bob's edit = %+v, want one origin hop by bob on spec.forProvider.size", tr)
 	}
 	if !slices.Equal(gate(data), closed) {
@@ -108,13 +109,13 @@ spec:
 	controlplane.Eventually(t, 30*time.Second, "the policy to apply to Bucket edits", func() (bool, string) {
 		// Bob is not a subject: with the policy in place his edit is denied.
 		probe := logs.DeepCopy()
-		err := controlplane.Update(as(t, controlplane.Bob), probe, func() { _ = unstructured.SetNestedField(probe.Object, int64(9), "spec", "forProvider", "size") })
+		err := controlplane.Update(as(t, played.Bob), probe, func() { _ = unstructured.SetNestedField(probe.Object, int64(9), "spec", "forProvider", "size") })
 		return err != nil && strings.Contains(err.Error(), "AllowancePolicy buckets-by-hand"), fmt.Sprint(err)
 	})
 	if err := controlplane.Update(alice(t), logs, func() { _ = unstructured.SetNestedField(logs.Object, int64(3), "spec", "forProvider", "size") }); err != nil {
 		t.Fatalf("alice's edit: %v", err)
 	}
-	if tr := traceOf(t, logs); len(tr) != 1 || tr[0].User != controlplane.Alice {
+	if tr := traceOf(t, logs); len(tr) != 1 || tr[0].User != played.Alice {
 		t.Errorf("trace after alice's edit = %+v, want one origin hop by alice", tr)
 	}
 	settle(t, x, key)
@@ -130,7 +131,7 @@ func TestS7AnnotationsAreProtected(t *testing.T) {
 	data := buckets(t, key)["data"]
 
 	b := data.DeepCopy()
-	err := controlplane.Update(as(t, controlplane.Bob), b, func() {
+	err := controlplane.Update(as(t, played.Bob), b, func() {
 		ann := b.GetAnnotations()
 		ann[v1alpha1.AnnotationAllowances] = `[{"relation":"External","target":{"external":{"kind":"*"}},"verbs":["*"],"generation":99}]`
 		b.SetAnnotations(ann)
@@ -175,7 +176,7 @@ func TestS8Faults(t *testing.T) {
 	// with the gate open.
 	release := cp.Cloud.Hold(data.GetName())
 	defer release()
-	if _, err := x.Composite(ctx, controlplane.XRName(key)); err != nil {
+	if _, err := x.Composite(ctx, played.XRName(key)); err != nil {
 		t.Fatal(err)
 	}
 	cp.KillProvider()
@@ -241,7 +242,7 @@ func TestS8Faults(t *testing.T) {
 
 // deleteClaim deletes a protected Claim as Alice, with allow-delete, and
 // plays Crossplane deleting what it composed.
-func deleteClaim(t *testing.T, x *controlplane.Crossplane, key client.ObjectKey) {
+func deleteClaim(t *testing.T, x *played.Crossplane, key client.ObjectKey) {
 	t.Helper()
 	ctx := context.Background()
 	c := claim(key.Namespace, key.Name, "", nil)

@@ -1,4 +1,4 @@
-package e2e
+package played_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/played"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
@@ -23,7 +24,7 @@ import (
 // [Observe, LateInitialize] (which Crossplane's next apply would undo, and
 // the two would rewrite each other forever).
 func TestClosedGateChosenByTheComposition(t *testing.T) {
-	x, err := cp.Crossplane(filepath.Join("testdata", "composition-observe.yaml"), "xdatabases-buckets-observe")
+	x, err := cp.Crossplane(filepath.Join("..", "..", "e2e", "testdata", "composition-observe.yaml"), "xdatabases-buckets-observe")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestClosedGateChosenByTheComposition(t *testing.T) {
 	if _, _, err := x.SyncClaim(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := x.Composite(ctx, controlplane.XRName(key)); err != nil {
+	if _, err := x.Composite(ctx, played.XRName(key)); err != nil {
 		t.Fatal(err)
 	}
 	if b := buckets(t, key)["data"]; !slices.Equal(gate(b), []string{"Observe", "Update"}) && cp.Cloud.Count(recorder.VerbUpdate, b.GetName()) == 0 {
@@ -57,7 +58,7 @@ func TestClosedGateChosenByTheComposition(t *testing.T) {
 // controller and the recording provider keep reconciling.
 func stays(t *testing.T, key client.ObjectKey, want []string) {
 	t.Helper()
-	deadline := time.Now().Add(3 * controlplane.Poll)
+	deadline := time.Now().Add(3 * played.Poll)
 	for time.Now().Before(deadline) {
 		for res, b := range buckets(t, key) {
 			if !slices.Equal(gate(b), want) {

@@ -1,0 +1,122 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// A pkg is one package the control plane installs.
+type pkg struct {
+	file     string // under _output, built by make xpkg
+	repo     string // repository in the registry
+	tag      string
+	name     string // the Function or Provider object
+	provider bool
+	// runtimeConfig names the DeploymentRuntimeConfig the install uses.
+	runtimeConfig string
+}
+
+// The packages the scenarios install, named as in their Compositions.
+var packages = []pkg{
+	{file: "function-patch-and-transform.xpkg", repo: "crossplane-contrib/function-patch-and-transform", tag: "v0.10.7", name: FunctionPatchTransform},
+	{file: "function-kausality.xpkg", repo: "kausality-io/function-kausality", tag: "v0.1.0", name: FunctionKausality},
+	{file: "provider-kausality.xpkg", repo: "kausality-io/provider-kausality", tag: "v0.1.0", name: ProviderKausality, provider: true, runtimeConfig: ProviderKausality},
+	{file: "provider-recorder.xpkg", repo: "kausality-io/provider-recorder", tag: "v0.1.0", name: ProviderRecorder, provider: true},
+}
+
+// Names of the installed packages.
+const (
+	FunctionKausality      = "function-kausality"
+	FunctionPatchTransform = "function-patch-and-transform"
+	ProviderKausality      = "provider-kausality"
+	ProviderRecorder       = "provider-recorder"
+)
+
+// pushPackages serves an OCI registry in this process on 127.0.0.1 (plain
+// HTTP, which Crossplane and the CLI assume for loopback registries) and
+// pushes every package to it with `crossplane xpkg push`, as a release
+// would.
+func (c *ControlPlane) pushPackages(ctx context.Context) error {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	c.stop = append(c.stop, srv.Close)
+	c.Registry = strings.TrimPrefix(srv.URL, "http://")
+	for _, p := range packages {
+		file := filepath.Join(c.Root, "_output", p.file)
+		if _, err := os.Stat(file); err != nil {
+			return errors.Errorf("%s is missing: run `make xpkg` (make test does) first", file)
+		}
+		cmd := exec.CommandContext(ctx, c.Tools.Crossplane, "xpkg", "push", "-f", file, c.ref(p)) //nolint:gosec // the pinned CLI
+		cmd.Env = append(os.Environ(), "HOME="+c.Dir, "DOCKER_CONFIG="+filepath.Join(c.Dir, "docker"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return errors.Wrapf(err, "cannot push %s: %s", file, out)
+		}
+	}
+	return nil
+}
+
+func (c *ControlPlane) ref(p pkg) string { return fmt.Sprintf("%s/%s:%s", c.Registry, p.repo, p.tag) }
+
+// installPackages installs the provider's RBAC (package/install) and the
+// packages, and waits until Crossplane reports every one Healthy.
+func (c *ControlPlane) installPackages(ctx context.Context) error {
+	if err := c.ApplyFile(ctx, filepath.Join(c.Root, "package", "install", "provider-kausality.yaml")); err != nil {
+		return err
+	}
+	for _, p := range packages {
+		spec := pkgv1.PackageSpec{
+			Package: c.ref(p),
+			// A source-built core has no version for the packages'
+			// spec.crossplane.version constraint to check.
+			IgnoreCrossplaneConstraints: ptr.To(true),
+		}
+		var o client.Object
+		if p.provider {
+			pr := &pkgv1.Provider{Spec: pkgv1.ProviderSpec{PackageSpec: spec}}
+			if p.runtimeConfig != "" {
+				pr.Spec.RuntimeConfigReference = &pkgv1.RuntimeConfigReference{Name: p.runtimeConfig}
+			}
+			o = pr
+		} else {
+			o = &pkgv1.Function{Spec: pkgv1.FunctionSpec{PackageSpec: spec}}
+		}
+		o.SetName(p.name)
+		if err := c.admin.Create(ctx, o); err != nil {
+			return errors.Wrapf(err, "cannot install %s", p.name)
+		}
+	}
+	return until(ctx, 3*time.Minute, func() error {
+		for _, p := range packages {
+			var o interface {
+				client.Object
+				GetCondition(xpv2.ConditionType) xpv2.Condition
+			}
+			if p.provider {
+				o = &pkgv1.Provider{}
+			} else {
+				o = &pkgv1.Function{}
+			}
+			if err := c.admin.Get(ctx, client.ObjectKey{Name: p.name}, o); err != nil {
+				return err
+			}
+			if h := o.GetCondition(pkgv1.TypeHealthy); h.Status != "True" {
+				return errors.Errorf("package %s is not healthy: %s %s", p.name, h.Reason, h.Message)
+			}
+		}
+		return nil
+	})
+}

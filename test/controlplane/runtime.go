@@ -1,0 +1,428 @@
+package controlplane
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kausality-io/kausality-crossplane/test/recorder"
+	"github.com/kausality-io/kausality-crossplane/test/render"
+)
+
+// webhookHost is where provider-kausality's webhooks listen. Crossplane
+// points the package's webhook configuration at the Service named after
+// the Provider, port 9443; the runtime makes that Service an ExternalName
+// for this loopback address, so the API server reaches the process
+// without cluster DNS, and nothing else on 127.0.0.1:9443 is in the way.
+const webhookHost = "127.0.0.2"
+
+// externalRuntime plays Crossplane's External package runtime, what a
+// platform team running packages outside the cluster would run: for each
+// active FunctionRevision and ProviderRevision it issues a TLS server
+// secret signed by Crossplane's CA, runs the package's process with it,
+// and reports the endpoint, the secret and RuntimeHealthy on the revision.
+// For a provider it also creates the Deployment the Deployment runtime
+// would (scaled to zero; the RBAC manager binds the provider's service
+// account through it) and the webhook Service.
+type externalRuntime struct {
+	c  *ControlPlane
+	ca *authority
+	// functions are the function processes' addresses by Function name.
+	functions map[string]string
+	fnCerts   map[string][]byte
+
+	mu       sync.Mutex
+	certs    map[string]map[string][]byte // provider secrets by Provider name
+	started  map[string]bool
+	provider *providerProcess
+	recorder context.CancelFunc
+}
+
+// providerProcess is provider-kausality's process and how to start it
+// again.
+type providerProcess struct {
+	bin, kubeconfig, certs string
+	cmd                    *exec.Cmd
+	done                   <-chan struct{} // closed when cmd exits
+	down                   bool            // killed on purpose: not restarted
+}
+
+func (c *ControlPlane) startRuntime(ctx, rctx context.Context) error {
+	s := &corev1.Secret{}
+	if err := c.admin.Get(ctx, client.ObjectKey{Namespace: SystemNamespace, Name: secretCA}, s); err != nil {
+		return errors.Wrapf(err, "cannot read secret %s", secretCA)
+	}
+	ca, err := parseAuthority(s.Data["tls.crt"], s.Data["tls.key"])
+	if err != nil {
+		return err
+	}
+	r := &externalRuntime{c: c, ca: ca, certs: map[string]map[string][]byte{}, started: map[string]bool{}}
+	c.runtime = r
+
+	// Functions serve mTLS with a certificate for the endpoint's host.
+	if r.fnCerts, err = ca.serving("localhost", "127.0.0.1"); err != nil {
+		return err
+	}
+	certs := filepath.Join(c.Dir, "tls", "functions")
+	if err := writeCerts(certs, r.fnCerts); err != nil {
+		return err
+	}
+	kausality, err := freeAddress()
+	if err != nil {
+		return err
+	}
+	pat, err := freeAddress()
+	if err != nil {
+		return err
+	}
+	fns, err := render.StartFunctions(ctx, c.Root, c.Dir, c.Tools, render.FunctionOptions{KausalityAddress: kausality, PatchTransformAddress: pat, CertsDir: certs, LogDir: c.Dir})
+	if err != nil {
+		return err
+	}
+	c.stop = append(c.stop, fns.Stop)
+	r.functions = map[string]string{FunctionKausality: kausality, FunctionPatchTransform: pat}
+
+	bin := filepath.Join(c.Dir, "provider-kausality")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./provider")
+	build.Dir = c.Root
+	if out, err := build.CombinedOutput(); err != nil {
+		return errors.Wrapf(err, "cannot build provider-kausality: %s", out)
+	}
+	r.provider = &providerProcess{bin: bin}
+
+	go func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if err := r.sync(rctx); err != nil && rctx.Err() == nil {
+				appendLog(c.Log("runtime"), err.Error())
+			}
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	c.stop = append(c.stop, r.stopAll)
+	return nil
+}
+
+func freeAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", errors.Wrap(err, "cannot find a free port")
+	}
+	defer func() { _ = l.Close() }()
+	return "localhost:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// sync brings every active revision's runtime in line.
+func (r *externalRuntime) sync(ctx context.Context) error {
+	fl := &pkgv1.FunctionRevisionList{}
+	if err := r.c.admin.List(ctx, fl); err != nil {
+		return err
+	}
+	for i := range fl.Items {
+		rev := &fl.Items[i]
+		name := rev.GetLabels()[pkgv1.LabelParentPackage]
+		addr, ok := r.functions[name]
+		if !ok || rev.Spec.DesiredState != pkgv1.PackageRevisionActive {
+			continue
+		}
+		if err := r.secret(ctx, name, r.fnCerts); err != nil {
+			return err
+		}
+		if rev.Status.Endpoint != "dns:///"+addr || !r.reported(rev.Status.TLSServerSecretName, rev.GetCondition(pkgv1.TypeRuntimeHealthy).Status) {
+			rev.Status.Endpoint = "dns:///" + addr
+			rev.Status.TLSServerSecretName = ptr.To(name + "-tls-server")
+			rev.SetConditions(pkgv1.RuntimeHealthy())
+			if err := r.c.admin.Status().Update(ctx, rev); err != nil && !kerrors.IsConflict(err) {
+				return errors.Wrapf(err, "cannot report the runtime of %s", rev.GetName())
+			}
+		}
+	}
+	pl := &pkgv1.ProviderRevisionList{}
+	if err := r.c.admin.List(ctx, pl); err != nil {
+		return err
+	}
+	for i := range pl.Items {
+		if err := r.syncProvider(ctx, &pl.Items[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *externalRuntime) reported(secret *string, healthy corev1.ConditionStatus) bool {
+	return secret != nil && healthy == corev1.ConditionTrue
+}
+
+func (r *externalRuntime) syncProvider(ctx context.Context, rev *pkgv1.ProviderRevision) error {
+	name := rev.GetLabels()[pkgv1.LabelParentPackage]
+	if rev.Spec.DesiredState != pkgv1.PackageRevisionActive || (name != ProviderKausality && name != ProviderRecorder) {
+		return nil
+	}
+	sa, err := r.serviceAccount(ctx, name, rev)
+	if err != nil {
+		return err
+	}
+	if err := r.deployment(ctx, name, sa, rev); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	certs, ok := r.certs[name]
+	r.mu.Unlock()
+	if !ok {
+		svc := name + "." + SystemNamespace + ".svc"
+		if certs, err = r.ca.serving(svc, name, name+"."+SystemNamespace, svc+".cluster.local"); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.certs[name] = certs
+		r.mu.Unlock()
+	}
+	if err := r.secret(ctx, name, certs); err != nil {
+		return err
+	}
+	if name == ProviderKausality {
+		if err := r.service(ctx, name); err != nil {
+			return err
+		}
+	}
+	if !r.reported(rev.Status.TLSServerSecretName, rev.GetCondition(pkgv1.TypeRuntimeHealthy).Status) {
+		rev.Status.TLSServerSecretName = ptr.To(name + "-tls-server")
+		rev.SetConditions(pkgv1.RuntimeHealthy())
+		if err := r.c.admin.Status().Update(ctx, rev); err != nil && !kerrors.IsConflict(err) {
+			return errors.Wrapf(err, "cannot report the runtime of %s", rev.GetName())
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started[name] {
+		return nil
+	}
+	user := "system:serviceaccount:" + SystemNamespace + ":" + sa
+	switch name {
+	case ProviderKausality:
+		certsDir := filepath.Join(r.c.Dir, "tls", name)
+		if err := writeCerts(certsDir, certs); err != nil {
+			return err
+		}
+		kc, err := r.c.kubeconfig(name, user)
+		if err != nil {
+			return err
+		}
+		r.provider.kubeconfig, r.provider.certs = kc, certsDir
+		if err := r.startProvider(); err != nil {
+			return err
+		}
+		go r.supervise()
+	case ProviderRecorder:
+		if err := r.startRecorder(user); err != nil {
+			return err
+		}
+	}
+	r.started[name] = true
+	return nil
+}
+
+// serviceAccount is the provider's service account as the Deployment
+// runtime names it: the runtime config's serviceAccountTemplate, else the
+// revision's name.
+func (r *externalRuntime) serviceAccount(ctx context.Context, name string, rev *pkgv1.ProviderRevision) (string, error) {
+	p := &pkgv1.Provider{}
+	if err := r.c.admin.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
+		return "", err
+	}
+	if ref := p.Spec.RuntimeConfigReference; ref != nil {
+		drc := &pkgv1beta1.DeploymentRuntimeConfig{}
+		if err := r.c.admin.Get(ctx, client.ObjectKey{Name: ref.Name}, drc); err != nil {
+			return "", errors.Wrapf(err, "cannot get DeploymentRuntimeConfig %s", ref.Name)
+		}
+		if t := drc.Spec.ServiceAccountTemplate; t != nil && t.Metadata != nil && t.Metadata.Name != nil {
+			return *t.Metadata.Name, nil
+		}
+	}
+	return rev.GetName(), nil
+}
+
+// deployment is the revision's Deployment as the Deployment runtime would
+// create it, scaled to zero: the RBAC manager binds the provider's
+// ClusterRole to the service account of the Deployments a revision owns.
+func (r *externalRuntime) deployment(ctx context.Context, name, sa string, rev *pkgv1.ProviderRevision) error {
+	labels := map[string]string{"pkg.crossplane.io/revision": rev.GetName()}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: SystemNamespace, Name: rev.GetName(), Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: pkgv1.SchemeGroupVersion.String(), Kind: pkgv1.ProviderRevisionKind, Name: rev.GetName(), UID: rev.GetUID()}}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](0),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{ServiceAccountName: sa, Containers: []corev1.Container{{
+					Name: "package-runtime", Image: name + ":external",
+				}}},
+			},
+		},
+	}
+	if err := r.c.admin.Create(ctx, d); err != nil && !kerrors.IsAlreadyExists(err) {
+		return errors.Wrapf(err, "cannot create the Deployment of %s", rev.GetName())
+	}
+	return nil
+}
+
+func (r *externalRuntime) secret(ctx context.Context, name string, data map[string][]byte) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: SystemNamespace, Name: name + "-tls-server"}, Data: data}
+	if err := r.c.admin.Create(ctx, s); err != nil && !kerrors.IsAlreadyExists(err) {
+		return errors.Wrapf(err, "cannot create secret %s", s.Name)
+	}
+	return nil
+}
+
+func (r *externalRuntime) service(ctx context.Context, name string) error {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: SystemNamespace, Name: name},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: webhookHost},
+	}
+	if err := r.c.admin.Create(ctx, s); err != nil && !kerrors.IsAlreadyExists(err) {
+		return errors.Wrapf(err, "cannot create Service %s", name)
+	}
+	return nil
+}
+
+// supervise restarts provider-kausality when it exits, as Kubernetes
+// restarts a crashed container (it exits when it starts before its CRDs
+// are served), unless KillProvider stopped it.
+func (r *externalRuntime) supervise() {
+	for {
+		r.mu.Lock()
+		p := r.provider
+		if p.cmd != nil && p.exited() && !p.down {
+			if err := r.startProvider(); err != nil {
+				appendLog(r.c.Log("runtime"), err.Error())
+			}
+		}
+		r.mu.Unlock()
+		time.Sleep(time.Second)
+	}
+}
+
+func (p *providerProcess) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// startProvider starts provider-kausality. The caller holds r.mu.
+func (r *externalRuntime) startProvider() error {
+	p := r.provider
+	pr, err := r.c.process(ProviderKausality, []string{"KUBECONFIG=" + p.kubeconfig}, p.bin,
+		"--webhook-host", webhookHost, "--webhook-port", "9443", "--webhook-certs", p.certs,
+		"--metrics-address", "0", "--health-address", "0", "--discovery-interval", "1s",
+		"--crossplane-service-account", CrossplaneSA, "--max-gate-open", "10m", "--debug")
+	if err != nil {
+		return err
+	}
+	p.cmd, p.done, p.down = pr.cmd, pr.done, false
+	return nil
+}
+
+// listening waits until provider-kausality's webhook server listens.
+func (r *externalRuntime) listening() error {
+	addr := net.JoinHostPort(webhookHost, "9443")
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			return conn.Close()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.Errorf("provider-kausality does not listen on %s; see %s", addr, r.c.Log(ProviderKausality))
+}
+
+// startRecorder runs the recording provider's controller in this process,
+// as its service account.
+func (r *externalRuntime) startRecorder(user string) error {
+	cfg := rest.CopyConfig(r.c.Admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: r.c.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: logr.Discard()})
+	if err != nil {
+		return errors.Wrap(err, "cannot create the recording provider")
+	}
+	if err := recorder.Setup(mgr, r.c.Cloud, Poll); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.recorder = cancel
+	go func() { _ = mgr.Start(ctx) }()
+	return nil
+}
+
+func (r *externalRuntime) stopAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.recorder != nil {
+		r.recorder()
+	}
+	if r.provider != nil && r.provider.cmd != nil {
+		_ = r.provider.cmd.Process.Kill()
+	}
+}
+
+// StartProvider starts provider-kausality again after KillProvider and
+// waits until its webhooks listen.
+func (c *ControlPlane) StartProvider() error {
+	c.runtime.mu.Lock()
+	err := c.runtime.startProvider()
+	c.runtime.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.runtime.listening()
+}
+
+// KillProvider kills provider-kausality, as a crash would.
+func (c *ControlPlane) KillProvider() {
+	c.runtime.mu.Lock()
+	defer c.runtime.mu.Unlock()
+	if p := c.runtime.provider; p != nil && p.cmd != nil {
+		p.down = true
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// ProviderLog is provider-kausality's log so far.
+func (c *ControlPlane) ProviderLog() string { return c.Tail(ProviderKausality, 1<<20) }
+
+func appendLog(path, line string) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return
+	}
+	defer func() { _ = f.Close() }()
+	_, _ = f.WriteString(time.Now().Format(time.RFC3339) + " " + line + "\n")
+}
