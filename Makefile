@@ -127,9 +127,9 @@ demo: tools
 examples: tools
 	$(GO) run ./test/demo --examples
 
-## e2e: the accident scenarios S1-S8 on the embedded control plane (also part of make test).
-e2e: tools
-	$(GO) test -count=1 ./test/e2e/
+## e2e: the accident scenarios S1-S8, on real Crossplane core and (not yet moved) the played loop (also part of make test).
+e2e: tools xpkg
+	$(GO) test -count=1 ./test/e2e/ ./test/played/...
 
 FUZZTIME ?= 20s
 ## fuzz: run every fuzz target for FUZZTIME each.
