@@ -188,11 +188,12 @@ func TestRunFunction(t *testing.T) {
 	type want struct {
 		rsp *fnv1.RunFunctionResponse
 	}
-	cases := map[string]struct {
+	type testCase struct {
 		reason string
 		req    *fnv1.RunFunctionRequest
 		want   want
-	}{
+	}
+	cases := map[string]testCase{
 		"AllowedChange": {
 			reason: "An unconsumed XR allowance for spec.size lets the instance class through, opens the gate for Update and traces Claim -> XR -> MR.",
 			req: newRequest(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}),
@@ -252,11 +253,7 @@ func TestRunFunction(t *testing.T) {
 	// (the claim controller syncing a Claim) raised while it composed the
 	// previous one: the XR allowance of that generation still applies to a
 	// resource not yet composed from it, and no longer to one that was.
-	cases["ObservedBeforeComposed"] = struct {
-		reason string
-		req    *fnv1.RunFunctionRequest
-		want   want
-	}{
+	cases["ObservedBeforeComposed"] = testCase{
 		reason: "An XR allowance of the XR's generation lets the change through although the XR reports that generation observed, while the resource was not yet composed from it.",
 		req: newRequest(t, xr(t, 2, 2, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}),
 			observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
@@ -265,11 +262,7 @@ func TestRunFunction(t *testing.T) {
 	}
 	composedAnn := maps.Clone(observedAnn)
 	composedAnn[v1alpha1.AnnotationComposedGeneration] = "2"
-	cases["AllowanceUsedUp"] = struct {
-		reason string
-		req    *fnv1.RunFunctionRequest
-		want   want
-	}{
+	cases["AllowanceUsedUp"] = testCase{
 		reason: "An XR allowance is used up for a resource already composed from its generation: the change is withheld.",
 		req: newRequest(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}),
 			observedRDS(t, "db.t3.small", 1, 1, composedAnn, "[Observe, LateInitialize]"),

@@ -14,13 +14,16 @@ import (
 // every composed resource on every reconcile; doing that by reflection was
 // a tenth of its cost.
 
-func appendAllowances(b []byte, as []Allowance) []byte {
+func appendAllowances(b []byte, as []Allowance) []byte { return appendArray(b, as, appendAllowance) }
+
+// appendArray appends xs as a JSON array, each element by appendElem.
+func appendArray[T any](b []byte, xs []T, appendElem func([]byte, *T) []byte) []byte {
 	b = append(b, '[')
-	for i := range as {
+	for i := range xs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendAllowance(b, &as[i])
+		b = appendElem(b, &xs[i])
 	}
 	return append(b, ']')
 }
@@ -95,16 +98,7 @@ func appendTarget(b []byte, t *v1alpha1.Target) []byte {
 	return append(b, '}')
 }
 
-func appendTrace(b []byte, t Trace) []byte {
-	b = append(b, '[')
-	for i := range t {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendHop(b, &t[i])
-	}
-	return append(b, ']')
-}
+func appendTrace(b []byte, t Trace) []byte { return appendArray(b, t, appendHop) }
 
 func appendHop(b []byte, h *Hop) []byte {
 	b = append(b, `{"apiVersion":`...)
@@ -139,14 +133,7 @@ func appendHop(b []byte, h *Hop) []byte {
 }
 
 func appendStrings[S ~string](b []byte, ss []S) []byte {
-	b = append(b, '[')
-	for i, s := range ss {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, string(s))
-	}
-	return append(b, ']')
+	return appendArray(b, ss, func(b []byte, s *S) []byte { return appendString(b, string(*s)) })
 }
 
 func appendStringMap(b []byte, m map[string]string) []byte {

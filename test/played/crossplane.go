@@ -21,14 +21,15 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
-// Kinds of the scenario chain: DatabaseClaim → XDatabase → Bucket.
+// Kinds of the scenario chain, as the real control plane names them.
 var (
-	ClaimGVK  = schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: "DatabaseClaim"}
-	XRGVK     = schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: "XDatabase"}
-	BucketGVK = schema.GroupVersionKind{Group: "recorder.kausality.io", Version: "v1alpha1", Kind: "Bucket"}
+	ClaimGVK  = controlplane.ClaimGVK
+	XRGVK     = controlplane.XRGVK
+	BucketGVK = controlplane.BucketGVK
 )
 
 // Crossplane plays Crossplane's claim and composite controllers with the
