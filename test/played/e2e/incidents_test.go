@@ -69,8 +69,6 @@ func TestS4CompositionRevisionIncident(t *testing.T) {
 	}
 }
 
-
-
 func TestS8Faults(t *testing.T) {
 	ctx := context.Background()
 	x := crossplane(t, 1)
