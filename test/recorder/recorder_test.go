@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func TestBucketLifecycle(t *testing.T) {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run these tests with 'make test', which builds kube-apiserver and etcd into .cache/bin")
 	}
 
-	env := &envtest.Environment{CRDDirectoryPaths: []string{"crds"}, ErrorIfCRDPathMissing: true}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("package", "crds")}, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("cannot start kube-apiserver and etcd: %v", err)
