@@ -107,6 +107,11 @@ func Gate(o *unstructured.Unstructured) []string {
 // Bucket was observed at its generation with its gate closed and no
 // allowance left open. why says what is still going on.
 func (c *ControlPlane) Settled(ctx context.Context, claim client.ObjectKey) (ok bool, why string, err error) {
+	return c.SettledClosed(ctx, claim, ClosedGate)
+}
+
+// SettledClosed is Settled for a Composition whose closed gate is closed.
+func (c *ControlPlane) SettledClosed(ctx context.Context, claim client.ObjectKey, closed []string) (ok bool, why string, err error) {
 	cl, err := c.Object(ctx, ClaimGVK, claim)
 	if err != nil || cl == nil {
 		return false, "no Claim", err
@@ -138,7 +143,7 @@ func (c *ControlPlane) Settled(ctx context.Context, claim client.ObjectKey) (ok 
 		if s := Condition(b, "Synced"); s.Status != "True" || s.ObservedGeneration != b.GetGeneration() {
 			return false, fmt.Sprintf("Bucket %s Synced %s at generation %d of %d", res, s.Status, s.ObservedGeneration, b.GetGeneration()), nil
 		}
-		if !slices.Equal(Gate(b), ClosedGate) {
+		if !slices.Equal(Gate(b), closed) {
 			return false, fmt.Sprintf("Bucket %s gate %v", res, Gate(b)), nil
 		}
 		as, err := allowance.Parse(b.GetAnnotations()[v1alpha1.AnnotationAllowances])

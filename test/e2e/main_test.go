@@ -152,10 +152,16 @@ func claim(namespace, name, size string, annotations map[string]string) *unstruc
 // ControlPlane.Settled).
 func settle(t *testing.T, key client.ObjectKey) {
 	t.Helper()
+	settleClosed(t, key, controlplane.ClosedGate)
+}
+
+// settleClosed is settle for a Composition whose closed gate is closed.
+func settleClosed(t *testing.T, key client.ObjectKey, closed []string) {
+	t.Helper()
 	ctx := context.Background()
 	start, last := time.Now(), time.Now()
 	controlplane.Eventually(t, settleTimeout, fmt.Sprintf("the chain of %s to settle", key), func() (bool, string) {
-		ok, why, err := cp.Settled(ctx, key)
+		ok, why, err := cp.SettledClosed(ctx, key, closed)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -220,7 +226,7 @@ func counts(name string) [3]int {
 func expectCalls(t *testing.T, key client.ObjectKey, want map[string][3]int) {
 	t.Helper()
 	bs := buckets(t, key)
-	controlplane.Eventually(t, 30*time.Second, "the cloud calls", func() (bool, string) {
+	controlplane.Eventually(t, settleTimeout, "the cloud calls", func() (bool, string) {
 		if os.Getenv("E2E_TRACE") != "" {
 			defer func() { t.Logf("chain: %s", cp.Describe(context.Background(), key)) }()
 		}

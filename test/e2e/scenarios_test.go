@@ -17,6 +17,12 @@ import (
 // returns its key.
 func created(t *testing.T, comp, ns, name string) client.ObjectKey {
 	t.Helper()
+	return createdClosed(t, comp, ns, name, controlplane.ClosedGate)
+}
+
+// createdClosed is created for a Composition whose closed gate is closed.
+func createdClosed(t *testing.T, comp, ns, name string, closed []string) client.ObjectKey {
+	t.Helper()
 	namespace(t, ns)
 	c := claim(ns, name, "small", map[string]string{"jira": "INFRA-1"})
 	_ = unstructured.SetNestedField(c.Object, comp, "spec", "compositionRef", "name")
@@ -24,7 +30,7 @@ func created(t *testing.T, comp, ns, name string) client.ObjectKey {
 		t.Fatalf("alice creates Claim %s: %v", name, err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	settle(t, key)
+	settleClosed(t, key, closed)
 	return key
 }
 
