@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
 func TestS5HandEditOfManagedResource(t *testing.T) {
@@ -102,6 +104,95 @@ func TestS7AnnotationsAreProtected(t *testing.T) {
 	controlplane.ErrorContains(t, err, "cannot parse annotation kausality.io/allowances on Bucket "+data.GetName())
 	if after := buckets(t, key)["data"].GetAnnotations()[v1alpha1.AnnotationAllowances]; after != before {
 		t.Errorf("allowances changed from %q to %q", before, after)
+	}
+}
+
+// deleteClaim deletes a protected Claim as Alice, with allow-delete, and
+// waits until Crossplane deleted its XR and the garbage collector the
+// composed Buckets.
+func deleteClaim(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	ctx := context.Background()
+	c := claim(key.Namespace, key.Name, "", nil)
+	err := alice(t).Delete(ctx, c.DeepCopy())
+	controlplane.ErrorContains(t, err, fmt.Sprintf("DatabaseClaim %s is protected from deletion by AllowancePolicy claims", key), `kausality.io/allow-delete: "true"`)
+
+	if err := controlplane.Update(alice(t), c, func() {
+		ann := c.GetAnnotations()
+		ann[v1alpha1.AnnotationAllowDelete] = "true"
+		c.SetAnnotations(ann)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice(t).Delete(ctx, c); err != nil {
+		t.Fatalf("deleting with allow-delete: %v", err)
+	}
+	x := xr(t, key)
+	controlplane.Eventually(t, settleTimeout, "the XR and its Buckets to be deleted", func() (bool, string) {
+		gone, err := cp.Object(ctx, controlplane.XRGVK, client.ObjectKeyFromObject(x))
+		if err != nil {
+			return false, err.Error()
+		}
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(controlplane.BucketGVK.GroupVersion().WithKind("BucketList"))
+		if err := as(t, "admin").List(ctx, l, client.MatchingLabels{"crossplane.io/composite": x.GetName()}); err != nil {
+			return false, err.Error()
+		}
+		return gone == nil && len(l.Items) == 0, fmt.Sprintf("XR there: %v, %d Buckets", gone != nil, len(l.Items))
+	})
+}
+
+func TestS6DeletingAProtectedClaim(t *testing.T) {
+	key := created(t, composition(t, 1), "s6", "orders")
+	bs := buckets(t, key)
+	deleteClaim(t, key)
+	// The XDatabase policy's deleting phase names no external Delete: the
+	// cloud resources are orphaned, not destroyed.
+	for res, b := range bs {
+		if n := cp.Cloud.Count(recorder.VerbDelete, b.GetName()); n != 0 {
+			t.Errorf("bucket %s: %d external Deletes, want 0", res, n)
+		}
+		if _, ok := cp.Cloud.Get(b.GetName()); !ok {
+			t.Errorf("bucket %s is gone from the cloud", res)
+		}
+	}
+}
+
+func TestS6DeletingPolicyAllowsTheCloudDelete(t *testing.T) {
+	policyForTest(t, `
+metadata: {name: xdatabases-deleting}
+spec:
+  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
+  initializing:
+    policies:
+    - target: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, resource: buckets}
+      relation: ControllerChild
+      verbs: [Create]
+      mutations:
+      - {jsonPath: "*", verbs: [Insert, Mutate]}
+    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
+      relation: External
+      verbs: [Create]
+  deleting:
+    policies:
+    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
+      relation: External
+      verbs: [Delete]
+`)
+
+	key := created(t, composition(t, 1), "s6b", "orders")
+	bs := buckets(t, key)
+	deleteClaim(t, key)
+	for res, b := range bs {
+		if n := cp.Cloud.Count(recorder.VerbDelete, b.GetName()); n != 1 {
+			t.Errorf("bucket %s: %d external Deletes, want exactly 1", res, n)
+		}
+		if _, ok := cp.Cloud.Get(b.GetName()); ok {
+			t.Errorf("bucket %s is still in the cloud", res)
+		}
+		if n := cp.Cloud.Count(recorder.VerbUpdate, b.GetName()); n != 0 {
+			t.Errorf("bucket %s: %d external Updates, want 0", res, n)
+		}
 	}
 }
 

@@ -149,85 +149,8 @@ func TestS8Faults(t *testing.T) {
 	expectCalls(t, key, map[string][3]int{"data": {1, 2, 0}, "logs": {1, 0, 0}})
 }
 
-// deleteClaim deletes a protected Claim as Alice, with allow-delete, and
-// plays Crossplane deleting what it composed.
-func deleteClaim(t *testing.T, x *played.Crossplane, key client.ObjectKey) {
-	t.Helper()
-	ctx := context.Background()
-	c := claim(key.Namespace, key.Name, "", nil)
-	err := alice(t).Delete(ctx, c.DeepCopy())
-	controlplane.ErrorContains(t, err, fmt.Sprintf("DatabaseClaim %s is protected from deletion by AllowancePolicy claims", key), `kausality.io/allow-delete: "true"`)
 
-	if err := controlplane.Update(alice(t), c, func() {
-		ann := c.GetAnnotations()
-		ann[v1alpha1.AnnotationAllowDelete] = "true"
-		c.SetAnnotations(ann)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := alice(t).Delete(ctx, c); err != nil {
-		t.Fatalf("deleting with allow-delete: %v", err)
-	}
-	if err := x.Deleted(ctx, key); err != nil {
-		t.Fatal(err)
-	}
-}
 
-func TestS6DeletingAProtectedClaim(t *testing.T) {
-	x := crossplane(t, 1)
-	key := created(t, x, "s6", "orders")
-	bs := buckets(t, key)
-	deleteClaim(t, x, key)
-	// The XDatabase policy's deleting phase names no external Delete: the
-	// cloud resources are orphaned, not destroyed.
-	for res, b := range bs {
-		if n := cp.Cloud.Count(recorder.VerbDelete, b.GetName()); n != 0 {
-			t.Errorf("bucket %s: %d external Deletes, want 0", res, n)
-		}
-		if _, ok := cp.Cloud.Get(b.GetName()); !ok {
-			t.Errorf("bucket %s is gone from the cloud", res)
-		}
-	}
-}
-
-func TestS6DeletingPolicyAllowsTheCloudDelete(t *testing.T) {
-	policyForTest(t, `
-metadata: {name: xdatabases-deleting}
-spec:
-  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
-  initializing:
-    policies:
-    - target: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, resource: buckets}
-      relation: ControllerChild
-      verbs: [Create]
-      mutations:
-      - {jsonPath: "*", verbs: [Insert, Mutate]}
-    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
-      relation: External
-      verbs: [Create]
-  deleting:
-    policies:
-    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
-      relation: External
-      verbs: [Delete]
-`)
-
-	x := crossplane(t, 1)
-	key := created(t, x, "s6b", "orders")
-	bs := buckets(t, key)
-	deleteClaim(t, x, key)
-	for res, b := range bs {
-		if n := cp.Cloud.Count(recorder.VerbDelete, b.GetName()); n != 1 {
-			t.Errorf("bucket %s: %d external Deletes, want exactly 1", res, n)
-		}
-		if _, ok := cp.Cloud.Get(b.GetName()); ok {
-			t.Errorf("bucket %s is still in the cloud", res)
-		}
-		if n := cp.Cloud.Count(recorder.VerbUpdate, b.GetName()); n != 0 {
-			t.Errorf("bucket %s: %d external Updates, want 0", res, n)
-		}
-	}
-}
 
 // policyForTest creates an AllowancePolicy for the rest of the test.
 func policyForTest(t *testing.T, y string) {
