@@ -98,6 +98,16 @@ func (c *ControlPlane) startRBACManager(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	_, err = c.process("rbac-manager", env, c.Tools.CrossplaneCore, "rbac", "start", "--provider-clusterrole=crossplane:allowed-provider-permissions")
-	return err
+	p, err := c.process("rbac-manager", env, c.Tools.CrossplaneCore, "rbac", "start", "--provider-clusterrole=crossplane:allowed-provider-permissions")
+	if err != nil {
+		return err
+	}
+	// It serves metrics on :8080 and has no flag to move them: another
+	// process there (a second scenario suite, say) stops it at once.
+	select {
+	case <-p.done:
+		return errors.Errorf("the RBAC manager exited: %s", c.Tail("rbac-manager", 3))
+	case <-time.After(2 * time.Second):
+		return nil
+	}
 }

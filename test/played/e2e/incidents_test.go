@@ -13,7 +13,6 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
@@ -147,21 +146,4 @@ func TestS8Faults(t *testing.T) {
 	restarted = true
 	settle(t, x, key)
 	expectCalls(t, key, map[string][3]int{"data": {1, 2, 0}, "logs": {1, 0, 0}})
-}
-
-
-
-
-// policyForTest creates an AllowancePolicy for the rest of the test.
-func policyForTest(t *testing.T, y string) {
-	t.Helper()
-	p := &v1alpha1.AllowancePolicy{}
-	if err := yaml.Unmarshal([]byte(y), p); err != nil {
-		t.Fatal(err)
-	}
-	admin := as(t, "admin")
-	if err := admin.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Delete(context.Background(), p) })
 }
