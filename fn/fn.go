@@ -49,13 +49,13 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 
-	rsp.Requirements = requirements()
-
 	oxr, err := request.GetObservedCompositeResource(req)
 	if err != nil {
+		rsp.Requirements = requirements("")
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composite resource"))
 		return rsp, nil
 	}
+	rsp.Requirements = requirements(compositionRevision(oxr.Resource.Object))
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))

@@ -288,6 +288,8 @@ func wantRequirements() *fnv1.Requirements {
 	return &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{
 		RequirementPolicies: selectAll("kausality.io/v1alpha1", "AllowancePolicy"),
 		RequirementUpgrades: selectAll("kausality.io/v1alpha1", "UpgradeAllowance"),
+		RequirementRevision: {ApiVersion: "apiextensions.crossplane.io/v1", Kind: "CompositionRevision",
+			Match: &fnv1.ResourceSelector_MatchName{MatchName: "xdatabases-aws-1"}},
 	}}
 }
 

@@ -29,7 +29,7 @@ func permitRun(t *testing.T, phase policy.Phase, allowed bool) *run {
 	x.SetAPIVersion("example.com/v1alpha1")
 	x.SetKind("XDatabase")
 	x.SetName("db")
-	r := &run{xr: x, set: set, phase: phase, revision: "xdatabases-aws-2", upgrade: policy.UpgradeBound(nil, "xdatabases-aws-2")}
+	r := &run{xr: x, set: set, phase: phase, revision: "xdatabases-aws-2", upgrade: policy.UpgradeBound(nil, policy.Revision{Name: "xdatabases-aws-2"})}
 	if allowed {
 		as, err := allowance.Parse(xrAllowances)
 		if err != nil {

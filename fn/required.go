@@ -17,16 +17,27 @@ import (
 const (
 	RequirementPolicies = "kausality-allowance-policies"
 	RequirementUpgrades = "kausality-upgrade-allowances"
+	// RequirementRevision is the XR's CompositionRevision, whose
+	// Composition and number UpgradeAllowances may name.
+	RequirementRevision = "kausality-composition-revision"
 )
 
-// requirements asks for every AllowancePolicy and UpgradeAllowance, on every
-// call: Crossplane calls again until the requirements are stable, and only
-// the last response counts.
-func requirements() *fnv1.Requirements {
-	return &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{
+// requirements asks for every AllowancePolicy and UpgradeAllowance and, when
+// the XR names one, its CompositionRevision, on every call: Crossplane calls
+// again until the requirements are stable, and only the last response
+// counts.
+func requirements(revision string) *fnv1.Requirements {
+	rs := &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{
 		RequirementPolicies: selectAll(v1alpha1.AllowancePolicyGroupVersionKind.GroupVersion().String(), v1alpha1.AllowancePolicyKind),
 		RequirementUpgrades: selectAll(v1alpha1.UpgradeAllowanceGroupVersionKind.GroupVersion().String(), v1alpha1.UpgradeAllowanceKind),
 	}}
+	if revision != "" {
+		rs.Resources[RequirementRevision] = &fnv1.ResourceSelector{
+			ApiVersion: "apiextensions.crossplane.io/v1", Kind: "CompositionRevision",
+			Match: &fnv1.ResourceSelector_MatchName{MatchName: revision},
+		}
+	}
+	return rs
 }
 
 func selectAll(apiVersion, kind string) *fnv1.ResourceSelector {

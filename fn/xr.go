@@ -33,6 +33,7 @@ type run struct {
 	drift       v1alpha1.DriftPolicy
 	upgrades    []v1alpha1.UpgradeAllowance
 	revision    string
+	rev         policy.Revision // revision with its Composition and number, when Crossplane supplied its CompositionRevision
 	upgrade     policy.Bound    // what the UpgradeAllowances grant the revision
 	upgradeBase allowance.Trace // the trace of changes they let through
 
@@ -56,7 +57,7 @@ func (r *run) load(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
 	r.loadPolicies(cache, req)
 	r.loadUpgrades(req)
 	r.loadXR()
-	r.upgrade = policy.UpgradeBound(r.upgrades, r.revision)
+	r.upgrade = policy.UpgradeBound(r.upgrades, r.rev)
 	r.upgradeBase = r.upgradeTrace()
 }
 
@@ -102,6 +103,15 @@ func (r *run) loadUpgrades(req *fnv1.RunFunctionRequest) {
 		r.problem(err)
 	}
 	r.revision = compositionRevision(r.xr.Object)
+	crs, _, err := required(req, RequirementRevision)
+	if err != nil {
+		r.problem(errors.Wrap(err, "cannot read the required CompositionRevision"))
+	}
+	var cr map[string]any
+	if len(crs) == 1 {
+		cr = crs[0].Object
+	}
+	r.rev = policy.RevisionOf(r.revision, cr)
 }
 
 // loadXR reads the XR's unconsumed allowances, its trace and its freeze.
@@ -147,7 +157,7 @@ func compositionRevision(xr map[string]any) string {
 // its own: the first UpgradeAllowance for the revision, then the XR.
 func (r *run) upgradeTrace() allowance.Trace {
 	var t allowance.Trace
-	if us := policy.UpgradesFor(r.upgrades, r.revision); len(us) > 0 {
+	if us := policy.UpgradesFor(r.upgrades, r.rev); len(us) > 0 {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(v1alpha1.UpgradeAllowanceGroupVersionKind)
 		u.SetName(us[0].GetName())

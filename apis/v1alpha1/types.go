@@ -291,9 +291,25 @@ type UpgradeAllowanceSpec struct {
 	// matches a prefix, e.g. xdatabases-aws-*.
 	// +optional
 	CompositionRevisions []string `json:"compositionRevisions,omitempty"`
+	// Compositions names Composition revisions by the Composition's name
+	// and the revision's number (spec.revision of the CompositionRevision):
+	// on a cluster, revision names are hashes nobody types.
+	// +optional
+	Compositions []CompositionRevisionRef `json:"compositions,omitempty"`
 	// Policies bound the changes the upgrade may make.
 	// +kubebuilder:validation:MinItems=1
 	Policies []PolicyEntry `json:"policies"`
+}
+
+// A CompositionRevisionRef names a Composition revision by its
+// Composition and number.
+type CompositionRevisionRef struct {
+	// Name of the Composition.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Revision is the CompositionRevision's spec.revision.
+	// +kubebuilder:validation:Minimum=1
+	Revision int64 `json:"revision"`
 }
 
 // An UpgradeAllowance permits the output changes that a new Composition

@@ -390,10 +390,15 @@ func TestUpgradeBound(t *testing.T) {
 	u := decode[v1alpha1.UpgradeAllowance](t, `metadata: {name: aws-2}
 spec:
   compositionRevisions: [xdatabases-aws-2, xclusters-*]
+  compositions: [{name: xdatabases-gcp, revision: 4}]
   policies:
   - target: {apiGroup: rds.aws.crossplane.io, resource: rdsinstances}
     verbs: [Update]
     mutations: [{jsonPath: spec.forProvider.instanceClass, verbs: [Mutate]}]`)
+	gcp := func(n int64) map[string]any {
+		return map[string]any{"metadata": map[string]any{"name": "xdatabases-gcp-a1b2c3d", "labels": map[string]any{"crossplane.io/composition-name": "xdatabases-gcp"}},
+			"spec": map[string]any{"revision": n}}
+	}
 	us := []v1alpha1.UpgradeAllowance{*u}
 	ic := mutation.Mutation{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}
 	region := mutation.Mutation{Path: "spec.forProvider.region", Verb: v1alpha1.MutationMutate}
@@ -402,12 +407,16 @@ spec:
 		name      string
 		got, want bool
 	}{
-		{"named revision, covered field", UpgradeBound(us, "xdatabases-aws-2").AllowsMutation(rdsChild, ic), true},
-		{"named revision, other field", UpgradeBound(us, "xdatabases-aws-2").AllowsMutation(rdsChild, region), false},
-		{"prefix revision", UpgradeBound(us, "xclusters-abc").AllowsMutation(rdsChild, ic), true},
-		{"other revision", UpgradeBound(us, "xdatabases-aws-3").AllowsMutation(rdsChild, ic), false},
-		{"kind not named gets nothing", UpgradeBound(us, "xdatabases-aws-2").AllowsMutation(bucket, region), false},
-		{"no revision", UpgradeBound(us, "").AllowsMutation(rdsChild, ic), false},
+		{"named revision, covered field", UpgradeBound(us, Revision{Name: "xdatabases-aws-2"}).AllowsMutation(rdsChild, ic), true},
+		{"named revision, other field", UpgradeBound(us, Revision{Name: "xdatabases-aws-2"}).AllowsMutation(rdsChild, region), false},
+		{"prefix revision", UpgradeBound(us, Revision{Name: "xclusters-abc"}).AllowsMutation(rdsChild, ic), true},
+		{"other revision", UpgradeBound(us, Revision{Name: "xdatabases-aws-3"}).AllowsMutation(rdsChild, ic), false},
+		{"kind not named gets nothing", UpgradeBound(us, Revision{Name: "xdatabases-aws-2"}).AllowsMutation(bucket, region), false},
+		{"no revision", UpgradeBound(us, Revision{Name: ""}).AllowsMutation(rdsChild, ic), false},
+		{"composition and number", UpgradeBound(us, RevisionOf("xdatabases-gcp-a1b2c3d", gcp(4))).AllowsMutation(rdsChild, ic), true},
+		{"composition, other number", UpgradeBound(us, RevisionOf("xdatabases-gcp-a1b2c3d", gcp(3))).AllowsMutation(rdsChild, ic), false},
+		{"hash name without its CompositionRevision", UpgradeBound(us, RevisionOf("xdatabases-gcp-a1b2c3d", nil)).AllowsMutation(rdsChild, ic), false},
+		{"another revision's object", UpgradeBound(us, RevisionOf("xdatabases-gcp-ffffff", gcp(4))).AllowsMutation(rdsChild, ic), false},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -321,7 +321,7 @@ func (b Bound) ExternalVerbs(c Child) []string {
 // grant: the union of the entries of those whose compositionRevisions name
 // it (exactly, or by a prefix ending in "*"). Kinds they do not name get
 // nothing. Entries that do not compile grant nothing either.
-func UpgradeBound(us []v1alpha1.UpgradeAllowance, revision string) Bound {
+func UpgradeBound(us []v1alpha1.UpgradeAllowance, revision Revision) Bound {
 	b := Bound{grant: true}
 	for _, u := range UpgradesFor(us, revision) {
 		es, err := compileUpgrade(&u)
@@ -333,15 +333,28 @@ func UpgradeBound(us []v1alpha1.UpgradeAllowance, revision string) Bound {
 	return b
 }
 
-// UpgradesFor are the UpgradeAllowances whose compositionRevisions name the
-// revision, exactly or by a prefix ending in "*".
-func UpgradesFor(us []v1alpha1.UpgradeAllowance, revision string) []v1alpha1.UpgradeAllowance {
-	if revision == "" {
+// A Revision is a Composition revision as the function and admission know
+// it: its name (a hash on a cluster), and, when its CompositionRevision
+// could be read, its Composition and number.
+type Revision struct {
+	Name        string
+	Composition string
+	Number      int64
+}
+
+// UpgradesFor are the UpgradeAllowances that name the revision: in
+// compositionRevisions, exactly or by a prefix ending in "*", or in
+// compositions by Composition name and revision number.
+func UpgradesFor(us []v1alpha1.UpgradeAllowance, revision Revision) []v1alpha1.UpgradeAllowance {
+	if revision.Name == "" {
 		return nil
 	}
 	var out []v1alpha1.UpgradeAllowance
 	for _, u := range us {
-		if slices.ContainsFunc(u.Spec.CompositionRevisions, func(r string) bool { return revisionMatches(r, revision) }) {
+		if slices.ContainsFunc(u.Spec.CompositionRevisions, func(r string) bool { return revisionMatches(r, revision.Name) }) ||
+			slices.ContainsFunc(u.Spec.Compositions, func(c v1alpha1.CompositionRevisionRef) bool {
+				return revision.Composition != "" && c.Name == revision.Composition && c.Revision == revision.Number
+			}) {
 			out = append(out, u)
 		}
 	}
@@ -362,6 +375,11 @@ func compileUpgrade(u *v1alpha1.UpgradeAllowance) ([]entry, error) {
 			fail(fmt.Sprintf("spec.compositionRevisions[%d]", i), errors.Errorf("%q must be a revision name, optionally ending in *", r))
 		}
 	}
+	for i, c := range u.Spec.Compositions {
+		if c.Name == "" || c.Revision < 1 {
+			fail(fmt.Sprintf("spec.compositions[%d]", i), errors.Errorf("needs the Composition's name and a revision number of 1 or more, got %q and %d", c.Name, c.Revision))
+		}
+	}
 	es := compileEntries("spec.policies", u.Spec.Policies, fail)
 	if len(errs) > 0 {
 		return nil, errors.Errorf("UpgradeAllowance %s is invalid: %s", u.GetName(), strings.Join(errs, "; "))
@@ -374,4 +392,28 @@ func revisionMatches(pattern, revision string) bool {
 		return strings.HasPrefix(revision, p)
 	}
 	return pattern == revision
+}
+
+// RevisionOf is the revision named name, with its Composition and number
+// read off its CompositionRevision (label crossplane.io/composition-name,
+// spec.revision) when cr is not nil.
+func RevisionOf(name string, cr map[string]any) Revision {
+	r := Revision{Name: name}
+	if cr == nil {
+		return r
+	}
+	u := unstructured.Unstructured{Object: cr}
+	if u.GetName() != name {
+		return r
+	}
+	r.Composition = u.GetLabels()["crossplane.io/composition-name"]
+	if n, ok, _ := unstructured.NestedFieldNoCopy(cr, "spec", "revision"); ok {
+		switch v := n.(type) {
+		case int64:
+			r.Number = v
+		case float64:
+			r.Number = int64(v)
+		}
+	}
+	return r
 }

@@ -206,5 +206,12 @@ func (h *Managed) upgrade(ctx context.Context, name string, mr *unstructured.Uns
 	if err := h.Reader.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
 		return false, client.IgnoreNotFound(errors.Wrapf(err, "cannot get UpgradeAllowance %s", name))
 	}
-	return len(policy.UpgradesFor([]v1alpha1.UpgradeAllowance{*u}, mr.GetAnnotations()[v1alpha1.AnnotationCompositionRevision])) > 0, nil
+	name = mr.GetAnnotations()[v1alpha1.AnnotationCompositionRevision]
+	cr := &unstructured.Unstructured{}
+	cr.SetAPIVersion("apiextensions.crossplane.io/v1")
+	cr.SetKind("CompositionRevision")
+	if err := h.Reader.Get(ctx, client.ObjectKey{Name: name}, cr); client.IgnoreNotFound(err) != nil {
+		return false, errors.Wrapf(err, "cannot get CompositionRevision %s", name)
+	}
+	return len(policy.UpgradesFor([]v1alpha1.UpgradeAllowance{*u}, policy.RevisionOf(name, cr.Object))) > 0, nil
 }

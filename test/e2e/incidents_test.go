@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -208,4 +209,63 @@ func policyForTest(t *testing.T, y string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = admin.Delete(context.Background(), p) })
+}
+
+func TestS4CompositionRevisionIncident(t *testing.T) {
+	ctx := context.Background()
+	comp := composition(t, 1)
+	key := created(t, comp, "s4", "orders")
+	data := buckets(t, key)["data"].GetName()
+
+	// The new revision changes the data bucket's tier and drops the logs
+	// bucket while no Claim or XR field changed. Crossplane makes it
+	// revision 2 of the Composition and moves the XR to it.
+	if err := cp.Composition(ctx, filepath.Join("testdata", "composition-2.yaml"), comp); err != nil {
+		t.Fatal(err)
+	}
+	controlplane.Eventually(t, settleTimeout, "the XR to report the withheld revision 2 output", func() (bool, string) {
+		c := controlplane.Condition(xr(t, key), "KausalityAllowed")
+		return c.Status == "False" && strings.Contains(c.Message, "spec.forProvider.tags.tier") && strings.Contains(c.Message, "resource logs"), c.Message
+	})
+	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+	if len(buckets(t, key)) != 2 {
+		t.Errorf("buckets after revision 2 = %d, want both kept", len(buckets(t, key)))
+	}
+	if s, _ := cp.Cloud.Get(data); s.Tags["tier"] != "standard" {
+		t.Errorf("cloud tier = %q, want standard", s.Tags["tier"])
+	}
+
+	// An UpgradeAllowance naming the Composition's revision 2 (its name is
+	// a hash nobody types) lets exactly the tier change through; the logs
+	// bucket stays, as nothing allows its deletion.
+	u := &v1alpha1.UpgradeAllowance{}
+	if err := yaml.Unmarshal([]byte(fmt.Sprintf(`
+metadata: {name: %s-2}
+spec:
+  compositions: [{name: %s, revision: 2}]
+  policies:
+  - target: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, resource: buckets}
+    relation: ControllerChild
+    verbs: [Update]
+    mutations:
+    - {jsonPath: "spec.forProvider.tags[*]", verbs: [Mutate]}
+  - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
+    relation: External
+    verbs: [Update]
+`, comp, comp)), u); err != nil {
+		t.Fatal(err)
+	}
+	if err := as(t, "admin").Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = as(t, "admin").Delete(context.Background(), u) })
+	expectCalls(t, key, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+	settle(t, key)
+	expectClosed(t, key)
+	if s, _ := cp.Cloud.Get(data); s.Tags["tier"] != "premium" {
+		t.Errorf("cloud tier = %q, want premium", s.Tags["tier"])
+	}
+	if tr := traceOf(t, buckets(t, key)["data"]); tr[0].Kind != v1alpha1.UpgradeAllowanceKind || tr[0].Name != u.GetName() {
+		t.Errorf("data bucket trace = %v, want it to start at UpgradeAllowance %s", kinds(tr), u.GetName())
+	}
 }

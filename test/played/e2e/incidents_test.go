@@ -3,7 +3,6 @@ package played_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/played"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
@@ -32,41 +30,6 @@ func xrCondition(t *testing.T, key client.ObjectKey, typ string) xpv2.Condition 
 	return cs.GetCondition(xpv2.ConditionType(typ))
 }
 
-func TestS4CompositionRevisionIncident(t *testing.T) {
-	key := created(t, crossplane(t, 1), "s4", "orders")
-	data := buckets(t, key)["data"].GetName()
-
-	// The new revision changes the data bucket's tier and drops the logs
-	// bucket while no Claim or XR field changed.
-	x2 := crossplane(t, 2)
-	settle(t, x2, key)
-	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
-	if len(buckets(t, key)) != 2 {
-		t.Errorf("buckets after revision 2 = %d, want both kept", len(buckets(t, key)))
-	}
-	if s, _ := cp.Cloud.Get(data); s.Tags["tier"] != "standard" {
-		t.Errorf("cloud tier = %q, want standard", s.Tags["tier"])
-	}
-	c := xrCondition(t, key, "KausalityAllowed")
-	if c.Status != "False" || !strings.Contains(c.Message, "spec.forProvider.tags.tier") || !strings.Contains(c.Message, "resource logs") {
-		t.Errorf("XR KausalityAllowed = %s %q, want False naming the withheld tier change and the logs bucket", c.Status, c.Message)
-	}
-
-	// An UpgradeAllowance for revision 2 lets exactly the tier change
-	// through; the logs bucket stays, as nothing allows its deletion.
-	if err := applyFile(context.Background(), filepath.Join("..", "..", "e2e", "testdata", "upgrade.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	settle(t, x2, key)
-	expectCalls(t, key, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
-	expectClosed(t, key)
-	if s, _ := cp.Cloud.Get(data); s.Tags["tier"] != "premium" {
-		t.Errorf("cloud tier = %q, want premium", s.Tags["tier"])
-	}
-	if tr := traceOf(t, buckets(t, key)["data"]); tr[0].Kind != v1alpha1.UpgradeAllowanceKind || tr[0].Name != "xdatabases-buckets-2" {
-		t.Errorf("data bucket trace = %v, want it to start at UpgradeAllowance xdatabases-buckets-2", kinds(tr))
-	}
-}
 
 func TestS8Faults(t *testing.T) {
 	ctx := context.Background()
