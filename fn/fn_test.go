@@ -213,7 +213,7 @@ func TestRunFunction(t *testing.T) {
 				}}},
 				Conditions: []*fnv1.Condition{
 					{Type: ConditionAnnotations, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAnnotationsValid, Target: fnv1.Target_TARGET_COMPOSITE.Enum()},
-					{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAllAllowed, Target: fnv1.Target_TARGET_COMPOSITE.Enum()},
+					{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAllAllowed, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum()},
 				},
 				Requirements: wantRequirements(),
 			}},

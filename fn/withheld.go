@@ -85,7 +85,10 @@ func (r *run) report(rsp *fnv1.RunFunctionResponse) {
 	}
 	switch {
 	case len(r.withheld) == 0:
-		response.ConditionTrue(rsp, ConditionAllowed, ReasonAllAllowed).TargetComposite()
+		// The Claim too: Crossplane keeps a condition it once copied to
+		// the Claim (status.claimConditionTypes), so a Claim that was told
+		// a change was withheld must also be told when nothing is.
+		response.ConditionTrue(rsp, ConditionAllowed, ReasonAllAllowed).TargetCompositeAndClaim()
 	case r.log:
 		response.ConditionTrue(rsp, ConditionAllowed, ReasonLogOnly).WithMessage(strings.Join(lines, "; ")).TargetCompositeAndClaim()
 	default:

@@ -19,6 +19,7 @@ import (
 )
 
 func TestS5HandEditOfManagedResource(t *testing.T) {
+	t.Parallel()
 	key := created(t, composition(t, 1), "s5", "orders")
 	data := buckets(t, key)["data"]
 
@@ -75,6 +76,7 @@ spec:
 }
 
 func TestS7AnnotationsAreProtected(t *testing.T) {
+	t.Parallel()
 	key := created(t, composition(t, 1), "s7", "orders")
 	data := buckets(t, key)["data"]
 
@@ -144,6 +146,7 @@ func deleteClaim(t *testing.T, key client.ObjectKey) {
 }
 
 func TestS6DeletingAProtectedClaim(t *testing.T) {
+	t.Parallel()
 	key := created(t, composition(t, 1), "s6", "orders")
 	bs := buckets(t, key)
 	deleteClaim(t, key)
@@ -160,6 +163,7 @@ func TestS6DeletingAProtectedClaim(t *testing.T) {
 }
 
 func TestS6DeletingPolicyAllowsTheCloudDelete(t *testing.T) {
+	t.Parallel()
 	policyForTest(t, `
 metadata: {name: xdatabases-deleting}
 spec:
@@ -212,6 +216,7 @@ func policyForTest(t *testing.T, y string) {
 }
 
 func TestS4CompositionRevisionIncident(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	comp := composition(t, 1)
 	key := created(t, comp, "s4", "orders")

@@ -23,6 +23,7 @@ import (
 // [Observe, LateInitialize] (which Crossplane's next apply would undo, and
 // the two would rewrite each other forever).
 func TestClosedGateChosenByTheComposition(t *testing.T) {
+	t.Parallel()
 	name := "closed-gate-by-composition"
 	if err := cp.Composition(context.Background(), filepath.Join("testdata", "composition-observe.yaml"), name); err != nil {
 		t.Fatal(err)

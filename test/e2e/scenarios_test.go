@@ -35,6 +35,7 @@ func createdClosed(t *testing.T, comp, ns, name string, closed []string) client.
 }
 
 func TestS1UserCreatesClaim(t *testing.T) {
+	t.Parallel()
 	key := created(t, composition(t, 1), "s1", "orders")
 	bs := buckets(t, key)
 	if len(bs) != 2 {
@@ -57,6 +58,7 @@ func TestS1UserCreatesClaim(t *testing.T) {
 }
 
 func TestS2PermittedChange(t *testing.T) {
+	t.Parallel()
 	key := created(t, composition(t, 1), "s2", "orders")
 	traceXR(t, key)
 	c := claim(key.Namespace, key.Name, "", nil)
