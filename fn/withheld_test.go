@@ -63,9 +63,9 @@ func TestReport(t *testing.T) {
 		r      run
 		want   *fnv1.RunFunctionResponse
 	}{
-		"AllAllowed": {reason: "Nothing withheld, nothing malformed: both conditions True on the XR only.", want: &fnv1.RunFunctionResponse{Conditions: []*fnv1.Condition{
+		"AllAllowed": {reason: "Nothing withheld, nothing malformed: both conditions True; KausalityAllowed reaches the Claim too, replacing a False Crossplane keeps showing there.", want: &fnv1.RunFunctionResponse{Conditions: []*fnv1.Condition{
 			cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAnnotationsValid, "", fnv1.Target_TARGET_COMPOSITE),
-			cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAllAllowed, "", fnv1.Target_TARGET_COMPOSITE),
+			cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAllAllowed, "", fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
 		}}},
 		"Withheld": {reason: "A withheld change is a warning and a False condition the Claim sees too.", r: run{withheld: []withheld{w}, problems: []string{"bad annotation"}},
 			want: &fnv1.RunFunctionResponse{

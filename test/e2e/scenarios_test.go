@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -81,6 +82,15 @@ func TestS2PermittedChange(t *testing.T) {
 	if tr[2].Field != "spec.forProvider.size" {
 		t.Errorf("bucket hop field = %q, want spec.forProvider.size", tr[2].Field)
 	}
+	// The Claim's user sees that their change went through.
+	controlplane.Eventually(t, settleTimeout, "the Claim to say nothing was withheld", func() (bool, string) {
+		c, err := cp.Object(context.Background(), controlplane.ClaimGVK, key)
+		if err != nil || c == nil {
+			return false, fmt.Sprint(err)
+		}
+		a := controlplane.Condition(c, "KausalityAllowed")
+		return a.Status == "True", controlplane.Conditions(c)
+	})
 }
 
 func allowancesOf(t *testing.T, o client.Object) []allowance.Allowance {
