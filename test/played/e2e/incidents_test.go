@@ -30,7 +30,6 @@ func xrCondition(t *testing.T, key client.ObjectKey, typ string) xpv2.Condition 
 	return cs.GetCondition(xpv2.ConditionType(typ))
 }
 
-
 func TestS8Faults(t *testing.T) {
 	ctx := context.Background()
 	x := crossplane(t, 1)

@@ -27,8 +27,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/played"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
@@ -184,23 +182,6 @@ func buckets(t *testing.T, key client.ObjectKey) map[string]*unstructured.Unstru
 func gate(o *unstructured.Unstructured) []string {
 	p, _ := fieldpath.Pave(o.Object).GetStringArray("spec.managementPolicies")
 	return p
-}
-
-func traceOf(t *testing.T, o *unstructured.Unstructured) allowance.Trace {
-	t.Helper()
-	tr, err := allowance.ParseTrace(o.GetAnnotations()[v1alpha1.AnnotationTrace])
-	if err != nil {
-		t.Fatalf("trace of %s: %v", o.GetName(), err)
-	}
-	return tr
-}
-
-func kinds(tr allowance.Trace) []string {
-	out := make([]string, 0, len(tr))
-	for _, h := range tr {
-		out = append(out, h.Kind)
-	}
-	return out
 }
 
 // calls counts the cloud's calls of verb for the XR's bucket res.
