@@ -13,18 +13,13 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
 	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/kausality-io/kausality-crossplane/test/recorder"
 	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
@@ -310,77 +305,6 @@ func (r *externalRuntime) service(ctx context.Context, name string) error {
 	return nil
 }
 
-// supervise restarts provider-kausality when it exits, as Kubernetes
-// restarts a crashed container (it exits when it starts before its CRDs
-// are served), unless KillProvider stopped it.
-func (r *externalRuntime) supervise() {
-	for {
-		r.mu.Lock()
-		p := r.provider
-		if p.cmd != nil && p.exited() && !p.down {
-			if err := r.startProvider(); err != nil {
-				appendLog(r.c.Log("runtime"), err.Error())
-			}
-		}
-		r.mu.Unlock()
-		time.Sleep(time.Second)
-	}
-}
-
-func (p *providerProcess) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// startProvider starts provider-kausality. The caller holds r.mu.
-func (r *externalRuntime) startProvider() error {
-	p := r.provider
-	pr, err := r.c.process(ProviderKausality, []string{"KUBECONFIG=" + p.kubeconfig}, p.bin,
-		"--webhook-host", webhookHost, "--webhook-port", "9443", "--webhook-certs", p.certs,
-		"--metrics-address", "0", "--health-address", "0", "--discovery-interval", "1s",
-		"--crossplane-service-account", CrossplaneSA, "--max-gate-open", "10m", "--debug")
-	if err != nil {
-		return err
-	}
-	p.cmd, p.done, p.down = pr.cmd, pr.done, false
-	return nil
-}
-
-// listening waits until provider-kausality's webhook server listens.
-func (r *externalRuntime) listening() error {
-	addr := net.JoinHostPort(webhookHost, "9443")
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			return conn.Close()
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return errors.Errorf("provider-kausality does not listen on %s; see %s", addr, r.c.Log(ProviderKausality))
-}
-
-// startRecorder runs the recording provider's controller in this process,
-// as its service account.
-func (r *externalRuntime) startRecorder(user string) error {
-	cfg := rest.CopyConfig(r.c.Admin)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: r.c.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: logr.Discard()})
-	if err != nil {
-		return errors.Wrap(err, "cannot create the recording provider")
-	}
-	if err := recorder.Setup(mgr, r.c.Cloud, Poll); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.recorder = cancel
-	go func() { _ = mgr.Start(ctx) }()
-	return nil
-}
-
 func (r *externalRuntime) stopAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -391,32 +315,6 @@ func (r *externalRuntime) stopAll() {
 		_ = r.provider.cmd.Process.Kill()
 	}
 }
-
-// StartProvider starts provider-kausality again after KillProvider and
-// waits until its webhooks listen.
-func (c *ControlPlane) StartProvider() error {
-	c.runtime.mu.Lock()
-	err := c.runtime.startProvider()
-	c.runtime.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return c.runtime.listening()
-}
-
-// KillProvider kills provider-kausality, as a crash would.
-func (c *ControlPlane) KillProvider() {
-	c.runtime.mu.Lock()
-	defer c.runtime.mu.Unlock()
-	if p := c.runtime.provider; p != nil && p.cmd != nil {
-		p.down = true
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// ProviderLog is provider-kausality's log so far.
-func (c *ControlPlane) ProviderLog() string { return c.Tail(ProviderKausality, 1<<20) }
 
 func appendLog(path, line string) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
