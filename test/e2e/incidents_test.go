@@ -274,3 +274,56 @@ spec:
 		t.Errorf("data bucket trace = %v, want it to start at UpgradeAllowance %s", kinds(tr), u.GetName())
 	}
 }
+
+// TestS8Faults kills provider-kausality, so it runs alone: Go starts the
+// parallel scenarios only after it.
+func TestS8Faults(t *testing.T) {
+	key := created(t, composition(t, 1), "s8", "orders")
+	data := buckets(t, key)["data"]
+	c := claim(key.Namespace, key.Name, "", nil)
+
+	// The cloud is slow: the Update is in flight when the provider dies
+	// with the gate open.
+	release := cp.Cloud.Hold(data.GetName())
+	defer release()
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+		t.Fatal(err)
+	}
+	controlplane.Eventually(t, settleTimeout, "the data bucket's gate to open for the Update", func() (bool, string) {
+		b := buckets(t, key)["data"]
+		return slices.Contains(gate(b), "Update"), fmt.Sprint(gate(b))
+	})
+	cp.KillProvider()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = cp.StartProvider()
+		}
+	})
+	release()
+	controlplane.Eventually(t, 30*time.Second, "the external Update", func() (bool, string) {
+		n := cp.Cloud.Count(recorder.VerbUpdate, data.GetName())
+		return n == 1, fmt.Sprint(n, " updates")
+	})
+	data = buckets(t, key)["data"]
+	if as := allowancesOf(t, data); len(as) != 1 || as[0].Consumed {
+		t.Fatalf("allowances while the provider is down = %+v, want the open one, unmarked", as)
+	}
+
+	// With the webhook unreachable, nothing is admitted.
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "small", "spec", "size") }); err == nil {
+		t.Error("a Claim change was admitted with the webhook down")
+	}
+
+	if err := cp.StartProvider(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	controlplane.Eventually(t, settleTimeout, "the gate closed after restart", func() (bool, string) {
+		data = buckets(t, key)["data"]
+		as := allowancesOf(t, data)
+		return len(as) == 1 && as[0].Consumed && slices.Equal(gate(data), controlplane.ClosedGate), fmt.Sprintf("%+v %v", as, gate(data))
+	})
+	settle(t, key)
+	expectCalls(t, key, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+}

@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/played"
 )
@@ -62,13 +61,4 @@ func TestS3ChangeWithoutJira(t *testing.T) {
 	}
 	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
 	expectClosed(t, key)
-}
-
-func allowancesOf(t *testing.T, o client.Object) []allowance.Allowance {
-	t.Helper()
-	as, err := allowance.Parse(o.GetAnnotations()[v1alpha1.AnnotationAllowances])
-	if err != nil {
-		t.Fatalf("allowances of %s: %v", o.GetName(), err)
-	}
-	return as
 }
