@@ -86,8 +86,8 @@ var providerBookkeeping = []string{
 }
 
 // restoreStale puts back the stored protected annotations and gated label
-// when an untrusted write changes them together with crossplane-runtime's
-// bookkeeping annotations. That never lets anything through: the stored
+// when an untrusted write changes them while setting one of
+// crossplane-runtime's bookkeeping annotations. That never lets anything through: the stored
 // values stay, whoever wrote; a user who only edits protected annotations
 // is still denied with a message saying why.
 func restoreStale(old, obj *unstructured.Unstructured) bool {
@@ -95,7 +95,8 @@ func restoreStale(old, obj *unstructured.Unstructured) bool {
 		return false
 	}
 	oldAnn, newAnn := old.GetAnnotations(), obj.GetAnnotations()
-	if !slices.ContainsFunc(providerBookkeeping, func(k string) bool { return oldAnn[k] != newAnn[k] }) {
+	// The updater records: it sets these, it never removes them.
+	if !slices.ContainsFunc(providerBookkeeping, func(k string) bool { v, ok := newAnn[k]; return ok && oldAnn[k] != v }) {
 		return false
 	}
 	ann := maps.Clone(newAnn)

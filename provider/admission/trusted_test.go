@@ -172,6 +172,13 @@ func TestTrustedWrite(t *testing.T) {
 			want: want{done: &result{Code: http.StatusForbidden,
 				Message: refusal(asProviderAWS.Username, "Bucket orders-data", "annotation kausality.io/allowances")}},
 		},
+		"RemovingBookkeepingDeniedWhereRestored": {
+			reason:  "Replacing all annotations removes crossplane-runtime's bookkeeping; that is no bookkeeping write, and the protected change is denied.",
+			req:     update(asBob, bucket(t, annotate("crossplane.io/external-name", "orders-data")), bucket(t, allowances(consumed(bucketAllowance())))),
+			restore: true,
+			want: want{done: &result{Code: http.StatusForbidden,
+				Message: refusal(bob, "Bucket orders-data", "annotation kausality.io/allowances")}},
+		},
 		"ProtectedOnlyDeniedWhereRestored": {
 			reason:  "A write that changes protected annotations and no provider bookkeeping is denied, restore or not.",
 			req:     update(asBob, storedMR, bucket(t, allowances(consumed(bucketAllowance())))),
