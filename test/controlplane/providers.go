@@ -16,9 +16,9 @@ import (
 
 // supervise restarts provider-kausality when it exits, as Kubernetes
 // restarts a crashed container (it exits when it starts before its CRDs
-// are served), unless KillProvider stopped it.
-func (r *externalRuntime) supervise() {
-	for {
+// are served), unless KillProvider stopped it, until ctx ends.
+func (r *externalRuntime) supervise(ctx context.Context) {
+	for ctx.Err() == nil {
 		r.mu.Lock()
 		p := r.provider
 		if p.cmd != nil && p.exited() && !p.down {
@@ -27,7 +27,10 @@ func (r *externalRuntime) supervise() {
 			}
 		}
 		r.mu.Unlock()
-		time.Sleep(time.Second)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
 }
 

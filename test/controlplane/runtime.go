@@ -231,7 +231,7 @@ func (r *externalRuntime) syncProvider(ctx context.Context, rev *pkgv1.ProviderR
 		if err := r.startProvider(); err != nil {
 			return err
 		}
-		go r.supervise()
+		go r.supervise(ctx)
 	case ProviderRecorder:
 		if err := r.startRecorder(user); err != nil {
 			return err
@@ -312,6 +312,8 @@ func (r *externalRuntime) stopAll() {
 		r.recorder()
 	}
 	if r.provider != nil && r.provider.cmd != nil {
+		// Down on purpose: supervise must not start it again.
+		r.provider.down = true
 		_ = r.provider.cmd.Process.Kill()
 	}
 }
