@@ -373,36 +373,3 @@ func (x *Crossplane) WaitReconciled(ctx context.Context, xr string) error {
 	}
 	return errors.Errorf("the composed resources of %s were not reconciled within a minute", xr)
 }
-
-// Deleted plays Crossplane once a Claim is gone: its XR is deleted, then
-// every composed resource, and Deleted waits until the provider has let
-// them go. Whether the cloud resources go too is up to their gates.
-func (x *Crossplane) Deleted(ctx context.Context, claimKey client.ObjectKey) error {
-	name := XRName(claimKey)
-	xr := newObject(XRGVK)
-	xr.SetName(name)
-	if err := x.kube.Delete(ctx, xr); client.IgnoreNotFound(err) != nil {
-		return errors.Wrapf(err, "cannot delete XR %s", name)
-	}
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(BucketGVK.GroupVersion().WithKind("BucketList"))
-	if err := x.admin.List(ctx, l, client.MatchingLabels{"crossplane.io/composite": name}); err != nil {
-		return err
-	}
-	for i := range l.Items {
-		if err := x.kube.Delete(ctx, &l.Items[i]); client.IgnoreNotFound(err) != nil {
-			return errors.Wrapf(err, "cannot delete %s %s", l.Items[i].GetKind(), l.Items[i].GetName())
-		}
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := x.admin.List(ctx, l, client.MatchingLabels{"crossplane.io/composite": name}); err != nil {
-			return err
-		}
-		if len(l.Items) == 0 {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return errors.Errorf("the composed resources of %s were not deleted within a minute", name)
-}
