@@ -51,11 +51,11 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 
 	oxr, err := request.GetObservedCompositeResource(req)
 	if err != nil {
-		rsp.Requirements = requirements("")
+		rsp.Requirements = requirements(nil)
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composite resource"))
 		return rsp, nil
 	}
-	rsp.Requirements = requirements(compositionRevision(oxr.Resource.Object))
+	rsp.Requirements = requirements(oxr.Resource.Object)
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))

@@ -159,6 +159,39 @@ func newRequest(t testing.TB, x *structpb.Struct, observed, desired *structpb.St
 	return req
 }
 
+// claimed is the XR with a Claim in Namespace prod.
+func claimed(t testing.TB, x *structpb.Struct) *structpb.Struct {
+	t.Helper()
+	m := x.AsMap()
+	m["spec"].(map[string]any)["claimRef"] = map[string]any{"apiVersion": "example.com/v1alpha1", "kind": "DatabaseClaim", "namespace": "prod", "name": "db"}
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// inNamespace supplies the Namespace prod, with annotations, as Crossplane
+// resolves the function's Namespace requirement.
+func inNamespace(t testing.TB, req *fnv1.RunFunctionRequest, ann map[string]string) *fnv1.RunFunctionRequest {
+	t.Helper()
+	b, _ := yaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "prod", "annotations": ann}})
+	req.RequiredResources[RequirementNamespace] = &fnv1.Resources{Items: []*fnv1.Resource{{Resource: obj(t, string(b))}}}
+	return req
+}
+
+func TestRequirementsNamespace(t *testing.T) {
+	want := wantRequirements()
+	want.Resources[RequirementNamespace] = &fnv1.ResourceSelector{ApiVersion: "v1", Kind: "Namespace", Match: &fnv1.ResourceSelector_MatchName{MatchName: "prod"}}
+	rsp, err := newTestFunction().RunFunction(context.Background(), newRequest(t, claimed(t, xr(t, 1, 1, nil)), nil, nil, policyDB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, rsp.GetRequirements(), protocmp.Transform()); diff != "" {
+		t.Errorf("A Claim's XR asks for the Claim's Namespace, whose mode and freeze apply: -want +got:\n%s", diff)
+	}
+}
+
 func newTestFunction() *Function {
 	f := NewFunction(logging.NewNopLogger())
 	f.now = func() time.Time { return testNow }
@@ -306,6 +339,10 @@ func TestRunFunctionFailsClosed(t *testing.T) {
 	logMode := newRequest(t, xr(t, 2, 1, nil), observed(), obj(t, rds("db.t3.large", "")), policyDB)
 	logMode.Input = obj(t, "apiVersion: kausality.fn.crossplane.io/v1beta1\nkind: Input\nmode: Log\n")
 	dropped := newRequest(t, xr(t, 2, 1, nil), observed(), nil, policyDB)
+	nsLog := inNamespace(t, newRequest(t, claimed(t, xr(t, 2, 1, nil)), observed(), obj(t, rds("db.t3.large", "")), policyDB),
+		map[string]string{v1alpha1.AnnotationMode: "Log"})
+	nsFrozen := inNamespace(t, newRequest(t, claimed(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances})), observed(), obj(t, rds("db.t3.large", "")), policyDB),
+		map[string]string{v1alpha1.AnnotationFreeze: `{"user":"carol@example.com","message":"incident 42","at":"2026-11-22T11:00:00Z"}`})
 
 	cases := map[string]struct {
 		reason        string
@@ -350,6 +387,27 @@ func TestRunFunctionFailsClosed(t *testing.T) {
 			wantClass: "db.t3.small", wantGate: []any{"Observe", "LateInitialize"},
 			wantAllowed: fnv1.Status_STATUS_CONDITION_FALSE, wantValid: fnv1.Status_STATUS_CONDITION_TRUE,
 			wantInMessage: []string{"resource rds (RDSInstance db-rds): withheld Delete"},
+		},
+		"ModeOnXRIgnored": {
+			reason:    "kausality.io/mode on the XR (Crossplane copies it from the Claim) does not switch enforcement off; the XR says it is ignored.",
+			req:       newRequest(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationMode: "Log"}), observed(), obj(t, rds("db.t3.large", "")), policyDB),
+			wantClass: "db.t3.small", wantGate: []any{"Observe", "LateInitialize"},
+			wantAllowed: fnv1.Status_STATUS_CONDITION_FALSE, wantValid: fnv1.Status_STATUS_CONDITION_FALSE,
+			wantInMessage: []string{`annotation kausality.io/mode="Log" on XDatabase db is ignored: only a Namespace may set the mode`, "withheld Mutate spec.forProvider.instanceClass"},
+		},
+		"NamespaceLogMode": {
+			reason:    "The Claim's Namespace says Log: the change goes through and is reported.",
+			req:       nsLog,
+			wantClass: "db.t3.large", wantGate: []any{"Observe", "LateInitialize"},
+			wantAllowed: fnv1.Status_STATUS_CONDITION_TRUE, wantValid: fnv1.Status_STATUS_CONDITION_TRUE,
+			wantInMessage: []string{"(Log mode, let through)", "spec.forProvider.instanceClass"},
+		},
+		"NamespaceFrozen": {
+			reason:    "A freeze on the Claim's Namespace keeps the gate closed under an allowed change.",
+			req:       nsFrozen,
+			wantClass: "db.t3.large", wantGate: []any{"Observe", "LateInitialize"},
+			wantAllowed: fnv1.Status_STATUS_CONDITION_FALSE, wantValid: fnv1.Status_STATUS_CONDITION_TRUE,
+			wantInMessage: []string{"is frozen by carol@example.com on Namespace prod"},
 		},
 		"LogMode": {
 			reason:    "In Log mode the change goes through and is reported as what would have been withheld.",

@@ -10,6 +10,7 @@ import (
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // Names of the required resources the function asks Crossplane for. `crossplane
@@ -20,21 +21,31 @@ const (
 	// RequirementRevision is the XR's CompositionRevision, whose
 	// Composition and number UpgradeAllowances may name.
 	RequirementRevision = "kausality-composition-revision"
+	// RequirementNamespace is the Namespace of the XR, or of a legacy XR's
+	// Claim, whose kausality.io/mode and kausality.io/freeze annotations
+	// apply to it.
+	RequirementNamespace = "kausality-namespace"
 )
 
 // requirements asks for every AllowancePolicy and UpgradeAllowance and, when
-// the XR names one, its CompositionRevision, on every call: Crossplane calls
-// again until the requirements are stable, and only the last response
-// counts.
-func requirements(revision string) *fnv1.Requirements {
+// the XR names them, its CompositionRevision and Namespace, on every call:
+// Crossplane calls again until the requirements are stable, and only the
+// last response counts.
+func requirements(xr map[string]any) *fnv1.Requirements {
 	rs := &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{
 		RequirementPolicies: selectAll(v1alpha1.AllowancePolicyGroupVersionKind.GroupVersion().String(), v1alpha1.AllowancePolicyKind),
 		RequirementUpgrades: selectAll(v1alpha1.UpgradeAllowanceGroupVersionKind.GroupVersion().String(), v1alpha1.UpgradeAllowanceKind),
 	}}
-	if revision != "" {
+	if revision := compositionRevision(xr); revision != "" {
 		rs.Resources[RequirementRevision] = &fnv1.ResourceSelector{
 			ApiVersion: "apiextensions.crossplane.io/v1", Kind: "CompositionRevision",
 			Match: &fnv1.ResourceSelector_MatchName{MatchName: revision},
+		}
+	}
+	if ns := policy.ModeNamespace(xr); ns != "" {
+		rs.Resources[RequirementNamespace] = &fnv1.ResourceSelector{
+			ApiVersion: "v1", Kind: "Namespace",
+			Match: &fnv1.ResourceSelector_MatchName{MatchName: ns},
 		}
 	}
 	return rs

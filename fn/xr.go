@@ -44,7 +44,8 @@ type run struct {
 	from    int64
 	bounds  []mutation.Bounds // their mutation bounds, compiled by boundsOf
 	xrTrace allowance.Trace   // the XR's trace, ending with the XR's hop
-	frozen  string            // who froze the XR, empty if not frozen
+	frozen  string            // who froze the XR or its Namespace, empty if not frozen
+	ns      map[string]any    // the Namespace whose mode and freeze apply, nil when unknown
 
 	withheld  []withheld
 	rewritten map[string]bool // composed resources whose spec this run changed beyond managementPolicies
@@ -54,6 +55,7 @@ type run struct {
 // load reads the policies, upgrade allowances and XR annotations. Every
 // problem is reported and resolved towards withholding.
 func (r *run) load(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
+	r.loadNamespace(req)
 	r.loadPolicies(cache, req)
 	r.loadUpgrades(req)
 	r.loadXR()
@@ -86,12 +88,28 @@ func (r *run) loadPolicies(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
 		r.problem(errors.Wrapf(err, "cannot tell the lifecycle phase of %s", ref(r.xr.Object)))
 		r.phase = policy.PhaseSteady
 	}
-	mode, err := set.Mode(r.xr.Object)
+	mode, err := set.Mode(r.ns)
 	if err != nil {
 		r.problem(errors.Wrapf(err, "cannot read mode of %s", ref(r.xr.Object)))
 	}
+	if w := policy.IgnoredMode(r.xr.Object); w != "" {
+		r.problem(errors.New(w))
+	}
 	r.log = r.cfg.mode == v1beta1.ModeLog || mode == v1alpha1.ModeLog
 	r.drift = set.Drift()
+}
+
+// loadNamespace reads the Namespace whose mode and freeze apply to the XR.
+// Until Crossplane supplies it (or when crossplane render is not given it)
+// the policies' mode applies, which is Enforce unless every policy says Log.
+func (r *run) loadNamespace(req *fnv1.RunFunctionRequest) {
+	nss, _, err := required(req, RequirementNamespace)
+	if err != nil {
+		r.problem(errors.Wrap(err, "cannot read the required Namespace"))
+	}
+	if len(nss) == 1 {
+		r.ns = nss[0].Object
+	}
 }
 
 func (r *run) loadUpgrades(req *fnv1.RunFunctionRequest) {
@@ -134,6 +152,16 @@ func (r *run) loadXR() {
 	r.frozen, err = allowance.FrozenBy(ann)
 	if err != nil {
 		r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; treating the XR as frozen", v1alpha1.AnnotationFreeze, ref(r.xr.Object)))
+	}
+	if r.frozen == "" && r.ns != nil {
+		ns := unstructured.Unstructured{Object: r.ns}
+		by, err := allowance.FrozenBy(ns.GetAnnotations())
+		if err != nil {
+			r.problem(errors.Wrapf(err, "cannot parse annotation %s on Namespace %s; treating it as frozen", v1alpha1.AnnotationFreeze, ns.GetName()))
+		}
+		if by != "" {
+			r.frozen = by + " on Namespace " + ns.GetName()
+		}
 	}
 }
 

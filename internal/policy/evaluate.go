@@ -38,6 +38,10 @@ type Request struct {
 	// (or no subjects), and the allowances it earns continue the parent's
 	// trace and keep its initiator.
 	Parent *allowance.Allowance
+	// Namespace is the Namespace ModeNamespace names for Object, nil when
+	// there is none; its kausality.io/mode annotation may override the
+	// policies' mode.
+	Namespace map[string]any
 }
 
 // Violation is a change to a watched field that no rule permits.
@@ -67,6 +71,9 @@ type Decision struct {
 	// Violations are watched fields changed without permission, in field
 	// order.
 	Violations []Violation
+	// Warnings are for the user who wrote the object, such as a
+	// kausality.io/mode annotation that is ignored.
+	Warnings []string
 }
 
 // Evaluate decides a write: which watched fields changed, whether the user
@@ -80,11 +87,19 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 	u := unstructured.Unstructured{Object: req.Object}
 	d := Decision{Phase: PhaseSteady}
 	var err error
-	if d.Mode, err = s.Mode(req.Object); err != nil {
+	if d.Mode, err = s.Mode(req.Namespace); err != nil {
 		return d, errors.Wrapf(err, "%s %s", u.GetKind(), u.GetName())
 	}
-	v := varsOf(req.Object, req.OldObject)
-	if d.Phase, err = s.phase(req.Object, v); err != nil {
+	if w := IgnoredMode(req.Object); w != "" {
+		d.Warnings = append(d.Warnings, w)
+	}
+	// CEL and the phase read the stored status: the API server drops the
+	// status a client sends with a write of the object itself, so the
+	// request's status is whatever the client chose (no status at all makes
+	// the default initializing.when true).
+	object := withStatusOf(req.Object, req.OldObject)
+	v := varsOf(object, req.OldObject)
+	if d.Phase, err = s.phase(object, v); err != nil {
 		// Steady is the strictest phase; the evaluation error is worth a
 		// violation so the user sees it.
 		d.Violations = append(d.Violations, Violation{Field: "spec.initializing.when", Policy: s.Names()[0], Reason: err.Error()})
@@ -138,7 +153,7 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 			}
 			hop := d.Hop
 			hop.Field = hit[0]
-			hop.Attestations = capture(r.capture, req.Object)
+			hop.Attestations = capture(r.capture, object)
 			d.Allowances = appendUnique(d.Allowances, allowancesFor(r, hop, gen, req.Parent)...)
 		}
 	}
@@ -288,3 +303,18 @@ func appendUnique(have []allowance.Allowance, add ...allowance.Allowance) []allo
 
 // Policies are the compiled policies of the set, highest priority first.
 func (s Set) Policies() []*Compiled { return slices.Clone(s.policies) }
+
+// withStatusOf is obj with old's status (none when old is nil), sharing
+// everything else with obj.
+func withStatusOf(obj, old map[string]any) map[string]any {
+	out := make(map[string]any, len(obj))
+	for k, v := range obj {
+		if k != "status" {
+			out[k] = v
+		}
+	}
+	if st, ok := old["status"]; ok {
+		out["status"] = st
+	}
+	return out
+}

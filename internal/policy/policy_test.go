@@ -363,16 +363,17 @@ spec: {for: {apiGroup: example.com, kind: XDatabase}, mode: Log, drift: Allow}`
 		"Defaults":           {set: s, wantMode: v1alpha1.ModeEnforce, wantDrift: v1alpha1.DriftDeny},
 		"AllLog":             {set: onlyLog, wantMode: v1alpha1.ModeLog, wantDrift: v1alpha1.DriftAllow},
 		"DisagreementIsSafe": {set: mixed, wantMode: v1alpha1.ModeEnforce, wantDrift: v1alpha1.DriftDeny},
-		"AnnotationOverride": {set: s, ann: "Log", wantMode: v1alpha1.ModeLog, wantDrift: v1alpha1.DriftDeny},
+		"NamespaceOverride":  {set: s, ann: "Log", wantMode: v1alpha1.ModeLog, wantDrift: v1alpha1.DriftDeny},
+		"NamespaceEnforces":  {set: onlyLog, ann: "Enforce", wantMode: v1alpha1.ModeEnforce, wantDrift: v1alpha1.DriftAllow},
 		"BadAnnotation":      {set: onlyLog, ann: "Loud", wantMode: v1alpha1.ModeEnforce, wantDrift: v1alpha1.DriftAllow, wantErr: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			obj := map[string]any{"metadata": map[string]any{"name": "db"}}
+			ns := map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "prod"}}
 			if tc.ann != "" {
-				obj["metadata"].(map[string]any)["annotations"] = map[string]any{v1alpha1.AnnotationMode: tc.ann}
+				ns["metadata"].(map[string]any)["annotations"] = map[string]any{v1alpha1.AnnotationMode: tc.ann}
 			}
-			m, err := tc.set.Mode(obj)
+			m, err := tc.set.Mode(ns)
 			if (err != nil) != tc.wantErr {
 				t.Errorf("Mode() error = %v, want error %v", err, tc.wantErr)
 			}
@@ -381,6 +382,45 @@ spec: {for: {apiGroup: example.com, kind: XDatabase}, mode: Log, drift: Allow}`
 			}
 			if d := tc.set.Drift(); d != tc.wantDrift {
 				t.Errorf("Drift() = %s, want %s", d, tc.wantDrift)
+			}
+		})
+	}
+}
+
+func TestModeNamespace(t *testing.T) {
+	cases := map[string]struct {
+		obj  string
+		want string
+	}{
+		"Namespaced":        {obj: "metadata: {name: db, namespace: prod}", want: "prod"},
+		"LegacyXRClaimed":   {obj: "metadata: {name: db-x7k}\nspec: {claimRef: {namespace: prod, name: db}}", want: "prod"},
+		"LegacyXRUnclaimed": {obj: "metadata: {name: db-x7k}\nspec: {}", want: ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := ModeNamespace(object(t, tc.obj)); got != tc.want {
+				t.Errorf("ModeNamespace() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestIgnoredMode(t *testing.T) {
+	cases := map[string]struct {
+		obj  string
+		want string
+	}{
+		"None":      {obj: "kind: DatabaseClaim\nmetadata: {name: db, namespace: prod}"},
+		"Namespace": {obj: "kind: Namespace\nmetadata: {name: prod, annotations: {kausality.io/mode: Log}}"},
+		"OnClaim": {obj: "kind: DatabaseClaim\nmetadata: {name: db, namespace: prod, annotations: {kausality.io/mode: Log}}",
+			want: `annotation kausality.io/mode="Log" on DatabaseClaim prod/db is ignored: only a Namespace may set the mode (kubectl annotate namespace <name> kausality.io/mode=Log, as an administrator)`},
+		"OnLegacyXR": {obj: "kind: XDatabase\nmetadata: {name: db-x7k, annotations: {kausality.io/mode: Log}}",
+			want: `annotation kausality.io/mode="Log" on XDatabase db-x7k is ignored: only a Namespace may set the mode (kubectl annotate namespace <name> kausality.io/mode=Log, as an administrator)`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := IgnoredMode(object(t, tc.obj)); got != tc.want {
+				t.Errorf("IgnoredMode():\n got %s\nwant %s", got, tc.want)
 			}
 		})
 	}
@@ -473,6 +513,9 @@ func TestEvaluate(t *testing.T) {
 		wantAllowances []allowance.Allowance
 		wantHop        allowance.Hop
 		wantViolations []Violation
+		ns             string // the Namespace's kausality.io/mode, if any
+		wantMode       v1alpha1.Mode
+		wantWarnings   []string
 	}{
 		"PermittedChange": {
 			reason: "A platform-team member with a jira annotation earns the rule's allowances, traced to her with the ticket captured.",
@@ -549,6 +592,27 @@ func TestEvaluate(t *testing.T) {
 			old:    xr(t, "small", "{}"), new: xr(t, "small", "{a: b}"), user: bob,
 			wantHop: allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 4, User: "bob@example.com", Timestamp: "2026-11-22T12:00:00Z"},
 		},
+		"ForgedStatus": {
+			reason: "A client that sends no status does not make the XR look initializing: the phase reads the stored status, so Bob's resize is a violation.",
+			old:    xr(t, "small", jira), new: withoutStatus(xr(t, "large", jira)), user: bob,
+			wantHop:        allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: "bob@example.com", Timestamp: "2026-11-22T12:00:00Z", Labels: map[string]string{"ticket": "T-9"}},
+			wantViolations: []Violation{{Field: "spec.size", Policy: "xdatabase-policy", Reason: `user "bob@example.com" is not a subject with mayInitiate`}},
+		},
+		"ModeOnObjectIgnored": {
+			reason: "kausality.io/mode on the XR itself does not switch enforcement off; it earns a warning.",
+			old:    xr(t, "small", jira), new: xr(t, "large", "{jira: INFRA-1, kausality.io/trace-ticket: T-9, kausality.io/mode: Log}"), user: bob,
+			wantHop:        allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: "bob@example.com", Timestamp: "2026-11-22T12:00:00Z", Labels: map[string]string{"ticket": "T-9"}},
+			wantViolations: []Violation{{Field: "spec.size", Policy: "xdatabase-policy", Reason: `user "bob@example.com" is not a subject with mayInitiate`}},
+			wantMode:       v1alpha1.ModeEnforce,
+			wantWarnings:   []string{`annotation kausality.io/mode="Log" on XDatabase db is ignored: only a Namespace may set the mode (kubectl annotate namespace <name> kausality.io/mode=Log, as an administrator)`},
+		},
+		"ModeFromNamespace": {
+			reason: "The Namespace's kausality.io/mode decides: Log reports Bob's violation without denying it.",
+			old:    xr(t, "small", jira), new: xr(t, "large", jira), user: bob, ns: "Log",
+			wantHop:        allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: "bob@example.com", Timestamp: "2026-11-22T12:00:00Z", Labels: map[string]string{"ticket": "T-9"}},
+			wantViolations: []Violation{{Field: "spec.size", Policy: "xdatabase-policy", Reason: `user "bob@example.com" is not a subject with mayInitiate`}},
+			wantMode:       v1alpha1.ModeLog,
+		},
 		"Create": {
 			reason: "Creation is bounded by the initializing phase, not by allowances.",
 			new:    xr(t, "small", "{}"), user: bob,
@@ -557,9 +621,22 @@ func TestEvaluate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d, err := s.Evaluate(Request{Object: tc.new, OldObject: tc.old, User: tc.user, Now: evalNow, Parent: tc.parent})
+			req := Request{Object: tc.new, OldObject: tc.old, User: tc.user, Now: evalNow, Parent: tc.parent}
+			if tc.ns != "" {
+				req.Namespace = map[string]any{"kind": "Namespace", "metadata": map[string]any{"name": "prod", "annotations": map[string]any{v1alpha1.AnnotationMode: tc.ns}}}
+			}
+			d, err := s.Evaluate(req)
 			if err != nil {
 				t.Fatalf("%s\nEvaluate(): %v", tc.reason, err)
+			}
+			if tc.wantMode == "" {
+				tc.wantMode = v1alpha1.ModeEnforce
+			}
+			if d.Mode != tc.wantMode {
+				t.Errorf("%s\nEvaluate() mode = %s, want %s", tc.reason, d.Mode, tc.wantMode)
+			}
+			if diff := cmp.Diff(tc.wantWarnings, d.Warnings); diff != "" {
+				t.Errorf("%s\nEvaluate() warnings: -want +got:\n%s", tc.reason, diff)
 			}
 			if diff := cmp.Diff(tc.wantAllowances, d.Allowances); diff != "" {
 				t.Errorf("%s\nEvaluate() allowances: -want +got:\n%s", tc.reason, diff)
@@ -572,6 +649,12 @@ func TestEvaluate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withoutStatus is obj as a client sends it when it leaves status out.
+func withoutStatus(obj map[string]any) map[string]any {
+	delete(obj, "status")
+	return obj
 }
 
 func TestViolationError(t *testing.T) {

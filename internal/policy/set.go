@@ -202,30 +202,6 @@ func (s Set) PhaseBound(ph Phase) Bound {
 	return b
 }
 
-// Mode is Enforce unless obj's kausality.io/mode annotation says Log, or it
-// has none and every policy says Log. An unreadable annotation is an error
-// and Enforce.
-func (s Set) Mode(obj map[string]any) (v1alpha1.Mode, error) {
-	v, ok := (&unstructured.Unstructured{Object: obj}).GetAnnotations()[v1alpha1.AnnotationMode]
-	if ok {
-		switch m := v1alpha1.Mode(v); m {
-		case v1alpha1.ModeEnforce, v1alpha1.ModeLog:
-			return m, nil
-		default:
-			return v1alpha1.ModeEnforce, errors.Errorf("annotation %s is %q, want %s or %s", v1alpha1.AnnotationMode, v, v1alpha1.ModeEnforce, v1alpha1.ModeLog)
-		}
-	}
-	if len(s.policies) == 0 {
-		return v1alpha1.ModeEnforce, nil
-	}
-	for _, p := range s.policies {
-		if p.policy.Spec.Mode != v1alpha1.ModeLog {
-			return v1alpha1.ModeEnforce, nil
-		}
-	}
-	return v1alpha1.ModeLog, nil
-}
-
 // Drift is Allow only when every policy allows drift correction.
 func (s Set) Drift() v1alpha1.DriftPolicy {
 	if len(s.policies) == 0 {

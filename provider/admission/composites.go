@@ -36,7 +36,8 @@ const (
 // change earns. Writes by Crossplane to a composite that has a Claim are
 // checked against the Claim's allowances and continue its trace.
 type Composites struct {
-	// Policies lists the AllowancePolicies (a cached client).
+	// Policies lists the AllowancePolicies and reads Namespaces (a cached
+	// client).
 	Policies client.Reader
 	// Reader reads parents uncached, so a Claim's allowances are current.
 	Reader  client.Reader
@@ -62,6 +63,13 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 	r := policy.Request{Object: obj.Object, User: identity(req.UserInfo), Now: h.Now()}
 	if old != nil {
 		r.OldObject = old.Object
+	}
+	ns, err := parents.Namespace(ctx, h.Policies, obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if ns != nil {
+		r.Namespace = ns.Object
 	}
 	// The chain a Crossplane write continues: the Claim's.
 	var parentTrace allowance.Trace
@@ -220,7 +228,7 @@ func evaluate(set policy.Set, r policy.Request, obj *unstructured.Unstructured, 
 	}
 	audit := map[string]string{auditMode: string(d.Mode)}
 	if len(d.Violations) == 0 {
-		return d, audit, nil, nil
+		return d, audit, d.Warnings, nil
 	}
 	msgs := make([]string, 0, len(d.Violations))
 	for _, v := range d.Violations {
@@ -232,10 +240,10 @@ func evaluate(set policy.Set, r policy.Request, obj *unstructured.Unstructured, 
 	}
 	audit[auditViolations] = msg
 	if d.Mode == v1alpha1.ModeEnforce {
-		resp := withAudit(admission.Denied(msg), audit)
+		resp := withAudit(admission.Denied(msg), audit).WithWarnings(d.Warnings...)
 		return d, audit, nil, &resp
 	}
-	return d, audit, []string{"Log mode, would be denied: " + msg}, nil
+	return d, audit, append(d.Warnings, "Log mode, would be denied: "+msg), nil
 }
 
 func withAudit(r admission.Response, audit map[string]string) admission.Response {

@@ -93,6 +93,27 @@ func TestComposites(t *testing.T) {
 				Audit:  map[string]string{auditMode: "Log", auditViolations: bobDenied},
 				Object: resized.Object},
 		},
+		"NamespaceLogModeWarns": {
+			reason: "The Namespace's kausality.io/mode: Log overrides an Enforce policy: Bob's change is admitted with a warning.",
+			args:   args{objs: []client.Object{claims, namespace(v1alpha1.AnnotationMode, "Log")}, req: update(asBob, stored, resized)},
+			want: result{Allowed: true, Warnings: []string{"Log mode, would be denied: " + bobDenied},
+				Audit:  map[string]string{auditMode: "Log", auditViolations: bobDenied},
+				Object: resized.Object},
+		},
+		"ModeOnClaimIgnored": {
+			reason: "kausality.io/mode: Log on the Claim does not switch off enforcement of Bob's own change: denied, with a warning naming the annotation.",
+			args: args{objs: []client.Object{claims}, req: update(asBob, stored,
+				claim(t, trace(created), set("spec.size", "large"), annotate(v1alpha1.AnnotationMode, "Log")))},
+			want: result{Code: http.StatusForbidden, Message: bobDenied,
+				Warnings: []string{`annotation kausality.io/mode="Log" on DatabaseClaim team-a/orders is ignored: only a Namespace may set the mode (kubectl annotate namespace <name> kausality.io/mode=Log, as an administrator)`},
+				Audit:    map[string]string{auditMode: "Enforce", auditViolations: bobDenied}},
+		},
+		"StrippedStatusDenied": {
+			reason: "Bob sends his resize without status, which would make the Claim look initializing; the phase reads the stored status, so it is denied.",
+			args:   args{objs: []client.Object{claims}, req: update(asBob, stored, claim(t, trace(created), set("spec.size", "large"), unset("status")))},
+			want: result{Code: http.StatusForbidden, Message: bobDenied,
+				Audit: map[string]string{auditMode: "Enforce", auditViolations: bobDenied}},
+		},
 		"CreateStampsOriginTrace": {
 			reason: "Creating a Claim stamps a trace whose one hop names the authenticated creator at generation 1; creation earns no allowance.",
 			args: args{objs: []client.Object{claims}, req: create(asAlice,

@@ -558,3 +558,18 @@ func admitted(t testing.TB, req admission.Request, rsp admission.Response) resul
 	}
 	return r
 }
+
+// namespace is the Claim's Namespace team-a with the given annotations
+// (key, value pairs).
+func namespace(kv ...string) *unstructured.Unstructured {
+	ns := &unstructured.Unstructured{}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName("team-a")
+	ann := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		ann[kv[i]] = kv[i+1]
+	}
+	ns.SetAnnotations(ann)
+	return ns
+}

@@ -66,9 +66,9 @@ func (t Trusted) protect(user authenticationv1.UserInfo, old, obj *unstructured.
 	if len(changed) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s of %s: only Kausality and Crossplane may change %s; user %q may set %s, %s, %s and %s* annotations",
+	return fmt.Sprintf("%s of %s: only Kausality and Crossplane may change %s; user %q may set %s, %s and %s* annotations",
 		strings.Join(changed, " and "), describe(obj), strings.Join(changed, ", "), user.Username,
-		v1alpha1.AnnotationFreeze, v1alpha1.AnnotationMode, v1alpha1.AnnotationAllowDelete, v1alpha1.AnnotationTraceLabelPrefix)
+		v1alpha1.AnnotationFreeze, v1alpha1.AnnotationAllowDelete, v1alpha1.AnnotationTraceLabelPrefix)
 }
 
 // providerBookkeeping are the annotations crossplane-runtime's managed

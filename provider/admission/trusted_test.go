@@ -19,7 +19,7 @@ import (
 // refusal is the message protect gives user for changing what (e.g.
 // "annotation kausality.io/trace") of object.
 func refusal(user, object string, what ...string) string {
-	return fmt.Sprintf("%s of %s: only Kausality and Crossplane may change %s; user %q may set kausality.io/freeze, kausality.io/mode, kausality.io/allow-delete and kausality.io/trace-* annotations",
+	return fmt.Sprintf("%s of %s: only Kausality and Crossplane may change %s; user %q may set kausality.io/freeze, kausality.io/allow-delete and kausality.io/trace-* annotations",
 		strings.Join(what, " and "), object, strings.Join(what, ", "), user)
 }
 
@@ -42,7 +42,7 @@ func TestTrustedProtect(t *testing.T) {
 			reason: "A user may not rewrite the allowances annotation: it would forge permission for a change.",
 			args: args{trusted: trusted, user: asAlice, old: stored,
 				obj: claim(t, allowances(consumed(claimAllowance())), trace(claimHop()))},
-			want: `annotation kausality.io/allowances of DatabaseClaim team-a/orders: only Kausality and Crossplane may change annotation kausality.io/allowances; user "alice@example.com" may set kausality.io/freeze, kausality.io/mode, kausality.io/allow-delete and kausality.io/trace-* annotations`,
+			want: `annotation kausality.io/allowances of DatabaseClaim team-a/orders: only Kausality and Crossplane may change annotation kausality.io/allowances; user "alice@example.com" may set kausality.io/freeze, kausality.io/allow-delete and kausality.io/trace-* annotations`,
 		},
 		"UserRemovesTrace": {
 			reason: "Removing the trace erases another change's cause.",

@@ -1,5 +1,6 @@
 // Package parents finds the objects above a managed resource, the
-// controlling composite and its Claim, and whether any of them is frozen.
+// controlling composite, its Claim and their Namespace, and whether any of
+// them is frozen.
 // The gate controller and admission both ask, so they agree.
 package parents
 
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // Composite returns the managed resource's controlling composite, nil when
@@ -35,6 +37,17 @@ func Claim(ctx context.Context, r client.Reader, xr *unstructured.Unstructured) 
 	return get(ctx, r, ref["apiVersion"], ref["kind"], ref["namespace"], ref["name"])
 }
 
+// Namespace returns the Namespace whose kausality.io/mode and
+// kausality.io/freeze apply to obj (see policy.ModeNamespace), nil when
+// there is none or it is gone.
+func Namespace(ctx context.Context, r client.Reader, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	name := policy.ModeNamespace(obj.Object)
+	if name == "" {
+		return nil, nil
+	}
+	return get(ctx, r, "v1", "Namespace", "", name)
+}
+
 func get(ctx context.Context, r client.Reader, apiVersion, kind, namespace, name string) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(apiVersion)
@@ -43,13 +56,18 @@ func get(ctx context.Context, r client.Reader, apiVersion, kind, namespace, name
 		if client.IgnoreNotFound(err) == nil {
 			return nil, nil
 		}
-		return nil, errors.Wrapf(err, "cannot get %s %s", kind, client.ObjectKey{Namespace: namespace, Name: name})
+		where := name
+		if namespace != "" {
+			where = namespace + "/" + name
+		}
+		return nil, errors.Wrapf(err, "cannot get %s %s", kind, where)
 	}
 	return u, nil
 }
 
-// Frozen names who froze the managed resource, its composite or the
-// composite's Claim, and where; "" when nobody did. A parent that cannot be
+// Frozen names who froze the managed resource, its composite, the
+// composite's Claim or the Namespace of any of them, and where; "" when
+// nobody did. A parent that cannot be
 // read is an error: the caller decides whether that fails closed.
 func Frozen(ctx context.Context, r client.Reader, mr *unstructured.Unstructured) (string, error) {
 	// An unreadable freeze still freezes (FrozenBy names it so); what is
@@ -58,18 +76,33 @@ func Frozen(ctx context.Context, r client.Reader, mr *unstructured.Unstructured)
 		return by, nil
 	}
 	xr, err := Composite(ctx, r, mr)
-	if err != nil || xr == nil {
+	if err != nil {
 		return "", err
 	}
-	if by, _ := allowance.FrozenBy(xr.GetAnnotations()); by != "" {
-		return fmt.Sprintf("%s on %s %s", by, xr.GetKind(), xr.GetName()), nil
+	scope := mr
+	if xr != nil {
+		if by, _ := allowance.FrozenBy(xr.GetAnnotations()); by != "" {
+			return fmt.Sprintf("%s on %s %s", by, xr.GetKind(), xr.GetName()), nil
+		}
+		claim, err := Claim(ctx, r, xr)
+		if err != nil {
+			return "", err
+		}
+		if claim != nil {
+			if by, _ := allowance.FrozenBy(claim.GetAnnotations()); by != "" {
+				return fmt.Sprintf("%s on %s %s/%s", by, claim.GetKind(), claim.GetNamespace(), claim.GetName()), nil
+			}
+		}
+		if mr.GetNamespace() == "" {
+			scope = xr
+		}
 	}
-	claim, err := Claim(ctx, r, xr)
-	if err != nil || claim == nil {
+	ns, err := Namespace(ctx, r, scope)
+	if err != nil || ns == nil {
 		return "", err
 	}
-	if by, _ := allowance.FrozenBy(claim.GetAnnotations()); by != "" {
-		return fmt.Sprintf("%s on %s %s/%s", by, claim.GetKind(), claim.GetNamespace(), claim.GetName()), nil
+	if by, _ := allowance.FrozenBy(ns.GetAnnotations()); by != "" {
+		return fmt.Sprintf("%s on Namespace %s", by, ns.GetName()), nil
 	}
 	return "", nil
 }

@@ -86,6 +86,10 @@ func claim(opts ...option) *unstructured.Unstructured {
 	return object("example.com/v1alpha1", "DatabaseClaim", "team-a", "orders", opts...)
 }
 
+func teamA(opts ...option) *unstructured.Unstructured {
+	return object("v1", "Namespace", "", "team-a", opts...)
+}
+
 func reader(objs []client.Object, funcs interceptor.Funcs) client.Client {
 	return fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
 }
@@ -299,6 +303,26 @@ func TestFrozen(t *testing.T) {
 		"ClaimGone": {
 			reason: "A Claim that is gone freezes nothing.",
 			args:   args{objs: []client.Object{xdb()}, mr: bucket()},
+		},
+		"NamespaceOfClaim": {
+			reason: "A freeze on the Namespace of a cluster-scoped composite's Claim names its user and the Namespace.",
+			args:   args{objs: []client.Object{xdb(), claim(), teamA(frozenBy(carolFreeze))}, mr: bucket()},
+			want:   want{by: "carol@example.com on Namespace team-a"},
+		},
+		"NamespaceOfResource": {
+			reason: "A freeze on the namespaced resource's Namespace freezes it, composite or not.",
+			args:   args{objs: []client.Object{teamA(frozenBy(carolFreeze))}, mr: nop()},
+			want:   want{by: "carol@example.com on Namespace team-a"},
+		},
+		"ClaimWinsOverNamespace": {
+			reason: "The nearest freeze is reported.",
+			args:   args{objs: []client.Object{xdb(), claim(frozenBy(`{"user":"dave@example.com"}`)), teamA(frozenBy(carolFreeze))}, mr: bucket()},
+			want:   want{by: "dave@example.com on DatabaseClaim team-a/orders"},
+		},
+		"NamespaceCannotBeRead": {
+			reason: "A Namespace that cannot be read is an error; the caller fails closed.",
+			args:   args{objs: []client.Object{xdb(), claim()}, funcs: failGet("Namespace"), mr: bucket()},
+			want:   want{err: errors.Wrap(errBoom, "cannot get Namespace team-a")},
 		},
 		"CompositeCannotBeRead": {
 			reason: "A composite that cannot be read is an error; the caller fails closed.",

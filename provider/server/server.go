@@ -11,6 +11,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -121,6 +122,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 			ByObject: map[client.Object]cache.ByObject{
 				&v1alpha1.AllowancePolicy{}:  {Label: labels.Everything()},
 				&v1alpha1.UpgradeAllowance{}: {Label: labels.Everything()},
+				// Admission reads the mode of the Namespace of every
+				// Claim and XR it evaluates.
+				&corev1.Namespace{}: {Label: labels.Everything()},
 			},
 		},
 	})

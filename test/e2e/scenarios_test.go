@@ -3,9 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -104,6 +108,63 @@ func TestS2PermittedChange(t *testing.T) {
 		a := controlplane.Condition(c, "KausalityAllowed")
 		return a.Status == "True", controlplane.Conditions(c)
 	})
+}
+
+func TestS3ChangeWithoutJira(t *testing.T) {
+	t.Parallel()
+	key := created(t, composition(t, 1), "s3", "orders")
+	ctx := context.Background()
+	c := claim(key.Namespace, key.Name, "", nil)
+	withoutJira := func(extra map[string]string) func() {
+		return func() {
+			ann := c.GetAnnotations()
+			delete(ann, "jira")
+			maps.Copy(ann, extra)
+			c.SetAnnotations(ann)
+			_ = unstructured.SetNestedField(c.Object, "large", "spec", "size")
+		}
+	}
+	denied := []string{"spec.size", "AllowancePolicy claims", "is false"}
+
+	// Enforce: denied at admission.
+	controlplane.ErrorContains(t, controlplane.Update(alice(t), c, withoutJira(nil)), denied...)
+
+	// The mode is not the Claim's to choose: Log on the Claim (which
+	// Crossplane would copy to the XR) is ignored, and the change is still
+	// denied.
+	controlplane.ErrorContains(t, controlplane.Update(alice(t), c, withoutJira(map[string]string{v1alpha1.AnnotationMode: string(v1alpha1.ModeLog)})), denied...)
+
+	// Nor is it Alice's: Crossplane's edit role does not let her annotate
+	// her Namespace.
+	logMode := func(ns *corev1.Namespace) func() {
+		return func() { metav1.SetMetaDataAnnotation(&ns.ObjectMeta, v1alpha1.AnnotationMode, string(v1alpha1.ModeLog)) }
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}
+	if err := controlplane.Update(alice(t), ns, logMode(ns)); !kerrors.IsForbidden(err) {
+		t.Fatalf("alice sets %s on Namespace %s: got %v, want Forbidden", v1alpha1.AnnotationMode, key.Namespace, err)
+	}
+
+	// An administrator switches the Namespace to Log: the Claim and the XR
+	// take the change with a warning and the function lets it through to
+	// the Bucket, but no allowance opens its gate, so the cloud sees
+	// nothing.
+	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}
+	if err := controlplane.Update(as(t, "admin"), ns, logMode(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if err := controlplane.Update(alice(t), c, withoutJira(nil)); err != nil {
+		t.Fatalf("Log mode denied the change: %v", err)
+	}
+	controlplane.Eventually(t, settleTimeout, "the data bucket to take the size in Kubernetes", func() (bool, string) {
+		b := buckets(t, key)["data"]
+		size, _, _ := unstructured.NestedInt64(b.Object, "spec", "forProvider", "size")
+		return size == 2, cp.Describe(ctx, key)
+	})
+	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+	expectClosed(t, key)
+	if s, _ := cp.Cloud.Get(buckets(t, key)["data"].GetName()); s.Size != 1 {
+		t.Errorf("cloud size = %d, want 1", s.Size)
+	}
 }
 
 func allowancesOf(t *testing.T, o client.Object) []allowance.Allowance {

@@ -135,8 +135,26 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 		err := controlplane.Update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") })
 		controlplane.ErrorContains(t, err, "denied", "spec.size", "AllowancePolicy claims", "is false")
 	})
-	t.Run("LogModeWarns", func(t *testing.T) {
-		c := object("DatabaseClaim", "team-a", "logged", map[string]any{"size": "small"}, map[string]string{v1alpha1.AnnotationMode: "Log"})
+	t.Run("ModeOnClaimIgnored", func(t *testing.T) {
+		c := object("DatabaseClaim", "team-a", "self-logged", map[string]any{"size": "small"}, map[string]string{v1alpha1.AnnotationMode: "Log"})
+		if err := aliceC.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		reconciled(t, c)
+		bobW, w := warningsAs(t, bob)
+		err := controlplane.Update(bobW, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") })
+		controlplane.ErrorContains(t, err, "denied", "spec.size", `user "bob@example.com" is not a subject with mayInitiate`)
+		if !strings.Contains(strings.Join(w.got, "\n"), "annotation kausality.io/mode=\"Log\" on DatabaseClaim team-a/self-logged is ignored") {
+			t.Errorf("warnings %q do not say the Claim's mode is ignored", w.got)
+		}
+	})
+	t.Run("NamespaceLogModeWarns", func(t *testing.T) {
+		namespace(t, "team-logged")
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-logged"}}
+		if err := controlplane.Update(as(t, "admin"), ns, func() { metav1.SetMetaDataAnnotation(&ns.ObjectMeta, v1alpha1.AnnotationMode, "Log") }); err != nil {
+			t.Fatal(err)
+		}
+		c := object("DatabaseClaim", "team-logged", "logged", map[string]any{"size": "small"}, nil)
 		if err := aliceC.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
