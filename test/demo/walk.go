@@ -11,10 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,14 +19,21 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
-	"github.com/kausality-io/kausality-crossplane/test/played"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
-// walk plays S1, S2 and S4 on the embedded control plane.
+// composition is the name of the demo's Composition; editing it makes
+// revision 2, which upgrade.yaml names.
+const composition = "xdatabases-buckets"
+
+// stepTimeout bounds how long one step waits for Crossplane, Kausality and
+// the provider to settle.
+const stepTimeout = 3 * time.Minute
+
+// walk plays S1, S2 and S4 on real Crossplane.
 func walk(w io.Writer) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	root, err := render.Root()
 	if err != nil {
@@ -40,47 +44,44 @@ func walk(w io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir) //nolint:errcheck // best effort
-	fmt.Fprintln(w, "Starting kube-apiserver, etcd, provider-kausality, function-kausality, function-patch-and-transform and the recording provider ...")
-	cp, err := played.Start(ctx, root, dir)
+	fmt.Fprintln(w, "Starting kube-apiserver, etcd, kube-controller-manager, Crossplane core and its RBAC manager, and a package registry;")
+	fmt.Fprintln(w, "installing function-kausality, function-patch-and-transform, provider-kausality and the recording provider from it ...")
+	cp, err := controlplane.Start(ctx, root, dir)
 	if err != nil {
 		return err
 	}
 	defer cp.Stop()
 	data := filepath.Join(root, "test", "e2e", "testdata")
+	if err := cp.InstallDatabase(ctx, filepath.Join(data, "policies.yaml")); err != nil {
+		return err
+	}
 	admin, err := cp.As("admin")
 	if err != nil {
 		return err
 	}
-	if err := create(ctx, admin, filepath.Join(data, "policies.yaml")); err != nil {
-		return err
-	}
-	if err := controlplane.WaitForRules(ctx, admin, "databaseclaims", "xdatabases", "buckets"); err != nil {
-		return err
-	}
-	alice, err := cp.As(played.Alice, "platform-team")
+	alice, err := cp.As(controlplane.Alice, "platform-team")
 	if err != nil {
 		return err
 	}
-	x1, err := cp.Crossplane(filepath.Join(data, "composition-1.yaml"), "xdatabases-buckets-1")
-	if err != nil {
+	if err := cp.Namespace(ctx, "team-a"); err != nil {
+		return err
+	}
+	if err := cp.Composition(ctx, filepath.Join(data, "composition-1.yaml"), composition); err != nil {
 		return err
 	}
 	d := &demo{w: w, cp: cp, admin: admin, key: client.ObjectKey{Namespace: "team-a", Name: "orders"}}
-	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {
-		return err
-	}
 
-	claim := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": "small"}}}
-	claim.SetGroupVersionKind(played.ClaimGVK)
+	claim := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": "small", "compositionRef": map[string]any{"name": composition}}}}
+	claim.SetGroupVersionKind(controlplane.ClaimGVK)
 	claim.SetNamespace("team-a")
 	claim.SetName("orders")
 	claim.SetAnnotations(map[string]string{"jira": "INFRA-1"})
-	if err := d.step(ctx, "S1: alice (platform-team) creates DatabaseClaim team-a/orders, size small", x1, func() error {
+	if err := d.step(ctx, "S1: alice (platform-team) creates DatabaseClaim team-a/orders, size small", func() error {
 		return alice.Create(ctx, claim)
-	}); err != nil {
+	}, nil); err != nil {
 		return err
 	}
-	if err := d.step(ctx, "S2: alice changes size to large, jira INFRA-1 on the Claim", x1, func() error {
+	if err := d.step(ctx, "S2: alice changes size to large, jira INFRA-1 on the Claim", func() error {
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			if err := alice.Get(ctx, d.key, claim); err != nil {
 				return err
@@ -88,31 +89,54 @@ func walk(w io.Writer) error {
 			_ = unstructured.SetNestedField(claim.Object, "large", "spec", "size")
 			return alice.Update(ctx, claim)
 		})
-	}); err != nil {
+	}, d.updated("data", 1)); err != nil {
 		return err
 	}
-	x2, err := cp.Crossplane(filepath.Join(data, "composition-2.yaml"), "xdatabases-buckets-2")
-	if err != nil {
+	if err := d.step(ctx, "S4: Composition revision 2 changes the data bucket's tier and drops the logs bucket; no Claim field changed", func() error {
+		return cp.Composition(ctx, filepath.Join(data, "composition-2.yaml"), composition)
+	}, d.withheld("spec.forProvider.tags.tier")); err != nil {
 		return err
 	}
-	if err := d.step(ctx, "S4: Composition revision 2 changes the data bucket's tier and drops the logs bucket; no Claim field changed", x2, func() error { return nil }); err != nil {
-		return err
-	}
-	return d.step(ctx, "S4: an UpgradeAllowance for revision 2 lets the tier change through", x2, func() error {
+	return d.step(ctx, "S4: an UpgradeAllowance for revision 2 of "+composition+" lets the tier change through", func() error {
 		return create(ctx, admin, filepath.Join(data, "upgrade.yaml"))
-	})
+	}, d.updated("data", 2))
 }
 
 type demo struct {
 	w     io.Writer
-	cp    *played.ControlPlane
+	cp    *controlplane.ControlPlane
 	admin client.Client
 	key   client.ObjectKey
 }
 
-// step does one user action, lets Crossplane settle, and prints the
-// buckets, their traces, the XR's verdict and the gate timeline.
-func (d *demo) step(ctx context.Context, title string, x *played.Crossplane, act func() error) error {
+// withheld waits for the XR to say a change of field was withheld.
+func (d *demo) withheld(field string) func(context.Context) (bool, string, error) {
+	return func(ctx context.Context) (bool, string, error) {
+		xr, err := d.cp.XR(ctx, d.key)
+		if err != nil || xr == nil {
+			return false, "no XR", err
+		}
+		c := controlplane.Condition(xr, "KausalityAllowed")
+		return c.Status == "False" && strings.Contains(c.Message, field), "XR KausalityAllowed: " + c.Message, nil
+	}
+}
+
+// updated waits for the cloud to see n Updates of the bucket res.
+func (d *demo) updated(res string, n int) func(context.Context) (bool, string, error) {
+	return func(ctx context.Context) (bool, string, error) {
+		bs, err := d.cp.Buckets(ctx, d.key)
+		if err != nil || bs[res] == nil {
+			return false, "no " + res + " bucket", err
+		}
+		got := d.cp.Cloud.Count(recorder.VerbUpdate, bs[res].GetName())
+		return got >= n, fmt.Sprintf("%d of %d Updates of bucket %s", got, n, res), nil
+	}
+}
+
+// step does one user action, waits until done (if any) and the chain has
+// settled, and prints the buckets, their traces, the XR's verdict and the
+// gate timeline.
+func (d *demo) step(ctx context.Context, title string, act func() error, done func(context.Context) (bool, string, error)) error {
 	start := time.Now()
 	fmt.Fprintf(d.w, "\n== %s\n", title)
 	// Watch the gates while the step runs: admission opens a gate in the
@@ -122,42 +146,42 @@ func (d *demo) step(ctx context.Context, title string, x *played.Crossplane, act
 	go func() { seen <- d.watchGates(wctx) }()
 	err := act()
 	if err == nil {
-		_, err = x.Settle(ctx, d.key)
+		err = d.settle(ctx, done)
 	}
 	stop()
 	changes := <-seen
 	if err != nil {
 		return err
 	}
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(played.BucketGVK.GroupVersion().WithKind("BucketList"))
-	if err := d.admin.List(ctx, l, client.MatchingLabels{"crossplane.io/composite": played.XRName(d.key)}); err != nil {
+	xr, err := d.cp.XR(ctx, d.key)
+	if err != nil || xr == nil {
+		return fmt.Errorf("no XR for Claim %s: %w", d.key, err)
+	}
+	bs, err := d.cp.Buckets(ctx, d.key)
+	if err != nil {
 		return err
 	}
+	res := make([]string, 0, len(bs))
+	for r := range bs {
+		res = append(res, r)
+	}
+	sort.Strings(res)
+	fmt.Fprintf(d.w, "   Claim %s -> XR %s (Crossplane generated its name and its buckets')\n", d.key, xr.GetName())
 	names := map[string]string{}
 	tw := tabwriter.NewWriter(d.w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BUCKET\tGATE NOW\tCLOUD SAW (Create/Update/Delete)\tSIZE/TIER IN CLOUD\tTRACE")
-	for _, b := range l.Items {
-		res := b.GetAnnotations()["crossplane.io/composition-resource-name"]
-		names[b.GetName()] = res
-		g, _ := fieldpath.Pave(b.Object).GetStringArray("spec.managementPolicies")
+	fmt.Fprintln(tw, "BUCKET\tNAME\tGATE NOW\tCLOUD SAW (Create/Update/Delete)\tSIZE/TIER IN CLOUD\tTRACE")
+	for _, r := range res {
+		b := bs[r]
+		names[b.GetName()] = r
+		g := controlplane.Gate(b)
 		s, _ := d.cp.Cloud.Get(b.GetName())
-		fmt.Fprintf(tw, "%s\t[%s]\t%d/%d/%d\t%d/%s\t%s\n", res, strings.Join(g, ", "),
+		fmt.Fprintf(tw, "%s\t%s\t[%s]\t%d/%d/%d\t%d/%s\t%s\n", r, b.GetName(), strings.Join(g, ", "),
 			d.cp.Cloud.Count(recorder.VerbCreate, b.GetName()), d.cp.Cloud.Count(recorder.VerbUpdate, b.GetName()), d.cp.Cloud.Count(recorder.VerbDelete, b.GetName()),
 			s.Size, s.Tags["tier"], trace(b.GetAnnotations()[v1alpha1.AnnotationTrace]))
 	}
 	_ = tw.Flush()
-
-	xr := &unstructured.Unstructured{}
-	xr.SetGroupVersionKind(played.XRGVK)
-	if err := d.admin.Get(ctx, client.ObjectKey{Name: played.XRName(d.key)}, xr); err == nil {
-		conds, _, _ := unstructured.NestedSlice(xr.Object, "status", "conditions")
-		for _, c := range conds {
-			m, _ := c.(map[string]any)
-			if m["type"] == "KausalityAllowed" && m["status"] == "False" {
-				fmt.Fprintf(d.w, "   XR says: %v\n", m["message"])
-			}
-		}
+	if c := controlplane.Condition(xr, "KausalityAllowed"); c.Status == "False" {
+		fmt.Fprintf(d.w, "   XR says: %s\n", c.Message)
 	}
 
 	evs := &eventsv1.EventList{}
@@ -170,7 +194,7 @@ func (d *demo) step(ctx context.Context, title string, x *played.Crossplane, act
 		}
 	}
 	sort.SliceStable(changes, func(i, j int) bool { return changes[i].at.Before(changes[j].at) })
-	fmt.Fprintln(d.w, "   gate timeline:")
+	fmt.Fprintf(d.w, "   gate timeline (step took %s):\n", time.Since(start).Round(time.Second))
 	tw = tabwriter.NewWriter(d.w, 0, 4, 2, ' ', 0)
 	for _, c := range changes {
 		fmt.Fprintf(tw, "   %s\t%s\t%s\n", c.at.Format("15:04:05.000"), names[c.bucket], c.what)
@@ -179,6 +203,35 @@ func (d *demo) step(ctx context.Context, title string, x *played.Crossplane, act
 		fmt.Fprintln(tw, "   (no gate moved)")
 	}
 	return tw.Flush()
+}
+
+// settle waits until done (when given) holds and the chain has settled
+// (controlplane.Settled).
+func (d *demo) settle(ctx context.Context, done func(context.Context) (bool, string, error)) error {
+	deadline := time.Now().Add(stepTimeout)
+	for {
+		ok, why, err := true, "", error(nil)
+		if done != nil {
+			ok, why, err = done(ctx)
+		}
+		if err == nil && ok {
+			ok, why, err = d.cp.Settled(ctx, d.key)
+		}
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the chain of %s did not settle in %s: %s — %s", d.key, stepTimeout, why, d.cp.Describe(ctx, d.key))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 type gateChange struct {
@@ -194,12 +247,9 @@ func (d *demo) watchGates(ctx context.Context) []gateChange {
 	first := true
 	var out []gateChange
 	for {
-		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(played.BucketGVK.GroupVersion().WithKind("BucketList"))
-		if err := d.admin.List(context.Background(), l, client.MatchingLabels{"crossplane.io/composite": played.XRName(d.key)}); err == nil {
-			for _, b := range l.Items {
-				g, _ := fieldpath.Pave(b.Object).GetStringArray("spec.managementPolicies")
-				now := "[" + strings.Join(g, ", ") + "]"
+		if bs, err := d.cp.Buckets(context.Background(), d.key); err == nil {
+			for _, b := range bs {
+				now := "[" + strings.Join(controlplane.Gate(b), ", ") + "]"
 				if prev, ok := last[b.GetName()]; (ok || !first) && prev != now {
 					out = append(out, gateChange{at: time.Now(), bucket: b.GetName(), what: "gate " + now})
 				}

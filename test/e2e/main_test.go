@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,7 +60,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer cp.Stop()
-	if err := setup(ctx, root); err != nil {
+	if err := setup(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		fmt.Fprintln(os.Stderr, "provider log:\n"+cp.Tail(controlplane.ProviderKausality, 40))
 		fmt.Fprintln(os.Stderr, "crossplane log:\n"+cp.Tail("crossplane", 40))
@@ -78,34 +77,8 @@ func run(m *testing.M) int {
 
 // setup installs the scenario's XRD (the database example's) and
 // AllowancePolicies, and waits until the provider's webhooks cover them.
-func setup(ctx context.Context, root string) error {
-	if err := cp.ApplyFile(ctx, filepath.Join(root, "examples", "database", "xrd.yaml")); err != nil {
-		return err
-	}
-	admin, err := cp.As("admin")
-	if err != nil {
-		return err
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for _, crd := range []string{"databaseclaims.example.com", "xdatabases.example.com"} {
-		for {
-			c := &apiextensionsv1.CustomResourceDefinition{}
-			err := admin.Get(ctx, client.ObjectKey{Name: crd}, c)
-			if err == nil && slices.ContainsFunc(c.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
-				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
-			}) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("crossplane did not establish %s: %w", crd, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	if err := cp.ApplyFile(ctx, filepath.Join("testdata", "policies.yaml")); err != nil {
-		return err
-	}
-	return controlplane.WaitForRules(ctx, admin, "databaseclaims", "xdatabases", "buckets")
+func setup(ctx context.Context) error {
+	return cp.InstallDatabase(ctx, filepath.Join("testdata", "policies.yaml"))
 }
 
 func as(t *testing.T, user string, groups ...string) client.Client {
