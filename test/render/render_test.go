@@ -298,15 +298,15 @@ func TestBehaviour(t *testing.T) {
 			rds := r.mr(t, "rds")
 			expect(t, "allocatedStorage", str(t, rds, "spec.forProvider.allocatedStorage"), "20")
 			expectSlice(t, "gate", gate(t, rds), closed)
-			expect(t, "composition-revision", rds.GetAnnotations()[v1alpha1.AnnotationCompositionRevision], "xdatabases-aws-1")
-			expectWarnings(t, r, []string{"withheld Mutate spec.forProvider.allocatedStorage", "xdatabases-aws-1 to xdatabases-aws-2", "UpgradeAllowance"})
+			expect(t, "composition-revision", rds.GetAnnotations()[v1alpha1.AnnotationCompositionRevision], "xdatabases-aws-3f9c2a1")
+			expectWarnings(t, r, []string{"withheld Mutate spec.forProvider.allocatedStorage", "xdatabases-aws-3f9c2a1 to xdatabases-aws-8d41e07", "UpgradeAllowance"})
 		},
 		"database/7-composition-upgrade": func(t *testing.T, r rendering) {
 			rds := r.mr(t, "rds")
 			expect(t, "allocatedStorage", str(t, rds, "spec.forProvider.allocatedStorage"), "100")
 			expectSlice(t, "gate", gate(t, rds), openUpdate)
 			expectSlice(t, "trace", traceKinds(t, rds), []string{"UpgradeAllowance", "XDatabase", "RDSInstance"})
-			expect(t, "composition-revision", rds.GetAnnotations()[v1alpha1.AnnotationCompositionRevision], "xdatabases-aws-2")
+			expect(t, "composition-revision", rds.GetAnnotations()[v1alpha1.AnnotationCompositionRevision], "xdatabases-aws-8d41e07")
 			noWarnings(t, r)
 		},
 		"database/8-drift": func(t *testing.T, r rendering) {
