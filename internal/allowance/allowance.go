@@ -96,6 +96,28 @@ func KeepConsumed(as, stored []Allowance) (out []Allowance, changed bool) {
 	return out, changed
 }
 
+// KeepUnconsumed is as with every allowance stored holds unconsumed on
+// storedObj (the object as stored) put back where as has none of the same
+// origin, and whether it put any back. A write never loses an unconsumed
+// allowance (DESIGN §4a): Crossplane composing from a copy older than the
+// provider's last write (the Delete allowance a deletion stamps, say), or a
+// buggy pipeline step, would otherwise drop one and close its gate. Only
+// consumption removes an allowance. Same origin, not sameness, decides, as
+// a freeze moves a held allowance's generation.
+func KeepUnconsumed(as, stored []Allowance, storedObj map[string]any) (out []Allowance, changed bool) {
+	out = as
+	for _, s := range Unconsumed(stored, storedObj) {
+		if !slices.ContainsFunc(out, func(a Allowance) bool { return a.SameGrant(s) && a.SameOrigin(s) }) {
+			if !changed {
+				out = slices.Clone(as)
+			}
+			out = append(out, s)
+			changed = true
+		}
+	}
+	return out, changed
+}
+
 // HasVerb reports whether the allowance grants verb, directly or through "*".
 func (a Allowance) HasVerb(verb string) bool {
 	return v1alpha1.GrantsVerb(a.Verbs, verb)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -181,6 +182,62 @@ func TestUnconsumed(t *testing.T) {
 			}
 			if len(in) != 3 || in[0].Generation != 3 {
 				t.Errorf("Unconsumed changed its input: %v", in)
+			}
+		})
+	}
+}
+
+func TestKeepUnconsumed(t *testing.T) {
+	chain := Trace{claimHop, xrHop, mrHop}
+	update := Allowance{Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "K"}}, Verbs: []string{v1alpha1.VerbUpdate}, Generation: 3, Trace: chain}
+	del := Allowance{Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "K"}}, Verbs: []string{v1alpha1.VerbDelete}, Generation: 4,
+		Trace: Trace{{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "db", Generation: 4, User: "alice"}, mrHop}}
+	held := update
+	held.Generation = 7 // a freeze moved it past the stored generation
+	consumed := update
+	consumed.Consumed = true
+	observed := func(g int64) map[string]any {
+		return map[string]any{"status": map[string]any{"observedGeneration": g}}
+	}
+	cases := map[string]struct {
+		reason      string
+		as, stored  []Allowance
+		storedObj   map[string]any
+		want        []Allowance
+		wantChanged bool
+	}{
+		"StaleWriteDropsDelete": {
+			reason: "Crossplane composing from a copy older than the deletion's write drops the Delete allowance: it is put back.",
+			as:     []Allowance{update}, stored: []Allowance{update, del}, storedObj: observed(2),
+			want: []Allowance{update, del}, wantChanged: true,
+		},
+		"ConsumedMayGo": {
+			reason: "An allowance the stored object has observed is consumed: pruning it is no loss.",
+			as:     nil, stored: []Allowance{update}, storedObj: observed(3),
+		},
+		"MarkedConsumedMayGo": {
+			reason: "An allowance marked consumed may be pruned.",
+			as:     nil, stored: []Allowance{consumed}, storedObj: observed(2),
+		},
+		"MovedByAFreeze": {
+			reason: "The writer's copy of an allowance a freeze moved to a later generation is the same allowance: nothing is added twice.",
+			as:     []Allowance{update}, stored: []Allowance{held}, storedObj: observed(2),
+			want: []Allowance{update},
+		},
+		"NothingDropped": {
+			reason: "A write that keeps every allowance is left as it is.",
+			as:     []Allowance{update, del}, stored: []Allowance{del}, storedObj: observed(2),
+			want: []Allowance{update, del},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, changed := KeepUnconsumed(tc.as, tc.stored, tc.storedObj)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nKeepUnconsumed: -want, +got:\n%s", tc.reason, diff)
+			}
+			if changed != tc.wantChanged {
+				t.Errorf("%s\nKeepUnconsumed changed = %v, want %v", tc.reason, changed, tc.wantChanged)
 			}
 		})
 	}

@@ -94,7 +94,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	// is not written through this request); the closed gate is the one the
 	// writer keeps the resource on.
 	var stored map[string]any
-	var reconsumed bool
+	var reconsumed bool // the write's allowances were corrected against the stored ones
 	if old != nil {
 		stored = old.Object
 		// A stale writer re-sending an allowance the provider marked
@@ -102,6 +102,9 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		// nothing was observed (a failed reconcile, a freeze).
 		was, _ := allowance.Parse(old.GetAnnotations()[v1alpha1.AnnotationAllowances])
 		as, reconsumed = allowance.KeepConsumed(as, was)
+		var kept bool
+		as, kept = allowance.KeepUnconsumed(as, was, old.Object)
+		reconsumed = reconsumed || kept
 	}
 	frozen, err := parents.Frozen(ctx, h.Reader, obj)
 	if err != nil {

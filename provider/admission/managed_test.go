@@ -67,6 +67,9 @@ func TestManaged(t *testing.T) {
 	initHop := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 1, User: crossplane, Timestamp: ts(-time.Minute)}
 	createHop := allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "orders-data", Generation: 1, Timestamp: ts(-time.Minute)}
 	creation := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 1, allowance.Trace{initHop, createHop})
+	deleting := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbDelete, 7,
+		allowance.Trace{allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "orders", Generation: 2, User: alice, Timestamp: ts(0)},
+			allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "orders-data", Generation: 7, Timestamp: ts(0)}})
 	newBucket := func(mods ...mod) *unstructured.Unstructured {
 		return bucket(t, append([]mod{unset("metadata.generation"), unset("status"), allowances(creation), trace(initHop, createHop), policies(closed...)}, mods...)...)
 	}
@@ -144,6 +147,13 @@ func TestManaged(t *testing.T) {
 				req: update(asCrossplane, applied(allowances(consumed(bucketAllowance())), policies(closed...)),
 					applied(allowances(bucketAllowance()), policies(openedU...)))},
 			want: result{Allowed: true, Object: applied(allowances(consumed(bucketAllowance())), policies(closed...)).Object},
+		},
+		"StaleWriteKeepsDeleteGate": {
+			reason: "The deletion stamped a Delete allowance and opened the gate; Crossplane's write composed from an older copy drops it: the allowance and the open gate are kept.",
+			args: args{objs: []client.Object{parentXR(synced("True", 4)), parentClaim()},
+				req: update(asCrossplane, applied(allowances(deleting), policies(gate.Observe, gate.Delete)),
+					applied(policies(closed...)))},
+			want: result{Allowed: true, Object: applied(allowances(deleting), policies(gate.Observe, gate.Delete)).Object},
 		},
 		"ForgedStatusConsumesNothing": {
 			reason: "Consumption is read off the stored object: a write whose status claims the generation was observed does not close the gate.",

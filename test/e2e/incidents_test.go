@@ -162,8 +162,11 @@ func TestS6DeletingAProtectedClaim(t *testing.T) {
 	}
 }
 
+// TestS6DeletingPolicyAllowsTheCloudDelete adds a deleting policy for every
+// XDatabase, so it runs alone: Go starts the parallel scenarios only after
+// it, and its policy is gone by then (TestS6DeletingAProtectedClaim must
+// see no Delete).
 func TestS6DeletingPolicyAllowsTheCloudDelete(t *testing.T) {
-	t.Parallel()
 	policyForTest(t, `
 metadata: {name: xdatabases-deleting}
 spec:
@@ -202,6 +205,9 @@ spec:
 }
 
 // policyForTest creates an AllowancePolicy for the rest of the test.
+// policyForTest creates an AllowancePolicy until the test ends. Policies
+// are cluster-wide: one that changes what other scenarios' kinds may do
+// belongs in a test that does not run in parallel.
 func policyForTest(t *testing.T, y string) {
 	t.Helper()
 	p := &v1alpha1.AllowancePolicy{}
