@@ -137,7 +137,9 @@ func TestS3ChangeWithoutJira(t *testing.T) {
 	// Nor is it Alice's: Crossplane's edit role does not let her annotate
 	// her Namespace.
 	logMode := func(ns *corev1.Namespace) func() {
-		return func() { metav1.SetMetaDataAnnotation(&ns.ObjectMeta, v1alpha1.AnnotationMode, string(v1alpha1.ModeLog)) }
+		return func() {
+			metav1.SetMetaDataAnnotation(&ns.ObjectMeta, v1alpha1.AnnotationMode, string(v1alpha1.ModeLog))
+		}
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}
 	if err := controlplane.Update(alice(t), ns, logMode(ns)); !kerrors.IsForbidden(err) {
