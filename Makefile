@@ -127,7 +127,7 @@ demo: tools
 examples: tools
 	$(GO) run ./test/demo --examples
 
-## e2e: the accident scenarios S1-S8, on real Crossplane core and (not yet moved) the played loop (also part of make test).
+## e2e: the accident scenarios S1-S8 on real Crossplane core (also part of make test).
 e2e: tools xpkg
 	$(GO) test -count=1 ./test/e2e/
 
