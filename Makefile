@@ -119,8 +119,8 @@ render: tools
 golden: tools
 	$(GO) test -count=1 ./test/render/ -update
 
-## demo: the main job: on an embedded control plane, walk S1, S2 and S4 and print traces and gate timelines.
-demo: tools
+## demo: the main job: on real Crossplane on an embedded control plane, walk S1, S2 and S4 and print traces and gate timelines.
+demo: tools xpkg
 	$(GO) run ./test/demo
 
 ## examples: render every example and print gate, allowances and trace per composed resource.
