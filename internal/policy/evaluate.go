@@ -42,6 +42,26 @@ type Request struct {
 	// there is none; its kausality.io/mode annotation may override the
 	// policies' mode.
 	Namespace map[string]any
+	// WatchSelection makes changes of CompositionSelection fields
+	// violations unless a rule permits them: the writer is a user, not
+	// Crossplane (which moves an XR to a new revision itself).
+	WatchSelection bool
+}
+
+// CompositionSelection are the fields of Claims and XRs, legacy and modern,
+// that choose what composes them. Pointing an object at a Composition or
+// revision without the kausality step would un-gate everything below it
+// (DESIGN §4a), so a user's change of one is a watched change like any
+// other, whether or not a rule's trigger names it.
+var CompositionSelection = []string{
+	"spec.compositionRef", "spec.compositionRevisionRef", "spec.compositionSelector",
+	"spec.compositionRevisionSelector", "spec.compositionUpdatePolicy",
+	"spec.crossplane.compositionRef", "spec.crossplane.compositionRevisionRef", "spec.crossplane.compositionSelector",
+	"spec.crossplane.compositionRevisionSelector", "spec.crossplane.compositionUpdatePolicy",
+}
+
+func selection(path string) bool {
+	return slices.ContainsFunc(CompositionSelection, func(f string) bool { return mutation.Under(path, f) })
 }
 
 // Violation is a change to a watched field that no rule permits.
@@ -167,6 +187,11 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 		}
 		if v, ok := denied[m.Path]; ok {
 			d.Violations = append(d.Violations, v)
+			continue
+		}
+		if req.WatchSelection && len(s.policies) > 0 && selection(m.Path) {
+			d.Violations = append(d.Violations, Violation{Field: m.Path, Policy: s.policies[0].Name(),
+				Reason: "it chooses what composes the object, and no rule's trigger permits changing it"})
 		}
 	}
 	d.Hop.Field = first

@@ -268,6 +268,35 @@ func TestRestricts(t *testing.T) {
 	}
 }
 
+func TestRestricting(t *testing.T) {
+	db := *decode[v1alpha1.AllowancePolicy](t, dbPolicy)
+	broken := *decode[v1alpha1.AllowancePolicy](t, `metadata: {name: broken}
+spec:
+  for: {apiGroup: example.com, kind: XCache}
+  rules: [{trigger: spec.size, conditions: ["object.("]}]`)
+	bucket := ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
+	cases := map[string]struct {
+		reason  string
+		ps      []v1alpha1.AllowancePolicy
+		child   Child
+		want    bool
+		wantErr bool
+	}{
+		"NamedByAnotherKindsPolicy": {reason: "The XDatabase policy restricts RDSInstance, whoever creates one.", ps: []v1alpha1.AllowancePolicy{db}, child: rdsChild, want: true},
+		"NamedByNone":               {reason: "A kind no policy names is unrestricted.", ps: []v1alpha1.AllowancePolicy{db}, child: bucket},
+		"NoPolicies":                {reason: "Without policies nothing is restricted.", child: rdsChild},
+		"BrokenPolicyFailsClosed":   {reason: "A policy that does not compile might name any kind: everything counts as restricted.", ps: []v1alpha1.AllowancePolicy{db, broken}, child: bucket, want: true, wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, errs := NewCache().Restricting(tc.ps, tc.child)
+			if got != tc.want || (len(errs) > 0) != tc.wantErr {
+				t.Errorf("%s\nRestricting() = %v, %v; want %v, errors %v", tc.reason, got, errs, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
 func TestPhase(t *testing.T) {
 	custom := `metadata: {name: custom}
 spec:
@@ -514,6 +543,7 @@ func TestEvaluate(t *testing.T) {
 		wantHop        allowance.Hop
 		wantViolations []Violation
 		ns             string // the Namespace's kausality.io/mode, if any
+		watch          bool   // WatchSelection
 		wantMode       v1alpha1.Mode
 		wantWarnings   []string
 	}{
@@ -592,6 +622,17 @@ func TestEvaluate(t *testing.T) {
 			old:    xr(t, "small", "{}"), new: xr(t, "small", "{a: b}"), user: bob,
 			wantHop: allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 4, User: "bob@example.com", Timestamp: "2026-11-22T12:00:00Z"},
 		},
+		"CompositionSwitchWatched": {
+			reason: "A user pointing the XR at another Composition would un-gate it: a violation even for Alice, as no rule's trigger names the field.",
+			old:    xr(t, "small", "{}"), new: xrWith(t, "engine: postgres", "engine: postgres, compositionRef: {name: ungated}"), user: alice, watch: true,
+			wantHop:        allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: "alice@example.com", Timestamp: "2026-11-22T12:00:00Z"},
+			wantViolations: []Violation{{Field: "spec.compositionRef", Policy: "xdatabase-policy", Reason: "it chooses what composes the object, and no rule's trigger permits changing it"}},
+		},
+		"CompositionSwitchByCrossplane": {
+			reason: "Crossplane moving an XR to a new revision is not watched: unwatched fields earn nothing and are no violation.",
+			old:    xrWith(t, "engine: postgres", "engine: postgres, compositionRevisionRef: {name: a-1}"), new: xrWith(t, "engine: postgres", "engine: postgres, compositionRevisionRef: {name: a-2}"), user: crossplane,
+			wantHop: allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: crossplane.Username, Timestamp: "2026-11-22T12:00:00Z"},
+		},
 		"ForgedStatus": {
 			reason: "A client that sends no status does not make the XR look initializing: the phase reads the stored status, so Bob's resize is a violation.",
 			old:    xr(t, "small", jira), new: withoutStatus(xr(t, "large", jira)), user: bob,
@@ -621,7 +662,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			req := Request{Object: tc.new, OldObject: tc.old, User: tc.user, Now: evalNow, Parent: tc.parent}
+			req := Request{Object: tc.new, OldObject: tc.old, User: tc.user, Now: evalNow, Parent: tc.parent, WatchSelection: tc.watch}
 			if tc.ns != "" {
 				req.Namespace = map[string]any{"kind": "Namespace", "metadata": map[string]any{"name": "prod", "annotations": map[string]any{v1alpha1.AnnotationMode: tc.ns}}}
 			}

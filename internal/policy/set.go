@@ -101,6 +101,26 @@ func (c *Cache) For(apiVersion, kind string, ps []v1alpha1.AllowancePolicy) (Set
 	return s, errs
 }
 
+// Restricting reports whether some AllowancePolicy, whichever kind it is
+// for, restricts child: names it as a composed resource or owns the gate of
+// its external resource. A policy that does not compile counts as
+// restricting (its errors are returned), as the function fails closed on
+// it. Admission asks when a managed resource is created outside a
+// gate-aware pipeline.
+func (c *Cache) Restricting(ps []v1alpha1.AllowancePolicy, child Child) (bool, []error) {
+	var s Set
+	var errs []error
+	for i := range ps {
+		cp, err := c.Compile(&ps[i])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.policies = append(s.policies, cp)
+	}
+	return len(errs) > 0 || s.Restricts(child) || s.RestrictsExternal(child), errs
+}
+
 // Set is the compiled policies that apply to one kind, highest priority
 // first. The zero Set restricts nothing.
 type Set struct {

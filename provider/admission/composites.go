@@ -60,7 +60,7 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 		return admission.Allowed("").WithWarnings(warnings...)
 	}
 
-	r := policy.Request{Object: obj.Object, User: identity(req.UserInfo), Now: h.Now()}
+	r := policy.Request{Object: obj.Object, User: identity(req.UserInfo), Now: h.Now(), WatchSelection: !h.Trusted.Has(req.UserInfo.Username)}
 	if old != nil {
 		r.OldObject = old.Object
 	}

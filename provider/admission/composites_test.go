@@ -51,6 +51,8 @@ func TestComposites(t *testing.T) {
 	noJira := `DatabaseClaim team-a/orders: change to spec.size is not permitted by AllowancePolicy claims: condition "has(object.metadata.annotations) && 'jira' in object.metadata.annotations" is false`
 	uncovered := `XDatabase orders-x1: change to spec.size is not permitted by AllowancePolicy xdatabases: user "system:serviceaccount:crossplane-system:crossplane" is not a subject with mayInitiate (no unconsumed allowance on DatabaseClaim team-a/orders covers spec.size)`
 
+	switched := "DatabaseClaim team-a/orders: change to spec.compositionRef is not permitted by AllowancePolicy claims: it chooses what composes the object, and no rule's trigger permits changing it"
+
 	cases := map[string]struct {
 		reason string
 		args   args
@@ -107,6 +109,12 @@ func TestComposites(t *testing.T) {
 			want: result{Code: http.StatusForbidden, Message: bobDenied,
 				Warnings: []string{`annotation kausality.io/mode="Log" on DatabaseClaim team-a/orders is ignored: only a Namespace may set the mode (kubectl annotate namespace <name> kausality.io/mode=Log, as an administrator)`},
 				Audit:    map[string]string{auditMode: "Enforce", auditViolations: bobDenied}},
+		},
+		"CompositionSwitchDenied": {
+			reason: "Pointing the Claim at another Composition (one without the kausality step would un-gate its resources) is a watched change no rule permits: denied, even for Alice.",
+			args:   args{objs: []client.Object{claims}, req: update(asAlice, stored, claim(t, trace(created), set("spec.compositionRef.name", "ungated")))},
+			want: result{Code: http.StatusForbidden, Message: switched,
+				Audit: map[string]string{auditMode: "Enforce", auditViolations: switched}},
 		},
 		"StrippedStatusDenied": {
 			reason: "Bob sends his resize without status, which would make the Claim look initializing; the phase reads the stored status, so it is denied.",

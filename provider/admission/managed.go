@@ -47,15 +47,24 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	if done != nil {
 		return *done
 	}
+	var warnings []string
 	if obj.GetLabels()[v1alpha1.LabelGated] != "true" {
-		// A patch, in case write restored protected annotations.
-		return patched(req, obj)
+		gated, warning, err := h.gates(ctx, req, old, obj)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		if !gated {
+			// A patch, in case write restored protected annotations.
+			return patched(req, obj)
+		}
+		if warning != "" {
+			warnings = append(warnings, warning)
+		}
 	}
 	as, err := allowance.Parse(obj.GetAnnotations()[v1alpha1.AnnotationAllowances])
 	if err != nil {
 		return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(obj)).Error())
 	}
-	var warnings []string
 	if !h.Trusted.Has(req.UserInfo.Username) && old != nil && specChanged(old, obj) {
 		// A hand edit starts its own chain: an origin trace naming the
 		// user, and whatever a policy for this kind lets them initiate.
@@ -127,6 +136,45 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		setAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
 	}
 	return patched(req, obj).WithWarnings(warnings...)
+}
+
+// gates decides whether a write of a resource without the gated label is
+// gated all the same, and labels it so (DESIGN §4a: a gated managed
+// resource stays gated; a restricted kind is evaluated on CREATE too):
+//   - one that was gated: Crossplane applying a pipeline without the
+//     kausality step (a switched composition) drops the label, and would
+//     leave the resource to the provider with whatever managementPolicies
+//     the new pipeline sets;
+//   - a new one of a kind some AllowancePolicy restricts, created outside a
+//     gate-aware pipeline: by hand, say with crossplane.io/external-name
+//     naming a production resource and managementPolicies ["*"]. It gets a
+//     closed gate and an origin trace naming its creator.
+//
+// warning is for the writer.
+func (h *Managed) gates(ctx context.Context, req admission.Request, old, obj *unstructured.Unstructured) (gated bool, warning string, err error) {
+	switch {
+	case old != nil && old.GetLabels()[v1alpha1.LabelGated] == "true":
+		setLabel(obj, v1alpha1.LabelGated, "true")
+		return true, "", nil
+	case old != nil:
+		return false, "", nil
+	}
+	l := &v1alpha1.AllowancePolicyList{}
+	if err := h.Policies.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
+		return false, "", errors.Wrap(err, "cannot list AllowancePolicies")
+	}
+	restricted, errs := h.Cache.Restricting(l.Items, policy.ChildOf(obj.GetAPIVersion(), obj.GetKind()))
+	if !restricted {
+		return false, "", nil
+	}
+	setLabel(obj, v1alpha1.LabelGated, "true")
+	u := identity(req.UserInfo)
+	setAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{allowance.HopOf(obj, 1).By(u.Username, h.Now())}))
+	why := "AllowancePolicies restrict its kind"
+	if len(errs) > 0 {
+		why = fmt.Sprintf("an AllowancePolicy that does not compile might restrict its kind (%v)", errs[0])
+	}
+	return true, fmt.Sprintf("%s is gated: %s, so it reaches the cloud only as far as allowances open its gate; compose it with function-kausality", describe(obj), why), nil
 }
 
 // specChanged reports whether a write changes the spec beyond the gate,

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,6 +71,13 @@ func TestManaged(t *testing.T) {
 	deleting := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbDelete, 7,
 		allowance.Trace{allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "orders", Generation: 2, User: alice, Timestamp: ts(0)},
 			allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "orders-data", Generation: 7, Timestamp: ts(0)}})
+	// Bob's Bucket adopting the cloud bucket orders-data, created by hand.
+	adopter := func(mods ...mod) *unstructured.Unstructured {
+		return bucket(t, append([]mod{name("bobs"), unlabel(v1alpha1.LabelGated), unset("metadata.ownerReferences"), unset("metadata.generation"), unset("status"),
+			unannotate(v1alpha1.AnnotationCompositionRevision), annotate("crossplane.io/external-name", "orders-data")}, mods...)...)
+	}
+	adopterHop := allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "bobs", Generation: 1, User: bob, Timestamp: ts(0)}
+	gatedWarning := "Bucket bobs is gated: AllowancePolicies restrict its kind, so it reaches the cloud only as far as allowances open its gate; compose it with function-kausality"
 	newBucket := func(mods ...mod) *unstructured.Unstructured {
 		return bucket(t, append([]mod{unset("metadata.generation"), unset("status"), allowances(creation), trace(initHop, createHop), policies(closed...)}, mods...)...)
 	}
@@ -78,6 +86,8 @@ func TestManaged(t *testing.T) {
 		reason string
 		args   args
 		want   result
+		// warningsContain, when set, is checked instead of want's warnings.
+		warningsContain string
 	}{
 		"ChainedAllowanceOpensGate": {
 			reason: "Crossplane stamps an allowance that chains to an unconsumed XR allowance: its gate opens in the same write.",
@@ -205,6 +215,31 @@ func TestManaged(t *testing.T) {
 				auditViolations: `Bucket orders-data: change to spec.forProvider.size is not permitted by AllowancePolicy buckets: user "bob@example.com" is not a subject with mayInitiate`},
 				Message: `Bucket orders-data: change to spec.forProvider.size is not permitted by AllowancePolicy buckets: user "bob@example.com" is not a subject with mayInitiate`},
 		},
+		"BobCreatesRestrictedKindGated": {
+			reason: "Bob creates a Bucket, a kind the XDatabase policy restricts, adopting a production bucket with managementPolicies [*]: it is gated closed, with an origin trace naming him.",
+			args:   args{objs: []client.Object{allowancePolicy(t, xdatabasesPolicy)}, req: create(asBob, adopter(policies("*")))},
+			want: result{Allowed: true, Warnings: []string{gatedWarning, "spec.managementPolicies of Bucket bobs is kept at [Observe LateInitialize] by Kausality: it opens only for unconsumed allowances"},
+				Object: adopter(policies(closed...), label(v1alpha1.LabelGated, "true"), trace(adopterHop)).Object},
+		},
+		"BrokenPolicyGatesCreation": {
+			reason: "A policy that does not compile might restrict any kind: creation is gated (fail closed), and the warning says why.",
+			args: args{objs: []client.Object{allowancePolicy(t, xdatabasesPolicy, func(p *v1alpha1.AllowancePolicy) {
+				p.Spec.Rules[0].Conditions = []string{"object.("}
+			})}, req: create(asBob, adopter(policies("*")))},
+			want: result{Allowed: true, Object: adopter(policies(closed...), label(v1alpha1.LabelGated, "true"), trace(adopterHop)).Object},
+			warningsContain: "an AllowancePolicy that does not compile might restrict its kind",
+		},
+		"CreateOfUnrestrictedKindUntouched": {
+			reason: "Without a policy restricting Buckets, creating one by hand is no business of Kausality.",
+			args:   args{objs: []client.Object{allowancePolicy(t, claimsPolicy)}, req: create(asBob, adopter(policies("*")))},
+			want:   result{Allowed: true, Object: adopter(policies("*")).Object},
+		},
+		"CrossplaneDroppingGatedLabelKeepsGate": {
+			reason: "Crossplane applying a pipeline without the kausality step drops the gated label and sets managementPolicies [*]: the label is restored and the gate stays closed.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t), bucket(t, unlabel(v1alpha1.LabelGated), policies("*")))},
+			want: result{Allowed: true, Object: bucket(t).Object},
+		},
 		"NotGated": {
 			reason: "A managed resource without the gated label passes untouched, whatever the write.",
 			args: args{objs: []client.Object{parentXR(), parentClaim()},
@@ -283,6 +318,12 @@ func TestManaged(t *testing.T) {
 			k := kube(t, tc.args.objs...)
 			h := &Managed{Reader: k, Policies: k, Cache: kpolicy.NewCache(), Trusted: trusted, Now: now}
 			got := admitted(t, tc.args.req, h.Handle(context.Background(), tc.args.req))
+			if tc.warningsContain != "" {
+				if !strings.Contains(strings.Join(got.Warnings, "\n"), tc.warningsContain) {
+					t.Errorf("\n%s\nHandle(...): warnings %q do not contain %q", tc.reason, got.Warnings, tc.warningsContain)
+				}
+				got.Warnings = nil
+			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("\n%s\nHandle(...): -want, +got:\n%s", tc.reason, diff)
 			}

@@ -58,6 +58,16 @@ func patched(req admission.Request, obj *unstructured.Unstructured) admission.Re
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 
+// setLabel sets one label on obj.
+func setLabel(obj *unstructured.Unstructured, k, v string) {
+	l := obj.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[k] = v
+	obj.SetLabels(l)
+}
+
 // setAnnotation sets one annotation on obj.
 func setAnnotation(obj *unstructured.Unstructured, k, v string) {
 	ann := obj.GetAnnotations()

@@ -222,11 +222,20 @@ func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.
 		})
 	}
 	if len(t.managed) > 0 {
+		// Updates of gated resources only (the API server matches the
+		// selector against the old object too, so a write dropping the
+		// label is still seen), and every creation: a restricted kind is
+		// gated however it is created.
 		hooks = append(hooks, admissionregistrationv1.MutatingWebhook{
 			Name: "managed.kausality.io", ClientConfig: clientConfig(cc, PathManaged),
-			Rules:          rules(t.managed, admissionregistrationv1.Create, admissionregistrationv1.Update),
+			Rules:          rules(t.managed, admissionregistrationv1.Update),
 			ObjectSelector: gatedSelector,
 			SideEffects:    sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions,
+			ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
+		}, admissionregistrationv1.MutatingWebhook{
+			Name: "create.managed.kausality.io", ClientConfig: clientConfig(cc, PathManaged),
+			Rules:       rules(t.managed, admissionregistrationv1.Create),
+			SideEffects: sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions,
 			ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
 		})
 	}

@@ -168,6 +168,15 @@ func managedHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admiss
 	}
 }
 
+// createHook is the managed webhook for creations, of gated and ungated
+// resources alike.
+func createHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.MutatingWebhook {
+	h := managedHook(cc, rules...)
+	h.Name = "create.managed.kausality.io"
+	h.ObjectSelector = nil
+	return h
+}
+
 func deletionHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.ValidatingWebhook {
 	return admissionregistrationv1.ValidatingWebhook{
 		Name: "deletion.kausality.io", ClientConfig: cc, Rules: rules,
@@ -329,7 +338,8 @@ func TestWebhooksSync(t *testing.T) {
 			want: want{state: state{
 				mutating: &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.MutatingWebhook{
 					compositesHook(service(PathComposites), rule("example.com", []string{"databaseclaims", "xdatabases"}, createUpdate...)),
-					managedHook(service(PathManaged), rule("nop.example.org", []string{"nopresources"}, createUpdate...), rule("recorder.kausality.io", []string{"buckets"}, createUpdate...)),
+					managedHook(service(PathManaged), rule("nop.example.org", []string{"nopresources"}, admissionregistrationv1.Update), rule("recorder.kausality.io", []string{"buckets"}, admissionregistrationv1.Update)),
+					createHook(service(PathManaged), rule("nop.example.org", []string{"nopresources"}, admissionregistrationv1.Create), rule("recorder.kausality.io", []string{"buckets"}, admissionregistrationv1.Create)),
 				}},
 				validating: &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.ValidatingWebhook{
 					deletionHook(service(PathDeletion), rule("example.com", []string{"databaseclaims", "xdatabases"}, deleteOp)),
@@ -360,7 +370,8 @@ func TestWebhooksSync(t *testing.T) {
 			},
 			want: want{state: state{
 				mutating: &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.MutatingWebhook{
-					managedHook(service(PathManaged), rule("nop.example.org", []string{"nopresources"}, createUpdate...)),
+					managedHook(service(PathManaged), rule("nop.example.org", []string{"nopresources"}, admissionregistrationv1.Update)),
+					createHook(service(PathManaged), rule("nop.example.org", []string{"nopresources"}, admissionregistrationv1.Create)),
 				}},
 			}},
 		},
