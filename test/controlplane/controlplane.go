@@ -248,12 +248,13 @@ func (c *ControlPlane) installRBAC(ctx context.Context) error {
 		return err
 	}
 	// Cluster-scoped managed resources are edited with a cluster-wide
-	// grant: the scenarios give Alice and Bob exactly that on Buckets.
+	// grant: the scenarios give Alice and Bob what Kubernetes' edit role
+	// gives on a kind, on Buckets.
 	objs = append(objs, mustUnstructured(&rbacv1.ClusterRole{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
 		ObjectMeta: metav1.ObjectMeta{Name: "buckets-edit"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{recorderv1alpha1.Group}, Resources: []string{"buckets"},
-			Verbs: []string{"get", "list", "watch", "update", "patch"}}},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
 	}), mustUnstructured(&rbacv1.ClusterRoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: "buckets-edit"},

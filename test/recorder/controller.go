@@ -8,6 +8,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -63,8 +64,10 @@ func (c *connector) Connect(_ context.Context, _ resource.Managed) (managed.Exte
 	return &external{cloud: c.cloud}, nil
 }
 
-// external records every call it makes against the Cloud. The external name
-// of a Bucket is its object name.
+// external records every call it makes against the Cloud. A Bucket's cloud
+// bucket is named by its crossplane.io/external-name annotation, which
+// crossplane-runtime sets to the object's name unless the creator chose
+// one: a Bucket can adopt an existing cloud bucket, as with real providers.
 type external struct {
 	cloud *Cloud
 }
@@ -77,7 +80,7 @@ func (e *external) Observe(_ context.Context, mg resource.Managed) (managed.Exte
 		return managed.ExternalObservation{}, errors.New(errNotBucket)
 	}
 
-	s, exists := e.cloud.observe(cr.GetName())
+	s, exists := e.cloud.observe(externalName(cr))
 	if !exists {
 		return managed.ExternalObservation{ResourceExists: false}, nil
 	}
@@ -99,7 +102,7 @@ func (e *external) Create(_ context.Context, mg resource.Managed) (managed.Exter
 	if !ok {
 		return managed.ExternalCreation{}, errors.New(errNotBucket)
 	}
-	e.cloud.write(VerbCreate, cr.GetName(), stateOf(cr))
+	e.cloud.write(VerbCreate, externalName(cr), stateOf(cr))
 	return managed.ExternalCreation{}, nil
 }
 
@@ -109,7 +112,7 @@ func (e *external) Update(_ context.Context, mg resource.Managed) (managed.Exter
 	if !ok {
 		return managed.ExternalUpdate{}, errors.New(errNotBucket)
 	}
-	e.cloud.write(VerbUpdate, cr.GetName(), stateOf(cr))
+	e.cloud.write(VerbUpdate, externalName(cr), stateOf(cr))
 	return managed.ExternalUpdate{}, nil
 }
 
@@ -119,12 +122,20 @@ func (e *external) Delete(_ context.Context, mg resource.Managed) (managed.Exter
 	if !ok {
 		return managed.ExternalDelete{}, errors.New(errNotBucket)
 	}
-	e.cloud.remove(cr.GetName())
+	e.cloud.remove(externalName(cr))
 	return managed.ExternalDelete{}, nil
 }
 
 // Disconnect does nothing.
 func (e *external) Disconnect(_ context.Context) error { return nil }
+
+// externalName is the cloud bucket cr manages.
+func externalName(cr *v1alpha1.Bucket) string {
+	if n := meta.GetExternalName(cr); n != "" {
+		return n
+	}
+	return cr.GetName()
+}
 
 // stateOf returns the Cloud state spec.forProvider asks for.
 func stateOf(cr *v1alpha1.Bucket) State {
