@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -147,4 +149,27 @@ func ungatedComposition(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// TestBobCannotWritePolicies: whoever may write AllowancePolicies and
+// UpgradeAllowances may grant everything. They are cluster-scoped, so
+// Crossplane's edit role, bound in a namespace, does not reach them:
+// Bob can neither create one nor loosen the existing ones.
+func TestBobCannotWritePolicies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bob := as(t, controlplane.Bob)
+	p := &v1alpha1.AllowancePolicy{ObjectMeta: metav1.ObjectMeta{Name: "bobs"},
+		Spec: v1alpha1.AllowancePolicySpec{For: v1alpha1.ObjectKind{APIGroup: "example.com", Kind: "DatabaseClaim"}}}
+	if err := bob.Create(ctx, p); !kerrors.IsForbidden(err) {
+		t.Errorf("bob creates an AllowancePolicy: got %v, want Forbidden", err)
+	}
+	u := &v1alpha1.UpgradeAllowance{ObjectMeta: metav1.ObjectMeta{Name: "bobs"},
+		Spec: v1alpha1.UpgradeAllowanceSpec{CompositionRevisions: []string{"*"}}}
+	if err := bob.Create(ctx, u); !kerrors.IsForbidden(err) {
+		t.Errorf("bob creates an UpgradeAllowance for every revision: got %v, want Forbidden", err)
+	}
+	if err := bob.Delete(ctx, &v1alpha1.AllowancePolicy{ObjectMeta: metav1.ObjectMeta{Name: "claims"}}); !kerrors.IsForbidden(err) {
+		t.Errorf("bob deletes AllowancePolicy claims: got %v, want Forbidden", err)
+	}
 }
