@@ -46,6 +46,11 @@ type Request struct {
 	// violations unless a rule permits them: the writer is a user, not
 	// Crossplane (which moves an XR to a new revision itself).
 	WatchSelection bool
+	// WatchAll makes every spec change a violation unless a rule permits
+	// it: a hand edit of a gated managed resource, which would otherwise
+	// wait in its spec and go to the cloud with the next change an
+	// allowance opens the gate for (DESIGN §4a).
+	WatchAll bool
 }
 
 // CompositionSelection are the fields of Claims and XRs, legacy and modern,
@@ -64,6 +69,10 @@ func selection(path string) bool {
 	return slices.ContainsFunc(CompositionSelection, func(f string) bool { return mutation.Under(path, f) })
 }
 
+// ReasonHandEdit is why a hand edit of a gated managed resource that no
+// rule permits is a violation.
+const ReasonHandEdit = "a hand edit of a gated managed resource needs an AllowancePolicy for its kind with a rule that permits it; it would otherwise reach the cloud with the next change that opens the gate"
+
 // Violation is a change to a watched field that no rule permits.
 type Violation struct {
 	Field  string
@@ -73,6 +82,9 @@ type Violation struct {
 
 // Error says what was not permitted and why, naming field and policy.
 func (v Violation) Error() string {
+	if v.Policy == "" {
+		return fmt.Sprintf("change to %s is not permitted: %s", v.Field, v.Reason)
+	}
 	return fmt.Sprintf("change to %s is not permitted by AllowancePolicy %s: %s", v.Field, v.Policy, v.Reason)
 }
 
@@ -189,7 +201,14 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 			d.Violations = append(d.Violations, v)
 			continue
 		}
-		if req.WatchSelection && len(s.policies) > 0 && selection(m.Path) {
+		switch {
+		case req.WatchAll:
+			v := Violation{Field: m.Path, Reason: ReasonHandEdit}
+			if len(s.policies) > 0 {
+				v.Policy = s.policies[0].Name()
+			}
+			d.Violations = append(d.Violations, v)
+		case req.WatchSelection && len(s.policies) > 0 && selection(m.Path):
 			d.Violations = append(d.Violations, Violation{Field: m.Path, Policy: s.policies[0].Name(),
 				Reason: "it chooses what composes the object, and no rule's trigger permits changing it"})
 		}

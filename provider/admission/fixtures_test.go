@@ -53,6 +53,8 @@ var (
 	asBob        = authenticationv1.UserInfo{Username: bob, Groups: []string{"system:authenticated"}}
 	asCrossplane = authenticationv1.UserInfo{Username: crossplane, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:crossplane-system", "system:authenticated"}}
 	asProvider   = authenticationv1.UserInfo{Username: provider, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
+	// asRecorder is the managed resources' own provider.
+	asRecorder = authenticationv1.UserInfo{Username: "system:serviceaccount:crossplane-system:provider-recorder", Groups: []string{"system:serviceaccounts", "system:authenticated"}}
 
 	bucketGVK = schema.GroupVersionKind{Group: "recorder.kausality.io", Version: "v1alpha1", Kind: "Bucket"}
 )

@@ -17,6 +17,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
 )
@@ -65,14 +66,32 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	if err != nil {
 		return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(obj)).Error())
 	}
-	if !h.Trusted.Has(req.UserInfo.Username) && old != nil && specChanged(old, obj) {
+	if !h.Trusted.Has(req.UserInfo.Username) && old != nil && specChanged(old, obj) && !lateInitialized(h.Trusted, req, old, obj) {
 		// A hand edit starts its own chain: an origin trace naming the
 		// user, and whatever a policy for this kind lets them initiate.
+		// Every field it changes must be permitted, watched or not: one
+		// left in the spec would reach the cloud with the next change an
+		// allowance opens the gate for.
 		set, warned, err := policiesFor(ctx, h.Policies, h.Cache, obj)
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
-		d, _, logged, denied := evaluate(set, policy.Request{Object: obj.Object, OldObject: old.Object, User: identity(req.UserInfo), Now: h.Now()}, obj, "")
+		// The gate is Kausality's to set, below: it is no part of the edit.
+		edited := obj.DeepCopy()
+		if mp, ok, _ := unstructured.NestedFieldCopy(old.Object, "spec", "managementPolicies"); ok {
+			_ = unstructured.SetNestedField(edited.Object, mp, "spec", "managementPolicies")
+		} else {
+			unstructured.RemoveNestedField(edited.Object, "spec", "managementPolicies")
+		}
+		r := policy.Request{Object: edited.Object, OldObject: old.Object, User: identity(req.UserInfo), Now: h.Now(), WatchAll: true}
+		ns, err := parents.Namespace(ctx, h.Policies, obj)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		if ns != nil {
+			r.Namespace = ns.Object
+		}
+		d, _, logged, denied := evaluate(set, r, obj, "")
 		if denied != nil {
 			return *denied
 		}
@@ -175,6 +194,21 @@ func (h *Managed) gates(ctx context.Context, req admission.Request, old, obj *un
 		why = fmt.Sprintf("an AllowancePolicy that does not compile might restrict its kind (%v)", errs[0])
 	}
 	return true, fmt.Sprintf("%s is gated: %s, so it reaches the cloud only as far as allowances open its gate; compose it with function-kausality", describe(obj), why), nil
+}
+
+// lateInitialized reports whether a write is a provider's late
+// initialization: by a provider's service account, and only filling spec
+// fields that were unset. It is the provider's bookkeeping, no hand edit;
+// anything more a provider writes is checked like one.
+func lateInitialized(t Trusted, req admission.Request, old, obj *unstructured.Unstructured) bool {
+	if !t.Controller(req.UserInfo.Username) {
+		return false
+	}
+	o, _, _ := unstructured.NestedMap(old.Object, "spec")
+	n, _, _ := unstructured.NestedMap(obj.Object, "spec")
+	delete(o, "managementPolicies")
+	delete(n, "managementPolicies")
+	return !slices.ContainsFunc(mutation.Diff("spec", o, n), func(m mutation.Mutation) bool { return m.Verb != v1alpha1.MutationInsert })
 }
 
 // specChanged reports whether a write changes the spec beyond the gate,

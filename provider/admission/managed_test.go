@@ -60,6 +60,7 @@ func TestManaged(t *testing.T) {
 		return allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "orders-data", Generation: 6,
 			Field: "spec.forProvider.size", User: user, Timestamp: ts(0)}
 	}
+	handEdit := "Bucket orders-data: change to spec.forProvider.size is not permitted: " + kpolicy.ReasonHandEdit
 	kept := func(mp string) string {
 		return "spec.managementPolicies of Bucket orders-data is kept at " + mp + " by Kausality: it opens only for unconsumed allowances"
 	}
@@ -183,12 +184,23 @@ func TestManaged(t *testing.T) {
 				req: update(asCrossplane, bucket(t, policies(gate.Observe)), carry([]string{gate.Observe}))},
 			want: result{Allowed: true, Object: carry([]string{gate.Observe, gate.Update}).Object},
 		},
-		"BobHandEdit": {
-			reason: "Bob's hand edit gets an origin trace naming him; his managementPolicies [*] is set back to the closed gate, with a warning.",
+		"BobHandEditDenied": {
+			reason: "Bob's hand edit of a gated Bucket, which no policy permits, is denied: left in the spec it would reach the cloud with the next change that opens the gate.",
 			args: args{objs: []client.Object{parentXR(), parentClaim()},
 				req: update(asBob, bucket(t), bucket(t, set("spec.forProvider.size", "huge"), policies("*")))},
-			want: result{Allowed: true, Warnings: []string{kept("[Observe LateInitialize]")},
-				Object: bucket(t, set("spec.forProvider.size", "huge"), trace(handHop(bob))).Object},
+			want: result{Code: http.StatusForbidden, Message: handEdit, Audit: map[string]string{auditMode: "Enforce", auditViolations: handEdit}},
+		},
+		"ProviderLateInitializes": {
+			reason: "The provider filling an unset spec field is its late initialization: admitted, no hand edit, the trace stays.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asRecorder, bucket(t, trace(claimHop(), xrHop(), bucketHop())), bucket(t, trace(claimHop(), xrHop(), bucketHop()), set("spec.forProvider.region", "eu")))},
+			want: result{Allowed: true, Object: bucket(t, trace(claimHop(), xrHop(), bucketHop()), set("spec.forProvider.region", "eu")).Object},
+		},
+		"ProviderChangingSpecIsAHandEdit": {
+			reason: "A provider changing a set field is checked like a hand edit.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asRecorder, bucket(t), bucket(t, set("spec.forProvider.size", "huge")))},
+			want: result{Code: http.StatusForbidden, Message: handEdit, Audit: map[string]string{auditMode: "Enforce", auditViolations: handEdit}},
 		},
 		"BobOpensGateOnly": {
 			reason: "A write of managementPolicies alone is no spec change, so no trace; only its read-only part is kept (here [Observe]), nothing opens, and Bob is warned.",

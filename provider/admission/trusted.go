@@ -30,6 +30,28 @@ func (t Trusted) Has(username string) bool {
 	return username != "" && (username == t.Provider || username == t.Crossplane)
 }
 
+// Controller reports whether username is a service account in Crossplane's
+// namespace other than Crossplane and the provider: a provider's, whose
+// writes of its managed resources are its own bookkeeping (late
+// initialization), not a user's hand edit. Users cannot act as them.
+func (t Trusted) Controller(username string) bool {
+	ns, _, ok := serviceAccount(t.Crossplane)
+	if !ok || t.Has(username) {
+		return false
+	}
+	uns, _, uok := serviceAccount(username)
+	return uok && uns == ns
+}
+
+// serviceAccount splits system:serviceaccount:<namespace>:<name>.
+func serviceAccount(username string) (namespace, name string, ok bool) {
+	parts := strings.Split(username, ":")
+	if len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" || parts[2] == "" || parts[3] == "" {
+		return "", "", false
+	}
+	return parts[2], parts[3], true
+}
+
 // protectedAnnotations only trusted users may change; users may set the
 // rest of kausality.io/* (freeze, mode, allow-delete, trace-*).
 var protectedAnnotations = []string{

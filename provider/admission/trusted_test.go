@@ -233,3 +233,25 @@ func TestTrustedWrite(t *testing.T) {
 		})
 	}
 }
+
+func TestTrustedController(t *testing.T) {
+	cases := map[string]struct {
+		user string
+		want bool
+	}{
+		"AProvider":          {user: "system:serviceaccount:crossplane-system:provider-aws-s3-7f2c", want: true},
+		"Crossplane":         {user: crossplane},
+		"Kausality":          {user: provider},
+		"OtherNamespace":     {user: "system:serviceaccount:team-a:deployer"},
+		"AUser":              {user: bob},
+		"LooksLikeOne":       {user: "system:serviceaccount:crossplane-system"},
+		"ColonInNameRefused": {user: "system:serviceaccount:crossplane-system:a:b"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := trusted.Controller(tc.user); got != tc.want {
+				t.Errorf("Controller(%q) = %v, want %v: only service accounts in Crossplane's namespace, other than Crossplane and Kausality, are providers", tc.user, got, tc.want)
+			}
+		})
+	}
+}
