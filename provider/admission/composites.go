@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -52,12 +53,16 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 	if done != nil {
 		return *done
 	}
-	set, warnings, err := policiesFor(ctx, h.Policies, h.Cache, obj)
+	set, broken, err := policiesFor(ctx, h.Policies, h.Cache, obj)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	if denied := refuseBroken(broken, old, obj); denied != nil {
+		return *denied
+	}
+	var warnings []string
 	if len(set.Names()) == 0 {
-		return admission.Allowed("").WithWarnings(warnings...)
+		return admission.Allowed("")
 	}
 
 	r := policy.Request{Object: obj.Object, User: identity(req.UserInfo), Now: h.Now(), WatchSelection: !h.Trusted.Has(req.UserInfo.Username)}
@@ -200,8 +205,8 @@ func parentFor(claim, old, xr *unstructured.Unstructured, resource string) (*all
 	return nil, fmt.Sprintf("no unconsumed allowance on %s covers %s", describe(claim), changed[0].Path), nil
 }
 
-// policiesFor is the compiled policy set for obj's kind. Policies that do
-// not compile are left out with a warning: their status says why.
+// policiesFor is the compiled policy set for obj's kind, and why any policy
+// for the kind does not compile (its status says so too).
 func policiesFor(ctx context.Context, r client.Reader, cache *policy.Cache, obj *unstructured.Unstructured) (policy.Set, []string, error) {
 	l := &v1alpha1.AllowancePolicyList{}
 	// Policies are only read here: skip the informer cache's deep copy of
@@ -210,11 +215,31 @@ func policiesFor(ctx context.Context, r client.Reader, cache *policy.Cache, obj 
 		return policy.Set{}, nil, errors.Wrap(err, "cannot list AllowancePolicies")
 	}
 	set, errs := cache.For(obj.GetAPIVersion(), obj.GetKind(), l.Items)
-	var warnings []string
+	broken := make([]string, 0, len(errs))
 	for _, err := range errs {
-		warnings = append(warnings, "ignored: "+err.Error())
+		broken = append(broken, err.Error())
 	}
-	return set, warnings, nil
+	return set, broken, nil
+}
+
+// refuseBroken is the denial of a write that changes obj's spec (or creates
+// it) while an AllowancePolicy for its kind does not compile: what that
+// policy would permit is unknown, so nothing is (DESIGN §4a, fail closed, as
+// the function does). Writes that leave the spec alone (finalizers, labels,
+// annotations) pass, so no deletion gets stuck.
+func refuseBroken(broken []string, old, obj *unstructured.Unstructured) *admission.Response {
+	if len(broken) == 0 {
+		return nil
+	}
+	if old != nil {
+		o, _, _ := unstructured.NestedFieldNoCopy(old.Object, "spec")
+		n, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec")
+		if equality.Semantic.DeepEqual(o, n) {
+			return nil
+		}
+	}
+	r := admission.Denied(fmt.Sprintf("%s: its spec cannot change while an AllowancePolicy for %s does not compile: %s", describe(obj), obj.GetKind(), strings.Join(broken, "; ")))
+	return &r
 }
 
 // evaluate decides a write under the policies of its kind; denied is the

@@ -24,6 +24,7 @@ func TestComposites(t *testing.T) {
 	}
 	claims, xdatabases := allowancePolicy(t, claimsPolicy), allowancePolicy(t, xdatabasesPolicy)
 	logMode := allowancePolicy(t, claimsPolicy, func(p *v1alpha1.AllowancePolicy) { p.Spec.Mode = v1alpha1.ModeLog })
+	brokenClaims := allowancePolicy(t, claimsPolicy, func(p *v1alpha1.AllowancePolicy) { p.Spec.Rules[0].Conditions = []string{"object.("} })
 
 	// Alice created the Claim: its trace is her creation.
 	created := at(allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "orders", Generation: 1, User: alice}, -30*time.Minute)
@@ -109,6 +110,17 @@ func TestComposites(t *testing.T) {
 			want: result{Code: http.StatusForbidden, Message: bobDenied,
 				Warnings: []string{`annotation kausality.io/mode="Log" on DatabaseClaim team-a/orders is ignored: only a Namespace may set the mode (kubectl annotate namespace <name> kausality.io/mode=Log, as an administrator)`},
 				Audit:    map[string]string{auditMode: "Enforce", auditViolations: bobDenied}},
+		},
+		"BrokenPolicyRefusesSpecChange": {
+			reason: "While a policy for the kind does not compile, what it permits is unknown: Alice's resize is refused, naming the policy (fail closed).",
+			args:   args{objs: []client.Object{brokenClaims}, req: update(asAlice, stored, resized)},
+			want: result{Code: http.StatusForbidden,
+				Message: `DatabaseClaim team-a/orders: its spec cannot change while an AllowancePolicy for DatabaseClaim does not compile: AllowancePolicy claims is invalid: spec.rules[0].conditions[0] "object.(": ERROR: <input>:1:8: Syntax error: no viable alternative at input '.('` + "\n | object.(\n | .......^"},
+		},
+		"BrokenPolicyLetsMetadataThrough": {
+			reason: "A write that leaves the spec alone (a finalizer removed) passes, so no deletion gets stuck behind a broken policy.",
+			args:   args{objs: []client.Object{brokenClaims}, req: update(asCrossplane, claim(t, trace(created), set("metadata.finalizers", []any{"finalizer.apiextensions.crossplane.io"})), stored)},
+			want:   result{Allowed: true, Object: stored.Object},
 		},
 		"CompositionSwitchDenied": {
 			reason: "Pointing the Claim at another Composition (one without the kausality step would un-gate its resources) is a watched change no rule permits: denied, even for Alice.",

@@ -72,9 +72,12 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		// Every field it changes must be permitted, watched or not: one
 		// left in the spec would reach the cloud with the next change an
 		// allowance opens the gate for.
-		set, warned, err := policiesFor(ctx, h.Policies, h.Cache, obj)
+		set, broken, err := policiesFor(ctx, h.Policies, h.Cache, obj)
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		if denied := refuseBroken(broken, old, obj); denied != nil {
+			return *denied
 		}
 		// The gate is Kausality's to set, below: it is no part of the edit.
 		edited := obj.DeepCopy()
@@ -95,7 +98,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		if denied != nil {
 			return *denied
 		}
-		warnings = append(append(warnings, warned...), logged...)
+		warnings = append(warnings, logged...)
 		hop := d.Hop
 		if hop.Field == "" && len(d.Changed) > 0 {
 			hop.Field = d.Changed[0].Path

@@ -238,7 +238,7 @@ func TestManaged(t *testing.T) {
 			args: args{objs: []client.Object{allowancePolicy(t, xdatabasesPolicy, func(p *v1alpha1.AllowancePolicy) {
 				p.Spec.Rules[0].Conditions = []string{"object.("}
 			})}, req: create(asBob, adopter(policies("*")))},
-			want: result{Allowed: true, Object: adopter(policies(closed...), label(v1alpha1.LabelGated, "true"), trace(adopterHop)).Object},
+			want:            result{Allowed: true, Object: adopter(policies(closed...), label(v1alpha1.LabelGated, "true"), trace(adopterHop)).Object},
 			warningsContain: "an AllowancePolicy that does not compile might restrict its kind",
 		},
 		"CreateOfUnrestrictedKindUntouched": {

@@ -35,21 +35,22 @@ func (t Trusted) Has(username string) bool {
 // writes of its managed resources are its own bookkeeping (late
 // initialization), not a user's hand edit. Users cannot act as them.
 func (t Trusted) Controller(username string) bool {
-	ns, _, ok := serviceAccount(t.Crossplane)
+	ns, ok := serviceAccountNamespace(t.Crossplane)
 	if !ok || t.Has(username) {
 		return false
 	}
-	uns, _, uok := serviceAccount(username)
+	uns, uok := serviceAccountNamespace(username)
 	return uok && uns == ns
 }
 
-// serviceAccount splits system:serviceaccount:<namespace>:<name>.
-func serviceAccount(username string) (namespace, name string, ok bool) {
+// serviceAccountNamespace is the namespace of a service account's username,
+// system:serviceaccount:<namespace>:<name>.
+func serviceAccountNamespace(username string) (string, bool) {
 	parts := strings.Split(username, ":")
 	if len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" || parts[2] == "" || parts[3] == "" {
-		return "", "", false
+		return "", false
 	}
-	return parts[2], parts[3], true
+	return parts[2], true
 }
 
 // protectedAnnotations only trusted users may change; users may set the

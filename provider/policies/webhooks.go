@@ -81,9 +81,10 @@ func (w *Webhooks) Sync(ctx context.Context) error {
 	t := target{protectedBy: map[schema.GroupVersionResource][]string{}}
 	for i := range l.Items {
 		p := &l.Items[i]
-		if _, err := w.Cache.Compile(p); err != nil {
-			continue // its Ready condition says why
-		}
+		// A policy that does not compile (its Ready condition says why)
+		// still puts its kind under the webhooks and its deletion
+		// protection in place: admission refuses spec changes of the kind
+		// until it is fixed, as the function withholds them (fail closed).
 		f := p.Spec.For
 		m, err := w.Mapper.RESTMapping(schema.GroupKind{Group: f.APIGroup, Kind: f.Kind}, f.APIVersion)
 		if err != nil {

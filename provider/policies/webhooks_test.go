@@ -540,12 +540,12 @@ func TestReconcile(t *testing.T) {
 			},
 		},
 		"DoesNotCompile": {
-			reason: "A policy whose CEL does not compile is not Ready, the condition names the expression, and its kind gets no webhook.",
+			reason: "A policy whose CEL does not compile is not Ready and the condition names the expression; its kind still gets the webhook, which refuses spec changes until it is fixed (fail closed).",
 			args:   args{objs: []client.Object{static(), allowancePolicy("broken", xdbGVK, broken())}, name: "broken"},
 			want: want{
-				policy:         allowancePolicy("broken", xdbGVK, broken(), withReady(notReady, 2)),
-				statusUpdates:  1,
-				validatingGone: true,
+				policy:        allowancePolicy("broken", xdbGVK, broken(), withReady(notReady, 2)),
+				statusUpdates: 1,
+				mutating:      xdbHooks,
 			},
 		},
 		"Fixed": {
