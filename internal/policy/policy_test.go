@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
@@ -294,6 +295,46 @@ spec:
 				t.Errorf("%s\nRestricting() = %v, %v; want %v, errors %v", tc.reason, got, errs, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestDeletionBound(t *testing.T) {
+	deletes := `metadata: {name: deletes}
+spec:
+  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
+  subjects:
+  - {kind: Group, name: platform-team, mayInitiate: true}
+  deleting:
+    policies:
+    - target: {external: {kind: RDSInstance}}
+      relation: External
+      verbs: [Delete]`
+	empty := `metadata: {name: empty-deleting}
+spec:
+  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
+  deleting: {}`
+	alice := Identity{Username: "alice", Groups: []string{"platform-team"}}
+	bob := Identity{Username: "bob"}
+	cases := map[string]struct {
+		reason string
+		set    Set
+		id     Identity
+		want   []string
+	}{
+		"Granted":          {reason: "A subject with mayInitiate gets what the deleting entries name.", set: dbSet(t, deletes), id: alice, want: []string{"Delete"}},
+		"NotASubject":      {reason: "Bob may not initiate: deleting opens nothing for him.", set: dbSet(t, deletes), id: bob},
+		"NoDeletingPhase":  {reason: "Without a deleting section nothing is granted, though the phase is unrestricted for the function.", set: dbSet(t), id: alice},
+		"EmptyDeletingSet": {reason: "An empty deleting section grants nothing either.", set: dbSet(t, empty), id: alice},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.set.DeletionBound(tc.id).ExternalVerbs(rdsChild), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nDeletionBound().ExternalVerbs(): -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+	if !dbSet(t).PhaseBound(PhaseDeleting).Unrestricted() {
+		t.Error("PhaseBound(Deleting) without a deleting section must stay unrestricted for the function")
 	}
 }
 

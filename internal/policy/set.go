@@ -241,6 +241,24 @@ func (s Set) DeletionProtection() bool {
 	return slices.ContainsFunc(s.policies, func(p *Compiled) bool { return p.policy.Spec.DeletionProtection })
 }
 
+// DeletionBound is what deleting an object of this kind by id may do to
+// its children: the union of the deleting entries of the policies under
+// which id may initiate a change. Unlike PhaseBound, a policy without a
+// deleting section, or with an empty one, contributes nothing: deleting
+// cloud resources is granted explicitly or not at all, and never to a user
+// no policy lets initiate (DESIGN §4a). The result is a grant: kinds no
+// entry names get nothing.
+func (s Set) DeletionBound(id Identity) Bound {
+	b := Bound{grant: true}
+	for _, p := range s.policies {
+		if !p.del.present || !p.mayInitiate(id) {
+			continue
+		}
+		b.entries = append(b.entries, p.del.entries...)
+	}
+	return b
+}
+
 // Bound is an upper bound on what may happen to children: the union of a
 // set of entries. Kinds no entry names are unrestricted, unless the bound is
 // a grant (UpgradeBound), where they get nothing.

@@ -10,11 +10,13 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -44,7 +46,10 @@ type Deletion struct {
 	Managed func() []schema.GroupVersionKind
 	// Gate is how gates behave, as for the gate controller.
 	Gate gate.Config
-	Now  func() time.Time
+	// Trusted names Crossplane, whose deletion of a Claim's composite
+	// opens nothing of its own.
+	Trusted Trusted
+	Now     func() time.Time
 }
 
 // Handle implements admission.Handler.
@@ -69,7 +74,7 @@ func (h *Deletion) Handle(ctx context.Context, req admission.Request) admission.
 	if (req.DryRun != nil && *req.DryRun) || h.Kube == nil {
 		return admission.Allowed("")
 	}
-	opened, err := h.openDeleteGates(ctx, old, req.UserInfo.Username)
+	opened, err := h.openDeleteGates(ctx, old, req.UserInfo)
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("cannot decide what deleting %s does to the cloud, so it is not deleted: %v", describe(old), err))
 	}
@@ -80,28 +85,36 @@ func (h *Deletion) Handle(ctx context.Context, req admission.Request) admission.
 }
 
 // openDeleteGates opens the Delete gate of each gated managed resource of
-// obj's composite whose deleting bound allows the external Delete, and
-// names them.
-func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstructured, user string) ([]string, error) {
+// obj's composite whose deletion bound for this user allows the external
+// Delete, and names them. Only the deletion a user starts opens gates: a
+// Claim's (then the composite's managed resources), or a composite's
+// deleted directly (unclaimed, or modern). Crossplane deleting a Claim's
+// composite opens nothing more: it only carries out the Claim's deletion,
+// which opened what its user was permitted.
+func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstructured, user authenticationv1.UserInfo) ([]string, error) {
 	xr := obj
-	if _, ok, _ := unstructured.NestedMap(obj.Object, "spec", "claimRef"); !ok {
-		ref, ok, _ := unstructured.NestedStringMap(obj.Object, "spec", "resourceRef")
-		if !ok {
-			return nil, nil // neither a Claim with a composite nor a legacy composite
-		}
+	if ref, ok, _ := unstructured.NestedStringMap(obj.Object, "spec", "resourceRef"); ok {
+		// A Claim. Its composite must claim it back: spec.resourceRef is
+		// the Claim user's to write.
 		xr = &unstructured.Unstructured{}
 		xr.SetAPIVersion(ref["apiVersion"])
 		xr.SetKind(ref["kind"])
 		if err := h.Reader.Get(ctx, client.ObjectKey{Name: ref["name"]}, xr); err != nil {
 			return nil, client.IgnoreNotFound(errors.Wrapf(err, "cannot get the composite %s %s", ref["kind"], ref["name"]))
 		}
+		back, _, _ := unstructured.NestedStringMap(xr.Object, "spec", "claimRef")
+		if back["namespace"] != obj.GetNamespace() || back["name"] != obj.GetName() {
+			return nil, nil
+		}
+	} else if user.Username == h.Trusted.Crossplane {
+		return nil, nil
 	}
 	set, _, err := policiesFor(ctx, h.Policies, h.Cache, xr)
 	if err != nil {
 		return nil, err
 	}
-	bound := set.PhaseBound(policy.PhaseDeleting)
-	origin := allowance.HopOf(obj, obj.GetGeneration()).By(user, h.Now())
+	bound := set.DeletionBound(identity(user))
+	origin := allowance.HopOf(obj, obj.GetGeneration()).By(user.Username, h.Now())
 	var opened []string
 	for _, gvk := range h.Managed() {
 		l := &unstructured.UnstructuredList{}
@@ -111,6 +124,11 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 		}
 		for i := range l.Items {
 			mr := &l.Items[i]
+			// The label is anyone's to set; the controller reference
+			// says whose resource it is.
+			if c := metav1.GetControllerOf(mr); c == nil || c.UID != xr.GetUID() {
+				continue
+			}
 			if !v1alpha1.GrantsVerb(bound.ExternalVerbs(policy.ChildOf(mr.GetAPIVersion(), mr.GetKind())), v1alpha1.VerbDelete) {
 				continue
 			}

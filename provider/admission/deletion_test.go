@@ -83,7 +83,6 @@ func TestDeletion(t *testing.T) {
 		return out
 	}
 	byAlice := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "orders", Generation: 1, User: alice, Timestamp: ts(0)}
-	byCrossplane := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 3, User: crossplane, Timestamp: ts(0)}
 	opensBoth := "deleting DatabaseClaim team-a/orders deletes these cloud resources, as its policies allow: Bucket orders-data, Bucket orders-logs"
 
 	cases := map[string]struct {
@@ -126,20 +125,47 @@ func TestDeletion(t *testing.T) {
 			want:   want{result: result{Allowed: true}, buckets: untouched},
 		},
 		"CompositeDeletedByCrossplane": {
-			reason: "Crossplane deleting a Claim's composite opens the Delete gates too, traced to the composite's deletion by Crossplane.",
+			reason: "Crossplane deleting a Claim's composite carries out the Claim's deletion, which opened what its user was permitted: it opens nothing of its own (else Bob's Claim deletion would open through Crossplane).",
 			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: remove(asCrossplane, xr(t))},
-			want: want{
-				result:  result{Allowed: true, Warnings: []string{"deleting XDatabase orders-x1 deletes these cloud resources, as its policies allow: Bucket orders-data, Bucket orders-logs"}},
-				buckets: byName(opened(data, byCrossplane), opened(logs, byCrossplane), ungated, other),
-			},
+			want:   want{result: result{Allowed: true}, buckets: untouched},
 		},
 		"OpenedOnce": {
-			reason: "A Delete gate the Claim's deletion opened is not opened again when Crossplane then deletes the composite: the allowance keeps the Claim's trace.",
+			reason: "A Delete gate the Claim's deletion opened stays as it is when Crossplane then deletes the composite: the allowance keeps the Claim's trace.",
 			args: args{objs: []client.Object{claims, deletesCloud, xr(t), opened(data, byAlice), opened(logs, byAlice), ungated, other},
 				req: remove(asCrossplane, xr(t))},
+			want: want{result: result{Allowed: true}, buckets: byName(opened(data, byAlice), opened(logs, byAlice), ungated, other)},
+		},
+		"BobDeletesOrphans": {
+			reason: "Bob (edit rights, allow-delete set) may delete the Claim, but no policy lets him initiate: no Delete gate opens, the cloud resources are orphaned.",
+			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: remove(asBob, deletable)},
+			want:   want{result: result{Allowed: true}, buckets: untouched},
+		},
+		"NoDeletingSectionOrphans": {
+			reason: "A policy without a deleting section leaves the deleting phase unrestricted for the function, but deleting cloud resources is granted explicitly or not at all.",
+			args: args{objs: append([]client.Object{claims, allowancePolicy(t, xdatabasesPolicy, func(p *v1alpha1.AllowancePolicy) { p.Spec.Deleting = nil })}, all...),
+				req: remove(asAlice, deletable)},
+			want: want{result: result{Allowed: true}, buckets: untouched},
+		},
+		"ForeignResourceRef": {
+			reason: "A Claim whose spec.resourceRef names a composite that does not claim it back (Bob pointed it at Alice's) opens nothing.",
+			args: args{objs: append([]client.Object{claims, deletesCloud}, all...),
+				req: remove(asAlice, claim(t, name("bobs"), annotate(v1alpha1.AnnotationAllowDelete, "true")))},
+			want: want{result: result{Allowed: true}, buckets: untouched},
+		},
+		"LabelWithoutControllerReference": {
+			reason: "A Bucket that carries the composite's label but another controller is not the composite's: it stays closed.",
+			args: args{objs: []client.Object{claims, deletesCloud, xr(t), data, bucket(t, name("orders-impostor"), set("metadata.ownerReferences[0].uid", "someone-else"))},
+				req: remove(asAlice, deletable)},
+			want: want{result: result{Allowed: true, Warnings: []string{"deleting DatabaseClaim team-a/orders deletes these cloud resources, as its policies allow: Bucket orders-data"}},
+				buckets: byName(opened(data, byAlice), bucket(t, name("orders-impostor"), set("metadata.ownerReferences[0].uid", "someone-else")))},
+		},
+		"UnclaimedCompositeDeletedByAlice": {
+			reason: "Deleting a composite directly (unclaimed or modern) opens its resources' Delete gates as its policies allow the user.",
+			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: remove(asAlice, xr(t, unset("spec.claimRef")))},
 			want: want{
-				result:  result{Allowed: true, Warnings: []string{"deleting XDatabase orders-x1 deletes these cloud resources, as its policies allow: Bucket orders-data, Bucket orders-logs"}},
-				buckets: byName(opened(data, byAlice), opened(logs, byAlice), ungated, other),
+				result: result{Allowed: true, Warnings: []string{"deleting XDatabase orders-x1 deletes these cloud resources, as its policies allow: Bucket orders-data, Bucket orders-logs"}},
+				buckets: byName(opened(data, allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 3, User: alice, Timestamp: ts(0)}),
+					opened(logs, allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 3, User: alice, Timestamp: ts(0)}), ungated, other),
 			},
 		},
 		"MalformedAllowancesDenied": {
@@ -171,7 +197,7 @@ func TestDeletion(t *testing.T) {
 	for n, tc := range cases {
 		t.Run(n, func(t *testing.T) {
 			k := kube(t, tc.args.objs...)
-			h := &Deletion{Policies: k, Cache: kpolicy.NewCache(), Reader: k, Kube: k,
+			h := &Deletion{Policies: k, Cache: kpolicy.NewCache(), Reader: k, Kube: k, Trusted: trusted,
 				Managed: func() []schema.GroupVersionKind { return []schema.GroupVersionKind{bucketGVK} }, Now: now}
 			got := want{result: outcome(t, tc.args.req, h.Handle(context.Background(), tc.args.req)), buckets: storedBuckets(t, k)}
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {

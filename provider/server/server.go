@@ -170,7 +170,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	srv.Register(policies.PathPolicies, &webhook.Admission{Handler: &admission.Policies{}})
 	srv.Register(policies.PathComposites, &webhook.Admission{Handler: &admission.Composites{Policies: mgr.GetClient(), Reader: direct, Cache: pc, Trusted: trusted, Now: o.Now}})
 	srv.Register(policies.PathManaged, &webhook.Admission{Handler: &admission.Managed{Reader: direct, Policies: mgr.GetClient(), Cache: pc, Trusted: trusted, Gate: o.Gate, Now: o.Now}})
-	srv.Register(policies.PathDeletion, &webhook.Admission{Handler: &admission.Deletion{Policies: mgr.GetClient(), Cache: pc, Reader: direct, Kube: direct,
+	srv.Register(policies.PathDeletion, &webhook.Admission{Handler: &admission.Deletion{Policies: mgr.GetClient(), Cache: pc, Reader: direct, Kube: direct, Trusted: trusted,
 		Managed: func() []schema.GroupVersionKind {
 			var out []schema.GroupVersionKind
 			for _, k := range watcher.Kinds() {

@@ -108,19 +108,25 @@ func TestS7AnnotationsAreProtected(t *testing.T) {
 // composed Buckets.
 func deleteClaim(t *testing.T, key client.ObjectKey) {
 	t.Helper()
+	deleteClaimAs(t, alice(t), key)
+}
+
+// deleteClaimAs is deleteClaim by another user.
+func deleteClaimAs(t *testing.T, user client.Client, key client.ObjectKey) {
+	t.Helper()
 	ctx := context.Background()
 	c := claim(key.Namespace, key.Name, "", nil)
-	err := alice(t).Delete(ctx, c.DeepCopy())
+	err := user.Delete(ctx, c.DeepCopy())
 	controlplane.ErrorContains(t, err, fmt.Sprintf("DatabaseClaim %s is protected from deletion by AllowancePolicy claims", key), `kausality.io/allow-delete: "true"`)
 
-	if err := controlplane.Update(alice(t), c, func() {
+	if err := controlplane.Update(user, c, func() {
 		ann := c.GetAnnotations()
 		ann[v1alpha1.AnnotationAllowDelete] = "true"
 		c.SetAnnotations(ann)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := alice(t).Delete(ctx, c); err != nil {
+	if err := user.Delete(ctx, c); err != nil {
 		t.Fatalf("deleting with allow-delete: %v", err)
 	}
 	x := xr(t, key)
@@ -164,6 +170,8 @@ func TestS6DeletingPolicyAllowsTheCloudDelete(t *testing.T) {
 metadata: {name: xdatabases-deleting}
 spec:
   for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
+  subjects:
+  - {kind: Group, name: platform-team, mayInitiate: true}
   initializing:
     policies:
     - target: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, resource: buckets}
@@ -180,6 +188,18 @@ spec:
       relation: External
       verbs: [Delete]
 `)
+
+	// Bob may delete a Claim in his namespace (he sets allow-delete
+	// himself), but the deleting rules are the platform team's: the cloud
+	// resources are orphaned, not deleted.
+	bobs := created(t, composition(t, 1), "s6c", "orders")
+	orphaned := buckets(t, bobs)
+	deleteClaimAs(t, as(t, controlplane.Bob), bobs)
+	for res, b := range orphaned {
+		if n := cp.Cloud.Count(recorder.VerbDelete, b.GetName()); n != 0 {
+			t.Errorf("bucket %s deleted by bob's deletion: %d external Deletes, want 0", res, n)
+		}
+	}
 
 	key := created(t, composition(t, 1), "s6b", "orders")
 	bs := buckets(t, key)
