@@ -219,6 +219,39 @@ func (a Allowance) StampedAt() (time.Time, bool) {
 	return ts, err == nil
 }
 
+// MaxSkew is how far in the future an allowance's timestamp may lie when
+// it is stamped: the clocks of the function and the provider disagree by
+// seconds, never by minutes.
+const MaxSkew = time.Minute
+
+// Stampable says why a writer may not stamp a onto an object whose stored
+// generation is stored, at now, or is nil when it may: its generation must
+// be no later than the object's next (an allowance for a later one would
+// never be consumed), and its timestamp readable and not in the future (an
+// allowance without one, or stamped in the future, would never expire).
+func (a Allowance) Stampable(stored int64, now time.Time) error {
+	if a.Generation < 1 || a.Generation > NextGeneration(stored) {
+		return errors.Errorf("its generation %d is not one the object's next write (%d) or an earlier one gives it", a.Generation, NextGeneration(stored))
+	}
+	ts, ok := a.StampedAt()
+	if !ok {
+		return errors.New("its last hop carries no readable timestamp")
+	}
+	if ts.After(now.Add(MaxSkew)) {
+		return errors.Errorf("it is stamped %s, in the future", a.Trace.Last().Timestamp)
+	}
+	return nil
+}
+
+// Within reports whether a grants nothing parent does not: the same
+// relation and target, and only verbs parent grants. An allowance a
+// pipeline step stamps onto a composed resource carries its composite's
+// allowance down, never widens it.
+func (a Allowance) Within(parent Allowance) bool {
+	return a.Relation == parent.Relation && sameTarget(a.Target, parent.Target) &&
+		!slices.ContainsFunc(a.Verbs, func(v string) bool { return !parent.HasVerb(v) })
+}
+
 // ExpiredAt reports whether the allowance's gate has been open longer than
 // limit at now, counting from when it was stamped. Without a readable
 // timestamp it never expires: the consumption rule still closes the gate.

@@ -1,6 +1,7 @@
 package allowance
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -240,6 +241,48 @@ func TestKeepUnconsumed(t *testing.T) {
 				t.Errorf("%s\nKeepUnconsumed changed = %v, want %v", tc.reason, changed, tc.wantChanged)
 			}
 		})
+	}
+}
+
+func TestWithinAndStampable(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	parent := Allowance{Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "K"}}, Verbs: []string{v1alpha1.VerbUpdate}, Generation: 2}
+	child := parent
+	child.Generation = 6
+	child.Trace = Trace{claimHop, xrHop, func() Hop { h := mrHop; h.Timestamp = "2026-11-22T12:00:00Z"; return h }()}
+	with := func(f func(*Allowance)) Allowance { a := child; a.Trace = slices.Clone(child.Trace); f(&a); return a }
+	within := map[string]struct {
+		a    Allowance
+		want bool
+	}{
+		"Same":          {a: child, want: true},
+		"EveryVerb":     {a: with(func(a *Allowance) { a.Verbs = []string{"*"} })},
+		"MoreVerbs":     {a: with(func(a *Allowance) { a.Verbs = []string{v1alpha1.VerbUpdate, v1alpha1.VerbDelete} })},
+		"OtherTarget":   {a: with(func(a *Allowance) { a.Target = v1alpha1.Target{External: map[string]string{"kind": "L"}} })},
+		"OtherRelation": {a: with(func(a *Allowance) { a.Relation = v1alpha1.RelationControllerChild })},
+	}
+	for name, tc := range within {
+		if got := tc.a.Within(parent); got != tc.want {
+			t.Errorf("Within/%s = %v, want %v: a composed resource's allowance never widens its parent's", name, got, tc.want)
+		}
+	}
+	stampable := map[string]struct {
+		a      Allowance
+		stored int64
+		ok     bool
+	}{
+		"NextGeneration":    {a: child, stored: 5, ok: true},
+		"EarlierGeneration": {a: child, stored: 9, ok: true},
+		"LaterGeneration":   {a: child, stored: 4},
+		"NoGeneration":      {a: with(func(a *Allowance) { a.Generation = 0 }), stored: 5},
+		"NoTimestamp":       {a: with(func(a *Allowance) { a.Trace[2].Timestamp = "" }), stored: 5},
+		"WithinSkew":        {a: with(func(a *Allowance) { a.Trace[2].Timestamp = "2026-11-22T12:00:59Z" }), stored: 5, ok: true},
+		"Future":            {a: with(func(a *Allowance) { a.Trace[2].Timestamp = "2026-11-22T13:00:00Z" }), stored: 5},
+	}
+	for name, tc := range stampable {
+		if err := tc.a.Stampable(tc.stored, now); (err == nil) != tc.ok {
+			t.Errorf("Stampable/%s = %v, want ok %v", name, err, tc.ok)
+		}
 	}
 }
 

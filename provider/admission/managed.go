@@ -226,8 +226,11 @@ func specChanged(old, obj *unstructured.Unstructured) bool {
 
 // chain says why Crossplane may not stamp these allowances, or "" when
 // every new one continues a chain: an unconsumed allowance of the
-// controlling composite, a Create while the resource is being created, or
-// an UpgradeAllowance naming the resource's composition revision.
+// controlling composite that grants at least as much, a Create while the
+// resource is being created, or an UpgradeAllowance naming the resource's
+// composition revision. Each must also fit the resource's next generation
+// and carry a timestamp that is not in the future, or it would never be
+// consumed or expire.
 func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured, as []allowance.Allowance) (string, error) {
 	var stored []allowance.Allowance
 	if old != nil {
@@ -235,12 +238,19 @@ func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured
 	}
 	var xr *unstructured.Unstructured
 	var xrAllowances []allowance.Allowance
+	var storedGen int64
+	if old != nil {
+		storedGen = old.GetGeneration()
+	}
 	for i, a := range as {
 		if slices.ContainsFunc(stored, a.Same) {
 			continue
 		}
 		if len(a.Trace) < 2 {
 			return fmt.Sprintf("allowance %d on %s has no parent hop in its trace", i, describe(obj)), nil
+		}
+		if err := a.Stampable(storedGen, h.Now()); err != nil {
+			return fmt.Sprintf("allowance %d on %s cannot be stamped: %v", i, describe(obj), err), nil
 		}
 		parent := a.Trace.Parent()
 		if parent[0].Kind == v1alpha1.UpgradeAllowanceKind {
@@ -282,6 +292,9 @@ func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured
 		}
 		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) }) {
 			return fmt.Sprintf("allowance %d on %s does not chain to an unconsumed allowance of %s", i, describe(obj), describe(xr)), nil
+		}
+		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) && a.Within(x) }) {
+			return fmt.Sprintf("allowance %d on %s grants more than the allowance of %s it chains to (relation, target or verbs)", i, describe(obj), describe(xr)), nil
 		}
 	}
 	return "", nil

@@ -114,6 +114,34 @@ func TestManaged(t *testing.T) {
 				req: update(asCrossplane, bucket(t, annotate(v1alpha1.AnnotationComposedGeneration, "3")), carry(openedU))},
 			want: result{Allowed: true, Object: carry(openedU).Object},
 		},
+		"WiderThanParentDenied": {
+			reason: "A buggy step stamps an allowance for every verb that chains to the XR's Update allowance: it grants more than its parent and is denied.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(openedU, allowances(func() allowance.Allowance { a := bucketAllowance(); a.Verbs = []string{"*"}; return a }())))},
+			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data grants more than the allowance of XDatabase orders-x1 it chains to (relation, target or verbs)"},
+		},
+		"OtherTargetDenied": {
+			reason: "An allowance chaining to the XR's allowance for Buckets may not name another external kind.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(openedU, allowances(func() allowance.Allowance {
+					a := bucketAllowance()
+					a.Target = v1alpha1.Target{External: map[string]string{"apiGroup": "recorder.kausality.io", "kind": "Database"}}
+					return a
+				}())))},
+			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data grants more than the allowance of XDatabase orders-x1 it chains to (relation, target or verbs)"},
+		},
+		"FarGenerationDenied": {
+			reason: "An allowance for a generation the write cannot give the resource would never be consumed: denied.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(openedU, allowances(func() allowance.Allowance { a := bucketAllowance(); a.Generation = 1000000000; return a }())))},
+			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data cannot be stamped: its generation 1000000000 is not one the object's next write (6) or an earlier one gives it"},
+		},
+		"FutureTimestampDenied": {
+			reason: "An allowance stamped in the future would never expire: denied.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(openedU, allowances(withTrace(claimHop(), xrHop(), at(bucketHop(), 24*time.Hour)))))},
+			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data cannot be stamped: it is stamped 2026-11-23T12:00:00Z, in the future"},
+		},
 		"ParentWithoutAllowanceDenied": {
 			reason: "An XR that carries no allowance covers nothing.",
 			args: args{objs: []client.Object{parentXR(unannotate(v1alpha1.AnnotationAllowances)), parentClaim()},

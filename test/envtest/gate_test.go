@@ -183,7 +183,7 @@ func TestUnchainedAllowanceIsDenied(t *testing.T) {
 	err := controlplane.Update(cp, b, func() {
 		a := allowance.Allowance{Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "Bucket"}}, Verbs: []string{"Update"},
 			Generation: b.GetGeneration() + 1, Initiator: "mallory",
-			Trace: allowance.Trace{{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "unchained-x", Generation: 42}, {APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "unchained-1", Generation: b.GetGeneration() + 1}}}
+			Trace: allowance.Trace{{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "unchained-x", Generation: 42}, {APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "unchained-1", Generation: b.GetGeneration() + 1, Timestamp: allowance.Timestamp(time.Now())}}}
 		ann := map[string]string{v1alpha1.AnnotationAllowances: allowance.Format([]allowance.Allowance{a})}
 		b.SetAnnotations(ann)
 	})
