@@ -1,6 +1,7 @@
 package allowance
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -32,6 +33,28 @@ func ParseFreeze(s string) (Freeze, error) {
 		}
 	}
 	return f, nil
+}
+
+// FormatFreeze encodes a freeze compactly, in field order, as admission
+// writes it.
+func FormatFreeze(f Freeze) string {
+	b, _ := json.Marshal(f) //nolint:errchkjson // three strings always encode
+	return string(b)
+}
+
+// FreezeSetBy is the freeze a user sets by writing value: its message is
+// value's (value's "message", or value itself when it is not a freeze),
+// and who and when are the writer's and now, whatever value claims, so a
+// freeze always names the user who set it.
+func FreezeSetBy(value, user string, now time.Time) Freeze {
+	f := Freeze{Message: value}
+	var claimed Freeze
+	if err := decodeStrict(value, &claimed); err == nil {
+		f.Message = claimed.Message
+	}
+	f.User = user
+	f.At = Timestamp(now)
+	return f
 }
 
 // UnreadableFreeze is who froze an object whose kausality.io/freeze

@@ -3,6 +3,7 @@ package allowance
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -62,6 +63,21 @@ func FuzzParseFreeze(f *testing.F) {
 		fz, err := ParseFreeze(s)
 		if err == nil && fz.User == "" {
 			t.Fatalf("ParseFreeze(%q) accepted a freeze without a user", s)
+		}
+	})
+}
+
+// FuzzFreezeSetBy: whatever a user writes as kausality.io/freeze, the
+// freeze admission stores parses and names that user.
+func FuzzFreezeSetBy(f *testing.F) {
+	f.Add(`{"user":"alice","message":"incident","at":"2026-01-24T10:30:00Z"}`)
+	f.Add("incident 42")
+	f.Add(`{"message":"\u2028"}`)
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseFreeze(FormatFreeze(FreezeSetBy(s, "bob", now)))
+		if err != nil || got.User != "bob" || got.At != "2026-11-22T12:00:00Z" {
+			t.Fatalf("FreezeSetBy(%q) stored %+v (%v), want bob's freeze at now", s, got, err)
 		}
 	})
 }

@@ -249,6 +249,17 @@ func (c *Compiled) permits(ri int, req Request, v vars) string {
 	return ""
 }
 
+// NamesInitiator reports whether some policy of the set names id as a
+// subject with mayInitiate: such a user may also lift another user's
+// freeze. A policy without subjects lets everyone initiate but names
+// nobody, so it does not count: lifting someone else's freeze stays with
+// the people a policy names.
+func (s Set) NamesInitiator(id Identity) bool {
+	return slices.ContainsFunc(s.policies, func(p *Compiled) bool {
+		return len(p.policy.Spec.Subjects) > 0 && p.mayInitiate(id)
+	})
+}
+
 // mayInitiate reports whether the user may start a chain under this policy.
 func (c *Compiled) mayInitiate(id Identity) bool {
 	if len(c.policy.Spec.Subjects) == 0 {

@@ -60,9 +60,12 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 	if denied := refuseBroken(broken, old, obj); denied != nil {
 		return *denied
 	}
+	if msg := freeze(h.Trusted, req, old, obj, set, h.Now()); msg != "" {
+		return admission.Denied(msg)
+	}
 	var warnings []string
 	if len(set.Names()) == 0 {
-		return admission.Allowed("")
+		return patched(req, obj)
 	}
 
 	r := policy.Request{Object: obj.Object, User: identity(req.UserInfo), Now: h.Now(), WatchSelection: !h.Trusted.Has(req.UserInfo.Username)}

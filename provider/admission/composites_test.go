@@ -52,6 +52,7 @@ func TestComposites(t *testing.T) {
 	noJira := `DatabaseClaim team-a/orders: change to spec.size is not permitted by AllowancePolicy claims: condition "has(object.metadata.annotations) && 'jira' in object.metadata.annotations" is false`
 	uncovered := `XDatabase orders-x1: change to spec.size is not permitted by AllowancePolicy xdatabases: user "system:serviceaccount:crossplane-system:crossplane" is not a subject with mayInitiate (no unconsumed allowance on DatabaseClaim team-a/orders covers spec.size)`
 
+	bobsFreeze := `{"user":"bob@example.com","message":"incident 42","at":"` + ts(0) + `"}`
 	switched := "DatabaseClaim team-a/orders: change to spec.compositionRef is not permitted by AllowancePolicy claims: it chooses what composes the object, and no rule's trigger permits changing it"
 
 	cases := map[string]struct {
@@ -121,6 +122,35 @@ func TestComposites(t *testing.T) {
 			reason: "A write that leaves the spec alone (a finalizer removed) passes, so no deletion gets stuck behind a broken policy.",
 			args:   args{objs: []client.Object{brokenClaims}, req: update(asCrossplane, claim(t, trace(created), set("metadata.finalizers", []any{"finalizer.apiextensions.crossplane.io"})), stored)},
 			want:   result{Allowed: true, Object: stored.Object},
+		},
+		"FreezeRecordsWhoSetIt": {
+			reason: "Anyone may freeze: admission records who and when, whatever the value claims.",
+			args: args{objs: []client.Object{claims}, req: update(asBob, stored,
+				claim(t, trace(created), annotate(v1alpha1.AnnotationFreeze, `{"user":"alice@example.com","message":"incident 42"}`)))},
+			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+				Object: claim(t, trace(created), annotate(v1alpha1.AnnotationFreeze, bobsFreeze)).Object},
+		},
+		"FreezePlainText": {
+			reason: "A freeze written as plain text becomes its message.",
+			args:   args{objs: []client.Object{claims}, req: update(asBob, stored, claim(t, trace(created), annotate(v1alpha1.AnnotationFreeze, "incident 42")))},
+			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+				Object: claim(t, trace(created), annotate(v1alpha1.AnnotationFreeze, bobsFreeze)).Object},
+		},
+		"FreezeLiftedBySetter": {
+			reason: "The user who set a freeze may lift it.",
+			args:   args{objs: []client.Object{claims}, req: update(asBob, claim(t, trace(created), annotate(v1alpha1.AnnotationFreeze, bobsFreeze)), stored)},
+			want:   result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"}, Object: stored.Object},
+		},
+		"FreezeLiftedBySubject": {
+			reason: "A user a policy for the kind lets initiate changes may lift anyone's freeze.",
+			args:   args{objs: []client.Object{claims}, req: update(asAlice, claim(t, trace(created), annotate(v1alpha1.AnnotationFreeze, bobsFreeze)), stored)},
+			want:   result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"}, Object: stored.Object},
+		},
+		"FreezeLiftByOtherDenied": {
+			reason: "Bob may not lift the freeze Carol set.",
+			args: args{objs: []client.Object{claims}, req: update(asBob,
+				claim(t, trace(created), annotate(v1alpha1.AnnotationFreeze, `{"user":"carol@example.com","message":"incident 42","at":"2026-11-22T11:00:00Z"}`)), stored)},
+			want: result{Code: http.StatusForbidden, Message: "annotation kausality.io/freeze of DatabaseClaim team-a/orders was set by carol@example.com: only that user, or a subject an AllowancePolicy for DatabaseClaim lets initiate changes, may lift or replace it"},
 		},
 		"CompositionSwitchDenied": {
 			reason: "Pointing the Claim at another Composition (one without the kausality step would un-gate its resources) is a watched change no rule permits: denied, even for Alice.",

@@ -62,6 +62,15 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 			warnings = append(warnings, warning)
 		}
 	}
+	if !h.Trusted.Has(req.UserInfo.Username) && freezeChanged(old, obj) {
+		set, _, err := policiesFor(ctx, h.Policies, h.Cache, obj)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		if msg := freeze(h.Trusted, req, old, obj, set, h.Now()); msg != "" {
+			return admission.Denied(msg)
+		}
+	}
 	as, err := allowance.Parse(obj.GetAnnotations()[v1alpha1.AnnotationAllowances])
 	if err != nil {
 		return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(obj)).Error())

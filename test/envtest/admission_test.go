@@ -201,10 +201,26 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 		if err := controlplane.Update(bobC, c, func() {
 			ann := c.GetAnnotations()
 			ann[v1alpha1.AnnotationTraceLabelPrefix+"ticket"] = "T-1"
-			ann[v1alpha1.AnnotationFreeze] = `{"user":"bob@example.com","message":"incident"}`
+			ann[v1alpha1.AnnotationFreeze] = `{"user":"alice@example.com","message":"incident"}`
 			c.SetAnnotations(ann)
 		}); err != nil {
 			t.Errorf("bob sets freeze and a trace label: %v", err)
+		}
+		if f, err := allowance.ParseFreeze(c.GetAnnotations()[v1alpha1.AnnotationFreeze]); err != nil || f.User != bob || f.Message != "incident" {
+			t.Errorf("stored freeze = %+v (%v), want bob's, whatever he claimed", f, err)
+		}
+	})
+	t.Run("OnlyTheSetterOrASubjectLiftsAFreeze", func(t *testing.T) {
+		carol := as(t, "carol@example.com")
+		c := claim.DeepCopy()
+		unfreeze := func() {
+			ann := c.GetAnnotations()
+			delete(ann, v1alpha1.AnnotationFreeze)
+			c.SetAnnotations(ann)
+		}
+		controlplane.ErrorContains(t, controlplane.Update(carol, c, unfreeze), "denied", "was set by bob@example.com")
+		if err := controlplane.Update(aliceC, c, unfreeze); err != nil {
+			t.Errorf("alice, a subject who may initiate, lifts bob's freeze: %v", err)
 		}
 	})
 }

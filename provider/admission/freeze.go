@@ -1,0 +1,55 @@
+package admission
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+// freezeChanged reports whether a write sets, changes or lifts
+// kausality.io/freeze.
+func freezeChanged(old, obj *unstructured.Unstructured) bool {
+	var was string
+	var had bool
+	if old != nil {
+		was, had = old.GetAnnotations()[v1alpha1.AnnotationFreeze]
+	}
+	is, has := obj.GetAnnotations()[v1alpha1.AnnotationFreeze]
+	return had != has || was != is
+}
+
+// freeze settles a user's write of kausality.io/freeze (DESIGN §3): anyone
+// may set one, and admission records who and when, whatever the value
+// claims; only the user who set it, or a user a policy for the kind names
+// as a subject who may initiate changes, may lift or replace it. A freeze that cannot be read
+// names nobody, so only such a user may lift it. Crossplane and the
+// provider pass unchanged: Crossplane copies a Claim's freeze to its XR and
+// back. It returns a denial, or "" after updating obj.
+func freeze(t Trusted, req admission.Request, old, obj *unstructured.Unstructured, set policy.Set, now time.Time) string {
+	if t.Has(req.UserInfo.Username) || !freezeChanged(old, obj) {
+		return ""
+	}
+	if old != nil {
+		if v, ok := old.GetAnnotations()[v1alpha1.AnnotationFreeze]; ok {
+			f, err := allowance.ParseFreeze(v)
+			if (err != nil || f.User != req.UserInfo.Username) && !set.NamesInitiator(identity(req.UserInfo)) {
+				by := f.User
+				if err != nil {
+					by = "nobody readable"
+				}
+				return fmt.Sprintf("annotation %s of %s was set by %s: only that user, or a subject an AllowancePolicy for %s lets initiate changes, may lift or replace it",
+					v1alpha1.AnnotationFreeze, describe(obj), by, obj.GetKind())
+			}
+		}
+	}
+	if v, ok := obj.GetAnnotations()[v1alpha1.AnnotationFreeze]; ok {
+		setAnnotation(obj, v1alpha1.AnnotationFreeze, allowance.FormatFreeze(allowance.FreezeSetBy(v, req.UserInfo.Username, now)))
+	}
+	return ""
+}
