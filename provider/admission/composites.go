@@ -127,7 +127,18 @@ func inject(old, obj *unstructured.Unstructured, d policy.Decision, parentTrace 
 	}
 	have, err := allowance.Parse(stored[v1alpha1.AnnotationAllowances])
 	if err != nil {
-		return errors.Wrapf(err, "cannot parse annotation %s on %s; it is kept as it is and this write is denied until an administrator repairs it", v1alpha1.AnnotationAllowances, describe(old))
+		_, kept := obj.GetAnnotations()[v1alpha1.AnnotationAllowances]
+		switch {
+		case !kept:
+			// The repair: removing an unreadable annotation loses nothing.
+			have = nil
+		case len(d.Changed) == 0 && len(d.Allowances) == 0:
+			// A write that changes and earns nothing (a finalizer
+			// removed) leaves it as it is, so nothing gets stuck.
+			return nil
+		default:
+			return errors.Wrapf(err, "cannot parse annotation %s on %s; it is kept as it is and writes that change the spec are denied until it is removed (an unreadable annotation counts as no allowances)", v1alpha1.AnnotationAllowances, describe(old))
+		}
 	}
 	var kept []allowance.Allowance
 	if old != nil {

@@ -245,12 +245,26 @@ func TestComposites(t *testing.T) {
 				Object: resizedClaim(observed(2), annotate("jira", "INFRA-24000")).Object},
 		},
 		"MalformedStoredAllowancesDenied": {
-			reason: "A stored allowances annotation that does not parse is kept, and writes are denied naming it until it is repaired.",
+			reason: "A stored allowances annotation that does not parse is kept, and writes that change the spec are denied naming it until it is removed.",
 			args: args{objs: []client.Object{claims}, req: update(asAlice,
 				claim(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created)),
 				claim(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created), set("spec.size", "large")))},
 			want: result{Code: http.StatusForbidden,
-				Message: "cannot parse annotation kausality.io/allowances on DatabaseClaim team-a/orders; it is kept as it is and this write is denied until an administrator repairs it: invalid JSON: invalid character 'o' in literal null (expecting 'u')"},
+				Message: "cannot parse annotation kausality.io/allowances on DatabaseClaim team-a/orders; it is kept as it is and writes that change the spec are denied until it is removed (an unreadable annotation counts as no allowances): invalid JSON: invalid character 'o' in literal null (expecting 'u')"},
+		},
+		"MalformedStoredAllowancesLetMetadataThrough": {
+			reason: "A write that changes no spec (Crossplane removing its finalizer) passes a malformed stored annotation, which stays as it is.",
+			args: args{objs: []client.Object{claims}, req: update(asCrossplane,
+				claim(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created), set("metadata.finalizers", []any{"finalizer.apiextensions.crossplane.io"})),
+				claim(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created)))},
+			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+				Object: claim(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created)).Object},
+		},
+		"MalformedStoredAllowancesRemoved": {
+			reason: "Anyone may remove an unreadable allowances annotation: it counts as none, so nothing is lost, and the object is writable again.",
+			args: args{objs: []client.Object{claims}, req: update(asBob,
+				claim(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created)), stored)},
+			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"}, Object: stored.Object},
 		},
 		"ProtectedAnnotationDenied": {
 			reason: "Annotation protection applies: Bob may not write the allowances annotation.",

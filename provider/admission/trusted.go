@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 )
 
 // Trusted are the users that write Kausality's own annotations: the
@@ -79,7 +80,7 @@ func (t Trusted) protect(user authenticationv1.UserInfo, old, obj *unstructured.
 	for _, k := range protectedAnnotations {
 		ov, oldOK := oldAnn[k]
 		nv, newOK := newAnn[k]
-		if ov != nv || oldOK != newOK {
+		if (ov != nv || oldOK != newOK) && !removesUnreadable(k, ov, oldOK, newOK) {
 			changed = append(changed, "annotation "+k)
 		}
 	}
@@ -92,6 +93,25 @@ func (t Trusted) protect(user authenticationv1.UserInfo, old, obj *unstructured.
 	return fmt.Sprintf("%s of %s: only Kausality and Crossplane may change %s; user %q may set %s, %s and %s* annotations",
 		strings.Join(changed, " and "), describe(obj), strings.Join(changed, ", "), user.Username,
 		v1alpha1.AnnotationFreeze, v1alpha1.AnnotationAllowDelete, v1alpha1.AnnotationTraceLabelPrefix)
+}
+
+// removesUnreadable reports whether a write removes a stored allowances or
+// trace annotation that cannot be read. That loses nothing (an unreadable
+// annotation counts as none) and is the repair path: a malformed allowances
+// annotation otherwise blocks every write of its object.
+func removesUnreadable(k, stored string, had, has bool) bool {
+	if !had || has {
+		return false
+	}
+	switch k {
+	case v1alpha1.AnnotationAllowances:
+		_, err := allowance.Parse(stored)
+		return err != nil
+	case v1alpha1.AnnotationTrace:
+		_, err := allowance.ParseTrace(stored)
+		return err != nil
+	}
+	return false
 }
 
 // providerBookkeeping are the annotations crossplane-runtime's managed

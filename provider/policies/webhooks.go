@@ -3,6 +3,7 @@ package policies
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -59,7 +60,28 @@ type Webhooks struct {
 	Managed func() []kinds.Kind
 	Log     logr.Logger
 
-	mu sync.Mutex
+	mu      sync.Mutex
+	synced  bool  // a Sync has written the configurations
+	lastErr error // the last Sync's error
+}
+
+// errNotSynced is the readiness error before the first Sync.
+var errNotSynced = errors.New("the webhook configurations have not been written yet")
+
+// Ready is a readiness check: ready once the webhook configurations are
+// written and the last attempt to keep them in line with the policies
+// succeeded. Without them admission checks nothing, so a provider that
+// cannot write them (missing RBAC, say) must not look healthy.
+func (w *Webhooks) Ready(_ *http.Request) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.lastErr != nil:
+		return errors.Wrap(w.lastErr, "cannot keep the webhook configurations in line with the AllowancePolicies")
+	case !w.synced:
+		return errNotSynced
+	}
+	return nil
 }
 
 // target is what the dynamic configuration is computed from.
@@ -74,6 +96,13 @@ type target struct {
 func (w *Webhooks) Sync(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	err := w.sync(ctx)
+	w.lastErr = err
+	w.synced = w.synced || err == nil
+	return err
+}
+
+func (w *Webhooks) sync(ctx context.Context) error {
 	l := &v1alpha1.AllowancePolicyList{}
 	if err := w.Reader.List(ctx, l); err != nil {
 		return errors.Wrap(err, "cannot list AllowancePolicies")

@@ -643,3 +643,30 @@ func TestStaticFoundByItsWebhook(t *testing.T) {
 		t.Errorf("Sync(...) without the package's configuration: -want error, +got error:\n%s", diff)
 	}
 }
+
+// TestReady: the provider is ready only once its webhook configurations are
+// written, and not while it cannot keep them in line (admission would check
+// nothing).
+func TestReady(t *testing.T) {
+	ctx := context.Background()
+	missing := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(allowancePolicy("xdatabases", xdbGVK)).Build()
+	w := &Webhooks{Kube: missing, Reader: missing, Mapper: mapper(), Cache: policy.NewCache(), Static: staticName, Log: logr.Discard()}
+	if err := w.Ready(nil); !errors.Is(err, errNotSynced) {
+		t.Errorf("Ready() before any Sync = %v, want %v", err, errNotSynced)
+	}
+	if err := w.Sync(ctx); err == nil {
+		t.Fatal("Sync(...) without the package's configuration succeeded")
+	}
+	if err := w.Ready(nil); err == nil {
+		t.Error("Ready() after a failed Sync = nil, want the Sync's error")
+	}
+
+	kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(static(), allowancePolicy("xdatabases", xdbGVK)).Build()
+	w.Kube, w.Reader = kube, kube
+	if err := w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Ready(nil); err != nil {
+		t.Errorf("Ready() after a Sync wrote the configurations = %v, want nil", err)
+	}
+}

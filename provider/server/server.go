@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -159,9 +160,22 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	hooks := &policies.Webhooks{Kube: direct, Reader: direct, Mapper: mgr.GetRESTMapper(), Cache: pc, Static: o.StaticWebhook, Managed: watcher.Kinds, Log: o.Log.WithName("webhooks")}
 	watcher.OnChange(func() {
 		if err := hooks.Sync(ctx); err != nil {
-			o.Log.Info("cannot update the webhook rules for new managed kinds", "error", err.Error())
+			o.Log.Error(err, "cannot update the webhook rules for new managed kinds")
 		}
 	})
+	// Write the configurations once at start, policies or not, so that
+	// readiness (which requires them) does not wait for a policy event.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+			if err := hooks.Sync(ctx); err != nil {
+				o.Log.Error(err, "cannot write the webhook configurations; not ready until they are written")
+				return false, nil
+			}
+			return true, nil
+		})
+	})); err != nil {
+		return nil, errors.Wrap(err, "cannot add the initial webhook sync")
+	}
 	if err := (&policies.Reconciler{Kube: mgr.GetClient(), Cache: pc, Webhooks: hooks}).Setup(mgr); err != nil {
 		return nil, errors.Wrap(err, "cannot set up the AllowancePolicy controller")
 	}
@@ -183,6 +197,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		return nil, errors.Wrap(err, "cannot add the health check")
 	}
 	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
+		return nil, errors.Wrap(err, "cannot add the readiness check")
+	}
+	if err := mgr.AddReadyzCheck("webhook-configurations", hooks.Ready); err != nil {
 		return nil, errors.Wrap(err, "cannot add the readiness check")
 	}
 	return mgr, nil
