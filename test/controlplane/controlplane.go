@@ -370,6 +370,24 @@ func (c *ControlPlane) Stop() {
 	}
 }
 
+// Races returns the data races the race detector reported in the logs of
+// provider-kausality and function-kausality, which the control plane
+// builds with -race, or "" when there were none.
+func (c *ControlPlane) Races() string {
+	var out strings.Builder
+	for _, name := range []string{ProviderKausality, "function-kausality"} {
+		raw, err := os.ReadFile(c.Log(name))
+		if err != nil {
+			continue
+		}
+		if i := strings.Index(string(raw), "WARNING: DATA RACE"); i >= 0 {
+			end := min(len(raw), i+4000)
+			fmt.Fprintf(&out, "%s (%s):\n%s\n", name, c.Log(name), raw[i:end])
+		}
+	}
+	return out.String()
+}
+
 func (c *ControlPlane) String() string {
 	return fmt.Sprintf("control plane at %s (logs in %s)", c.Admin.Host, c.Dir)
 }

@@ -89,7 +89,7 @@ func (c *ControlPlane) startRuntime(ctx, rctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fns, err := render.StartFunctions(ctx, c.Root, c.Dir, c.Tools, render.FunctionOptions{KausalityAddress: kausality, PatchTransformAddress: pat, CertsDir: certs, LogDir: c.Dir})
+	fns, err := render.StartFunctions(ctx, c.Root, c.Dir, c.Tools, render.FunctionOptions{KausalityAddress: kausality, PatchTransformAddress: pat, CertsDir: certs, LogDir: c.Dir, Race: true})
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,10 @@ func (c *ControlPlane) startRuntime(ctx, rctx context.Context) error {
 	r.functions = map[string]string{FunctionKausality: kausality, FunctionPatchTransform: pat}
 
 	bin := filepath.Join(c.Dir, "provider-kausality")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./provider")
+	// With the race detector: the scenarios (concurrent writers among them)
+	// are where the provider's concurrency is exercised; Races reads its
+	// reports from the logs.
+	build := exec.CommandContext(ctx, "go", "build", "-race", "-o", bin, "./provider")
 	build.Dir = c.Root
 	if out, err := build.CombinedOutput(); err != nil {
 		return errors.Wrapf(err, "cannot build provider-kausality: %s", out)

@@ -68,6 +68,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	if races := cp.Races(); races != "" {
+		fmt.Fprintf(os.Stderr, "the race detector reported data races:\n%s", races)
+		code = 1
+	}
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "logs kept in %s\nprovider log:\n%s\n", dir, cp.Tail(controlplane.ProviderKausality, 60))
 		keep = true

@@ -100,6 +100,9 @@ type FunctionOptions struct {
 	// LogDir, when set, receives each function's log (debug for
 	// function-kausality) instead of memory.
 	LogDir string
+	// Race builds function-kausality with the race detector, which
+	// reports to its log.
+	Race bool
 }
 
 // ExampleFunctions are the options the examples' functions.yaml expects.
@@ -109,7 +112,11 @@ var ExampleFunctions = FunctionOptions{KausalityAddress: KausalityAddress, Patch
 // it and function-patch-and-transform, waiting until both listen.
 func StartFunctions(ctx context.Context, root, dir string, t Tools, o FunctionOptions) (*Functions, error) {
 	fnBin := filepath.Join(dir, "function-kausality")
-	build := exec.CommandContext(ctx, "go", "build", "-o", fnBin, "./fn")
+	args := []string{"build", "-o", fnBin}
+	if o.Race {
+		args = append(args, "-race")
+	}
+	build := exec.CommandContext(ctx, "go", append(args, "./fn")...) //nolint:gosec // our own module
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, errors.Wrapf(err, "cannot build function-kausality: %s", out)
