@@ -38,7 +38,7 @@ func TestConcurrentWriters(t *testing.T) {
 	var admitted, denied atomic.Int64
 	var wg sync.WaitGroup
 	attacks := []func(c client.Client, i int) error{
-		func(c client.Client, i int) error { // resize the Claim, always to the other size
+		func(c client.Client, _ int) error { // resize the Claim, always to the other size
 			o := claim(key.Namespace, key.Name, "", nil)
 			return write(c, o, func() {
 				other := "large"
@@ -52,16 +52,18 @@ func TestConcurrentWriters(t *testing.T) {
 			o := bucketObject(names["data"])
 			return write(c, o, func() { _ = unstructured.SetNestedField(o.Object, int64(100+i), "spec", "forProvider", "size") })
 		},
-		func(c client.Client, i int) error { // forge an allowance
+		func(c client.Client, _ int) error { // forge an allowance
 			o := bucketObject(names["logs"])
 			return write(c, o, func() {
 				a := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbDelete, o.GetGeneration()+1, allowance.Trace{{APIVersion: "v1", Kind: "Bob", Name: "bob", Generation: 1, Timestamp: allowance.Timestamp(time.Now())}})
 				setAnn(o, v1alpha1.AnnotationAllowances, allowance.Format([]allowance.Allowance{a}))
 			})
 		},
-		func(c client.Client, i int) error { // forge a trace
+		func(c client.Client, _ int) error { // forge a trace
 			o := bucketObject(names["data"])
-			return write(c, o, func() { setAnn(o, v1alpha1.AnnotationTrace, `[{"apiVersion":"v1","kind":"Bob","name":"bob","generation":1}]`) })
+			return write(c, o, func() {
+				setAnn(o, v1alpha1.AnnotationTrace, `[{"apiVersion":"v1","kind":"Bob","name":"bob","generation":1}]`)
+			})
 		},
 		func(c client.Client, i int) error { // remove the gated label
 			o := bucketObject(names["data"])
