@@ -65,7 +65,7 @@ func TestConcurrentWriters(t *testing.T) {
 				setAnn(o, v1alpha1.AnnotationTrace, `[{"apiVersion":"v1","kind":"Bob","name":"bob","generation":1}]`)
 			})
 		},
-		func(c client.Client, i int) error { // remove the gated label
+		func(c client.Client, _ int) error { // remove the gated label
 			o := bucketObject(names["data"])
 			return write(c, o, func() {
 				l := o.GetLabels()
