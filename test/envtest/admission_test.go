@@ -69,7 +69,12 @@ func namespace(t testing.TB, name string) {
 
 func TestAllowancePolicyValidation(t *testing.T) {
 	ctx := context.Background()
-	kube := as(t, alice, "platform-team")
+	// Policies are an administrator's to write; Alice may not.
+	if err := as(t, alice, "platform-team").Create(ctx, &v1alpha1.AllowancePolicy{ObjectMeta: metav1.ObjectMeta{Name: "alices"},
+		Spec: v1alpha1.AllowancePolicySpec{For: v1alpha1.ObjectKind{APIGroup: "example.com", Kind: "DatabaseClaim"}}}); !kerrors.IsForbidden(err) {
+		t.Errorf("alice creates an AllowancePolicy: got %v, want Forbidden", err)
+	}
+	kube := as(t, "admin")
 
 	bad := &v1alpha1.AllowancePolicy{}
 	if err := yaml.Unmarshal([]byte(`
@@ -277,7 +282,7 @@ func TestDeletionProtection(t *testing.T) {
 	aliceC := as(t, alice, "platform-team")
 	controlplane.Eventually(t, 20e9, "the deletion protection ValidatingAdmissionPolicy", func() (bool, string) {
 		vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-		err := aliceC.Get(ctx, client.ObjectKey{Name: "kausality-protect-xdatabases.example.com"}, vap)
+		err := as(t, "admin-reader").Get(ctx, client.ObjectKey{Name: "kausality-protect-xdatabases.example.com"}, vap)
 		return err == nil, errString(err)
 	})
 

@@ -86,9 +86,9 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// start runs the provider and the recording provider, and lets every
-// authenticated user do anything RBAC would let them: these tests are
-// about what Kausality allows, not RBAC.
+// start runs the provider and the recording provider (as the envtest
+// administrator), and gives users edit rights, not cluster-admin, so every
+// webhook path is exercised by non-admin users.
 func start(ctx context.Context) error {
 	var err error
 	if scheme, err = server.Scheme(); err != nil {
@@ -101,12 +101,35 @@ func start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := kube.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "everyone-admin"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:authenticated"}},
-	}); err != nil {
-		return fmt.Errorf("cannot grant users access: %w", err)
+	for _, o := range []client.Object{
+		// Users (Alice, Bob, Carol) and Crossplane's service account edit
+		// Claims, composites and Buckets and read Kausality's kinds, as
+		// crossplane-edit bound cluster-wide would let them; only "admin"
+		// may write AllowancePolicies and Namespaces.
+		&rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "kausality-test-edit"},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{"example.com"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+				{APIGroups: []string{recorderv1alpha1.Group}, Resources: []string{"buckets"}, Verbs: []string{"*"}},
+				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
+				{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"namespaces", "events"}, Verbs: []string{"get", "list", "watch"}},
+			},
+		},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "kausality-test-edit"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "kausality-test-edit"},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:authenticated"}},
+		},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "admin-admin"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "admin"},
+				{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "admin-reader"}},
+		},
+	} {
+		if err := kube.Create(ctx, o); err != nil {
+			return fmt.Errorf("cannot grant users access: %w", err)
+		}
 	}
 
 	log := logr.Discard()
