@@ -56,13 +56,13 @@ func TestConcurrentWriters(t *testing.T) {
 			o := bucketObject(names["logs"])
 			return write(c, o, func() {
 				a := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbDelete, o.GetGeneration()+1, allowance.Trace{{APIVersion: "v1", Kind: "Bob", Name: "bob", Generation: 1, Timestamp: allowance.Timestamp(time.Now())}})
-				setAnn(o, v1alpha1.AnnotationAllowances, allowance.Format([]allowance.Allowance{a}))
+				_ = unstructured.SetNestedField(o.Object, allowance.Format([]allowance.Allowance{a}), "metadata", "annotations", v1alpha1.AnnotationAllowances)
 			})
 		},
 		func(c client.Client, _ int) error { // forge a trace
 			o := bucketObject(names["data"])
 			return write(c, o, func() {
-				setAnn(o, v1alpha1.AnnotationTrace, `[{"apiVersion":"v1","kind":"Bob","name":"bob","generation":1}]`)
+				_ = unstructured.SetNestedField(o.Object, `[{"apiVersion":"v1","kind":"Bob","name":"bob","generation":1}]`, "metadata", "annotations", v1alpha1.AnnotationTrace)
 			})
 		},
 		func(c client.Client, _ int) error { // remove the gated label
@@ -163,13 +163,4 @@ func write(c client.Client, o *unstructured.Unstructured, change func()) error {
 	}
 	change()
 	return c.Update(context.Background(), o)
-}
-
-func setAnn(o *unstructured.Unstructured, k, v string) {
-	a := o.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[k] = v
-	o.SetAnnotations(a)
 }
