@@ -27,12 +27,31 @@ func freezeChanged(old, obj *unstructured.Unstructured) bool {
 // freeze settles a user's write of kausality.io/freeze (DESIGN §3): anyone
 // may set one, and admission records who and when, whatever the value
 // claims; only the user who set it, or a user a policy for the kind names
-// as a subject who may initiate changes, may lift or replace it. A freeze that cannot be read
-// names nobody, so only such a user may lift it. Crossplane and the
-// provider pass unchanged: Crossplane copies a Claim's freeze to its XR and
-// back. It returns a denial, or "" after updating obj.
+// as a subject who may initiate changes, may lift or replace it. A freeze
+// that cannot be read names nobody, so only such a user may lift it.
+// Crossplane and Kausality pass unchanged (Crossplane copies a Claim's
+// freeze to its XR and back); a provider's change is undone. It returns a
+// denial, or "" after updating obj.
 func freeze(t Trusted, req admission.Request, old, obj *unstructured.Unstructured, set policy.Set, now time.Time) string {
 	if t.Has(req.UserInfo.Username) || !freezeChanged(old, obj) {
+		return ""
+	}
+	if t.Controller(req.UserInfo.Username) {
+		// A provider never sets or lifts a freeze: a change is its older
+		// copy written back (crossplane-runtime's critical annotation
+		// updater after a conflict), so the stored freeze stays.
+		var was string
+		var had bool
+		if old != nil {
+			was, had = old.GetAnnotations()[v1alpha1.AnnotationFreeze]
+		}
+		ann := obj.GetAnnotations()
+		if had {
+			ann[v1alpha1.AnnotationFreeze] = was
+		} else {
+			delete(ann, v1alpha1.AnnotationFreeze)
+		}
+		obj.SetAnnotations(ann)
 		return ""
 	}
 	if old != nil {

@@ -224,6 +224,12 @@ func TestManaged(t *testing.T) {
 				req: update(asRecorder, bucket(t, trace(claimHop(), xrHop(), bucketHop())), bucket(t, trace(claimHop(), xrHop(), bucketHop()), set("spec.forProvider.region", "eu")))},
 			want: result{Allowed: true, Object: bucket(t, trace(claimHop(), xrHop(), bucketHop()), set("spec.forProvider.region", "eu")).Object},
 		},
+		"ProviderWritingBackKeepsTheFreeze": {
+			reason: "A provider's older copy of the annotations written back after a conflict would lift a freeze set meanwhile: the stored freeze stays.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asRecorder, bucket(t, annotate(v1alpha1.AnnotationFreeze, frozenBy)), bucket(t, annotate("crossplane.io/external-create-succeeded", "2026-11-22T11:00:00Z")))},
+			want: result{Allowed: true, Object: bucket(t, annotate(v1alpha1.AnnotationFreeze, frozenBy), annotate("crossplane.io/external-create-succeeded", "2026-11-22T11:00:00Z")).Object},
+		},
 		"ProviderChangingSpecIsAHandEdit": {
 			reason: "A provider changing a set field is checked like a hand edit.",
 			args: args{objs: []client.Object{parentXR(), parentClaim()},
