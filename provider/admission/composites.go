@@ -152,24 +152,19 @@ func inject(old, obj *unstructured.Unstructured, d policy.Decision, parentTrace 
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	restore := func(k string) {
-		if v, ok := stored[k]; ok {
-			ann[k] = v
-		} else {
-			delete(ann, k)
-		}
-	}
 	if len(kept) > 0 {
 		ann[v1alpha1.AnnotationAllowances] = allowance.Format(kept)
 	} else {
 		delete(ann, v1alpha1.AnnotationAllowances)
 	}
-	if len(d.Allowances) > 0 || old == nil {
+	earned := len(d.Allowances) > 0 || old == nil
+	if earned {
 		ann[v1alpha1.AnnotationTrace] = allowance.FormatTrace(parentTrace.Then(d.Hop))
-	} else {
-		restore(v1alpha1.AnnotationTrace)
 	}
 	obj.SetAnnotations(ann)
+	if !earned {
+		keepStored(obj, old, v1alpha1.AnnotationTrace)
+	}
 	return nil
 }
 
@@ -222,18 +217,27 @@ func parentFor(claim, old, xr *unstructured.Unstructured, resource string) (*all
 // policiesFor is the compiled policy set for obj's kind, and why any policy
 // for the kind does not compile (its status says so too).
 func policiesFor(ctx context.Context, r client.Reader, cache *policy.Cache, obj *unstructured.Unstructured) (policy.Set, []string, error) {
-	l := &v1alpha1.AllowancePolicyList{}
-	// Policies are only read here: skip the informer cache's deep copy of
-	// every policy on every admission request.
-	if err := r.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-		return policy.Set{}, nil, errors.Wrap(err, "cannot list AllowancePolicies")
+	ps, err := listPolicies(ctx, r)
+	if err != nil {
+		return policy.Set{}, nil, err
 	}
-	set, errs := cache.For(obj.GetAPIVersion(), obj.GetKind(), l.Items)
+	set, errs := cache.For(obj.GetAPIVersion(), obj.GetKind(), ps)
 	broken := make([]string, 0, len(errs))
 	for _, err := range errs {
 		broken = append(broken, err.Error())
 	}
 	return set, broken, nil
+}
+
+// listPolicies lists every AllowancePolicy. They are only read: it skips
+// the informer cache's deep copy of every policy on every admission
+// request.
+func listPolicies(ctx context.Context, r client.Reader) ([]v1alpha1.AllowancePolicy, error) {
+	l := &v1alpha1.AllowancePolicyList{}
+	if err := r.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, errors.Wrap(err, "cannot list AllowancePolicies")
+	}
+	return l.Items, nil
 }
 
 // refuseBroken is the denial of a write that changes obj's spec (or creates

@@ -40,18 +40,7 @@ func freeze(t Trusted, req admission.Request, old, obj *unstructured.Unstructure
 		// A provider never sets or lifts a freeze: a change is its older
 		// copy written back (crossplane-runtime's critical annotation
 		// updater after a conflict), so the stored freeze stays.
-		var was string
-		var had bool
-		if old != nil {
-			was, had = old.GetAnnotations()[v1alpha1.AnnotationFreeze]
-		}
-		ann := obj.GetAnnotations()
-		if had {
-			ann[v1alpha1.AnnotationFreeze] = was
-		} else {
-			delete(ann, v1alpha1.AnnotationFreeze)
-		}
-		obj.SetAnnotations(ann)
+		keepStored(obj, old, v1alpha1.AnnotationFreeze)
 		return ""
 	}
 	if old != nil {

@@ -190,11 +190,11 @@ func (h *Managed) gates(ctx context.Context, req admission.Request, old, obj *un
 	case old != nil:
 		return false, "", nil
 	}
-	l := &v1alpha1.AllowancePolicyList{}
-	if err := h.Policies.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-		return false, "", errors.Wrap(err, "cannot list AllowancePolicies")
+	ps, err := listPolicies(ctx, h.Policies)
+	if err != nil {
+		return false, "", err
 	}
-	restricted, errs := h.Cache.Restricting(l.Items, policy.ChildOf(obj.GetAPIVersion(), obj.GetKind()))
+	restricted, errs := h.Cache.Restricting(ps, policy.ChildOf(obj.GetAPIVersion(), obj.GetKind()))
 	if !restricted {
 		return false, "", nil
 	}
@@ -216,21 +216,20 @@ func lateInitialized(t Trusted, req admission.Request, old, obj *unstructured.Un
 	if !t.Controller(req.UserInfo.Username) {
 		return false
 	}
-	o, _, _ := unstructured.NestedMap(old.Object, "spec")
-	n, _, _ := unstructured.NestedMap(obj.Object, "spec")
-	delete(o, "managementPolicies")
-	delete(n, "managementPolicies")
-	return !slices.ContainsFunc(mutation.Diff("spec", o, n), func(m mutation.Mutation) bool { return m.Verb != v1alpha1.MutationInsert })
+	return !slices.ContainsFunc(mutation.Diff("spec", specBeyondGate(old), specBeyondGate(obj)), func(m mutation.Mutation) bool { return m.Verb != v1alpha1.MutationInsert })
 }
 
 // specChanged reports whether a write changes the spec beyond the gate,
 // which Kausality owns.
 func specChanged(old, obj *unstructured.Unstructured) bool {
-	o, _, _ := unstructured.NestedMap(old.Object, "spec")
-	n, _, _ := unstructured.NestedMap(obj.Object, "spec")
-	delete(o, "managementPolicies")
-	delete(n, "managementPolicies")
-	return !equality.Semantic.DeepEqual(o, n)
+	return !equality.Semantic.DeepEqual(specBeyondGate(old), specBeyondGate(obj))
+}
+
+// specBeyondGate is a copy of o's spec without managementPolicies.
+func specBeyondGate(o *unstructured.Unstructured) map[string]any {
+	spec, _, _ := unstructured.NestedMap(o.Object, "spec")
+	delete(spec, "managementPolicies")
+	return spec
 }
 
 // chain says why Crossplane may not stamp these allowances, or "" when
@@ -247,9 +246,10 @@ func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured
 	}
 	var xr *unstructured.Unstructured
 	var xrAllowances []allowance.Allowance
+	var storedObj map[string]any
 	var storedGen int64
 	if old != nil {
-		storedGen = old.GetGeneration()
+		storedObj, storedGen = old.Object, old.GetGeneration()
 	}
 	for i, a := range as {
 		if slices.ContainsFunc(stored, a.Same) {
@@ -286,11 +286,7 @@ func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured
 			}
 			// Those not yet used up for this resource: Crossplane's write
 			// carries what the function composed from them.
-			var stored map[string]any
-			if old != nil {
-				stored = old.Object
-			}
-			xrAllowances = allowance.UncomposedFor(allowance.OnComposite(xas, xr.Object), stored)
+			xrAllowances = allowance.UncomposedFor(allowance.OnComposite(xas, xr.Object), storedObj)
 		}
 		last := parent.Last()
 		if last.Kind != xr.GetKind() || last.Name != xr.GetName() {

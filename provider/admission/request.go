@@ -3,6 +3,7 @@ package admission
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -56,6 +57,28 @@ func patched(req admission.Request, obj *unstructured.Unstructured) admission.Re
 		return admission.Errored(500, fmt.Errorf("cannot encode %s: %w", describe(obj), err))
 	}
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}
+
+// keepStored sets obj's annotations keys to their values on old, and
+// removes those old lacks (all of them when old is nil, a creation): what a
+// write may not change stays as stored.
+func keepStored(obj, old *unstructured.Unstructured, keys ...string) {
+	var stored map[string]string
+	if old != nil {
+		stored = old.GetAnnotations()
+	}
+	ann := maps.Clone(obj.GetAnnotations())
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	for _, k := range keys {
+		if v, ok := stored[k]; ok {
+			ann[k] = v
+		} else {
+			delete(ann, k)
+		}
+	}
+	obj.SetAnnotations(ann)
 }
 
 // setLabel sets one label on obj.

@@ -142,15 +142,7 @@ func restoreStale(old, obj *unstructured.Unstructured) bool {
 	if !slices.ContainsFunc(providerBookkeeping, func(k string) bool { v, ok := newAnn[k]; return ok && oldAnn[k] != v }) {
 		return false
 	}
-	ann := maps.Clone(newAnn)
-	for _, k := range protectedAnnotations {
-		if v, ok := oldAnn[k]; ok {
-			ann[k] = v
-		} else {
-			delete(ann, k)
-		}
-	}
-	obj.SetAnnotations(ann)
+	keepStored(obj, old, protectedAnnotations...)
 	labels := maps.Clone(obj.GetLabels())
 	if v, ok := old.GetLabels()[v1alpha1.LabelGated]; ok {
 		if labels == nil {
