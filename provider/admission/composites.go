@@ -134,7 +134,10 @@ func inject(old, obj *unstructured.Unstructured, d policy.Decision, parentTrace 
 			have = nil
 		case len(d.Changed) == 0 && len(d.Allowances) == 0:
 			// A write that changes and earns nothing (a finalizer
-			// removed) leaves it as it is, so nothing gets stuck.
+			// removed) passes, so nothing gets stuck, and leaves the
+			// annotations as stored, whatever the writer sent (the
+			// Claim's copy, from Crossplane).
+			keepStored(obj, old, v1alpha1.AnnotationAllowances, v1alpha1.AnnotationTrace)
 			return nil
 		default:
 			return errors.Wrapf(err, "cannot parse annotation %s on %s; it is kept as it is and writes that change the spec are denied until it is removed (an unreadable annotation counts as no allowances)", v1alpha1.AnnotationAllowances, describe(old))

@@ -260,6 +260,14 @@ func TestComposites(t *testing.T) {
 			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
 				Object: claim(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created)).Object},
 		},
+		"MalformedStoredAllowancesNotReplacedByACopy": {
+			reason: "Crossplane's metadata-only write of the XR carries the Claim's allowances and trace: with the XR's stored annotation malformed they still do not land on the XR; its stored annotations stay.",
+			args: args{objs: []client.Object{claims, xdatabases, resizedClaim()}, req: update(asCrossplane,
+				xr(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created, xrCreated)),
+				xr(t, allowances(claimAllowance()), trace(claimHop())))},
+			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+				Object: xr(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created, xrCreated)).Object},
+		},
 		"MalformedStoredAllowancesRemoved": {
 			reason: "Anyone may remove an unreadable allowances annotation: it counts as none, so nothing is lost, and the object is writable again.",
 			args: args{objs: []client.Object{claims}, req: update(asBob,
