@@ -124,9 +124,10 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 		}
 		for i := range l.Items {
 			mr := &l.Items[i]
-			// The label is anyone's to set; the controller reference
-			// says whose resource it is.
-			if c := metav1.GetControllerOf(mr); c == nil || c.UID != xr.GetUID() {
+			// The label and the owner reference are anyone's to set on
+			// their own resource; the composite's resource references,
+			// which Crossplane writes, say which are its.
+			if c := metav1.GetControllerOf(mr); c == nil || c.UID != xr.GetUID() || !composes(xr, mr) {
 				continue
 			}
 			if !v1alpha1.GrantsVerb(bound.ExternalVerbs(policy.ChildOf(mr.GetAPIVersion(), mr.GetKind())), v1alpha1.VerbDelete) {
@@ -139,6 +140,21 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 		}
 	}
 	return opened, nil
+}
+
+// composes reports whether the composite references mr among its composed
+// resources: spec.resourceRefs (legacy) or spec.crossplane.resourceRefs.
+func composes(xr, mr *unstructured.Unstructured) bool {
+	for _, path := range [][]string{{"spec", "resourceRefs"}, {"spec", "crossplane", "resourceRefs"}} {
+		refs, _, _ := unstructured.NestedSlice(xr.Object, path...)
+		for _, r := range refs {
+			ref, _ := r.(map[string]any)
+			if ref["apiVersion"] == mr.GetAPIVersion() && ref["kind"] == mr.GetKind() && ref["name"] == mr.GetName() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // openDelete stamps an External Delete allowance on mr, traced to the

@@ -69,7 +69,11 @@ func TestDeletion(t *testing.T) {
 	// Buckets that are not the XR's gated resources: never touched.
 	ungated := bucket(t, name("orders-cache"), unlabel(v1alpha1.LabelGated))
 	other := bucket(t, name("payments-data"), label("crossplane.io/composite", "payments-x1"))
-	all := []client.Object{xr(t), data, logs, ungated, other}
+	// The XR composes both Buckets (spec.resourceRefs).
+	composite := func(mods ...mod) *unstructured.Unstructured {
+		return xr(t, append([]mod{set("spec.resourceRefs[1]", map[string]any{"apiVersion": "recorder.kausality.io/v1alpha1", "kind": "Bucket", "name": "orders-logs"})}, mods...)...)
+	}
+	all := []client.Object{composite(), data, logs, ungated, other}
 	untouched := byName(data, logs, ungated, other)
 
 	// opened is b with its Delete gate opened for a deletion whose own
@@ -126,13 +130,13 @@ func TestDeletion(t *testing.T) {
 		},
 		"CompositeDeletedByCrossplane": {
 			reason: "Crossplane deleting a Claim's composite carries out the Claim's deletion, which opened what its user was permitted: it opens nothing of its own (else Bob's Claim deletion would open through Crossplane).",
-			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: remove(asCrossplane, xr(t))},
+			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: remove(asCrossplane, composite())},
 			want:   want{result: result{Allowed: true}, buckets: untouched},
 		},
 		"OpenedOnce": {
 			reason: "A Delete gate the Claim's deletion opened stays as it is when Crossplane then deletes the composite: the allowance keeps the Claim's trace.",
-			args: args{objs: []client.Object{claims, deletesCloud, xr(t), opened(data, byAlice), opened(logs, byAlice), ungated, other},
-				req: remove(asCrossplane, xr(t))},
+			args: args{objs: []client.Object{claims, deletesCloud, composite(), opened(data, byAlice), opened(logs, byAlice), ungated, other},
+				req: remove(asCrossplane, composite())},
 			want: want{result: result{Allowed: true}, buckets: byName(opened(data, byAlice), opened(logs, byAlice), ungated, other)},
 		},
 		"BobDeletesOrphans": {
@@ -154,14 +158,21 @@ func TestDeletion(t *testing.T) {
 		},
 		"LabelWithoutControllerReference": {
 			reason: "A Bucket that carries the composite's label but another controller is not the composite's: it stays closed.",
-			args: args{objs: []client.Object{claims, deletesCloud, xr(t), data, bucket(t, name("orders-impostor"), set("metadata.ownerReferences[0].uid", "someone-else"))},
+			args: args{objs: []client.Object{claims, deletesCloud, composite(), data, bucket(t, name("orders-impostor"), set("metadata.ownerReferences[0].uid", "someone-else"))},
 				req: remove(asAlice, deletable)},
 			want: want{result: result{Allowed: true, Warnings: []string{"deleting DatabaseClaim team-a/orders deletes these cloud resources, as its policies allow: Bucket orders-data"}},
 				buckets: byName(opened(data, byAlice), bucket(t, name("orders-impostor"), set("metadata.ownerReferences[0].uid", "someone-else")))},
 		},
+		"OwnedButNotComposed": {
+			reason: "Bob's own Bucket with a controller reference to Alice's XR and its composite label (both his to set) is no resource of that XR: its gate stays closed.",
+			args: args{objs: []client.Object{claims, deletesCloud, composite(), data, logs, bucket(t, name("bobs"))},
+				req: remove(asAlice, deletable)},
+			want: want{result: result{Allowed: true, Warnings: []string{opensBoth}},
+				buckets: byName(opened(data, byAlice), opened(logs, byAlice), bucket(t, name("bobs")))},
+		},
 		"UnclaimedCompositeDeletedByAlice": {
 			reason: "Deleting a composite directly (unclaimed or modern) opens its resources' Delete gates as its policies allow the user.",
-			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: remove(asAlice, xr(t, unset("spec.claimRef")))},
+			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: remove(asAlice, composite(unset("spec.claimRef")))},
 			want: want{
 				result: result{Allowed: true, Warnings: []string{"deleting XDatabase orders-x1 deletes these cloud resources, as its policies allow: Bucket orders-data, Bucket orders-logs"}},
 				buckets: byName(opened(data, allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 3, User: alice, Timestamp: ts(0)}),
@@ -170,7 +181,7 @@ func TestDeletion(t *testing.T) {
 		},
 		"MalformedAllowancesDenied": {
 			reason: "When a Bucket's allowances cannot be read, what the deletion does to the cloud cannot be decided, so it is denied.",
-			args: args{objs: []client.Object{claims, deletesCloud, xr(t), bucket(t, annotate(v1alpha1.AnnotationAllowances, "["))},
+			args: args{objs: []client.Object{claims, deletesCloud, composite(), bucket(t, annotate(v1alpha1.AnnotationAllowances, "["))},
 				req: remove(asAlice, deletable)},
 			want: want{
 				result: result{Code: http.StatusForbidden,
