@@ -2,8 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
-	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
@@ -39,6 +39,7 @@ func metaOf(resName string, obj map[string]any) childMeta {
 type change struct {
 	create   bool                 // the resource is being created
 	passed   []mutation.Mutation  // mutations let through; Insert at "" for a creation
+	covered  []mutation.Mutation  // those of passed an allowance or policy permits (not Log mode's)
 	chosen   *allowance.Allowance // the XR allowance that justifies them
 	upgraded bool                 // let through by an UpgradeAllowance
 	applied  mutation.Applied     // the record of what was let through, after this run
@@ -129,6 +130,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any) change 
 		switch {
 		case d.ok:
 			ch.passed = append(ch.passed, m)
+			ch.covered = append(ch.covered, m)
 			ch.upgraded = ch.upgraded || d.upgrade
 			if ch.chosen == nil {
 				ch.chosen = d.by
@@ -167,10 +169,14 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 		}
 	}
 	as := r.stampExternal(dm, om, have, ch)
-	g := r.cfg.gate.Decide(observed, as, r.now, r.frozen)
+	g := r.cfg.gate.Decide(desired, observed, as, r.now, r.frozen)
 	if len(g.Withheld) > 0 {
 		r.withhold(dm, "open gate", "", fmt.Sprintf("%s is frozen by %s", ref(r.xr.Object), r.frozen))
 	}
+	for _, p := range g.Uncovered {
+		r.withhold(dm, "open gate", p, fmt.Sprintf("changed since generation %d was let through to the cloud and no open allowance covers it; it would ride along with the allowed change", g.Approved.Generation))
+	}
+	maps.Copy(ann, g.Approved.Annotations())
 	if g.Err != nil {
 		r.withhold(dm, "open gate", "", g.Err.Error())
 	}
@@ -219,9 +225,7 @@ func setManagementPolicies(obj map[string]any, ps []string) error {
 
 // skipManaged leaves the gate out of diffs and applied records: Kausality
 // owns it.
-func skipManaged(p string) bool {
-	return p == gate.PathManagementPolicies || strings.HasPrefix(p, gate.PathManagementPolicies+"[")
-}
+var skipManaged = gate.IsGatePath
 
 // nextApplied is the record after this run: what the pipeline wanted for the
 // fields let through, and the previous record for the fields withheld, so a

@@ -215,6 +215,7 @@ func TestRunFunction(t *testing.T) {
 	mrAllowance := []allowance.Allowance{{
 		Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "RDSInstance", "provider": "provider-aws"}},
 		Verbs: []string{"Update"}, Generation: 2, Initiator: "hans@example.com", Trace: fullTrace,
+		Mutations: []v1alpha1.MutationBound{{JSONPath: "spec.forProvider.instanceClass", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}},
 	}}
 	observedAnn := map[string]string{v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1"}
 
@@ -240,6 +241,8 @@ func TestRunFunction(t *testing.T) {
 						v1alpha1.AnnotationAllowances:          allowance.Format(mrAllowance),
 						v1alpha1.AnnotationTrace:               allowance.FormatTrace(fullTrace),
 						v1alpha1.AnnotationApplied:             appliedFor(t, "db.t3.large"),
+						v1alpha1.AnnotationApproved:            appliedFor(t, "db.t3.large"),
+						v1alpha1.AnnotationApprovedGeneration:  "2",
 						v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
 						v1alpha1.AnnotationComposedGeneration:  "2",
 					}, "[Observe, Update, LateInitialize]"),
@@ -264,6 +267,8 @@ func TestRunFunction(t *testing.T) {
 						v1alpha1.AnnotationAllowances:          "[]",
 						v1alpha1.AnnotationTrace:               "[]",
 						v1alpha1.AnnotationApplied:             appliedFor(t, "db.t3.small"),
+						v1alpha1.AnnotationApproved:            appliedFor(t, "db.t3.small"),
+						v1alpha1.AnnotationApprovedGeneration:  "1",
 						v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
 						v1alpha1.AnnotationComposedGeneration:  "2",
 					}, "[Observe, LateInitialize]"),

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -24,8 +25,11 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 		}
 	}
 	verb := v1alpha1.VerbUpdate
+	var ships []v1alpha1.MutationBound // what the gate may ship: a creation ships it all
 	if ch.create {
 		verb = v1alpha1.VerbCreate
+	} else {
+		ships = shipped(ch.covered)
 	}
 	found := false
 	for _, xa := range r.allowances {
@@ -34,7 +38,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 		}
 		found = true
 		add(allowance.Allowance{
-			Relation: v1alpha1.RelationExternal, Target: xa.Target, Verbs: slices.Clone(xa.Verbs),
+			Relation: v1alpha1.RelationExternal, Target: xa.Target, Verbs: slices.Clone(xa.Verbs), Mutations: ships,
 			Generation: gen, Initiator: xa.Initiator, Trace: xa.Trace.With(r.xrHop()).Then(hop),
 		})
 	}
@@ -44,10 +48,20 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	// changes, which reach the cloud only when an UpgradeAllowance grants the
 	// external Update; that trace starts at the UpgradeAllowance.
 	if !found && r.phase == policy.PhaseInitializing && !r.restrictAll && v1alpha1.GrantsVerb(r.set.PhaseBound(r.phase).ExternalVerbs(dm.child), verb) {
-		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)))
+		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(ships))
 	}
 	if !found && ch.upgraded && v1alpha1.GrantsVerb(r.upgrade.ExternalVerbs(dm.child), v1alpha1.VerbUpdate) {
-		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, v1alpha1.VerbUpdate, gen, r.upgradeBase.Then(hop)))
+		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, v1alpha1.VerbUpdate, gen, r.upgradeBase.Then(hop)).Shipping(ships))
+	}
+	return out
+}
+
+// shipped are the spec fields of ms, as an External allowance names what
+// its gate may ship (DESIGN §4a).
+func shipped(ms []mutation.Mutation) []v1alpha1.MutationBound {
+	out := make([]v1alpha1.MutationBound, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, v1alpha1.MutationBound{JSONPath: m.Path, Verbs: []v1alpha1.MutationVerb{m.Verb}})
 	}
 	return out
 }

@@ -31,6 +31,17 @@ const (
 	// the composite is used up for the resource once it was composed from
 	// the allowance's generation.
 	AnnotationComposedGeneration = "kausality.io/composed-generation"
+	// AnnotationApproved records, on a gated managed resource, the spec its
+	// provider was last allowed to write to the cloud: a hash per leaf, as
+	// AnnotationApplied. An Update gate opens only when every field the
+	// spec differs by from it is covered by an open allowance, so an open
+	// gate never ships an unrelated pending change (DESIGN §4a).
+	AnnotationApproved = "kausality.io/approved"
+	// AnnotationApprovedGeneration is the generation whose spec
+	// AnnotationApproved records. An allowance that ships the spec is used
+	// up only by a generation an open gate let through: one the provider
+	// observed behind a closed gate was never applied.
+	AnnotationApprovedGeneration = "kausality.io/approved-generation"
 	// LabelGated marks managed resources whose gate Kausality manages.
 	LabelGated = "kausality.io/gated"
 )

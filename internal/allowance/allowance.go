@@ -27,7 +27,12 @@ type Allowance struct {
 	Target   v1alpha1.Target   `json:"target"`
 	// Verbs permitted on the target object.
 	Verbs []string `json:"verbs,omitempty"`
-	// Mutations permitted on the target's fields (ControllerChild).
+	// Mutations permitted on the target's fields (ControllerChild). On an
+	// External allowance they name the carrying resource's spec fields
+	// whose change its gate ships to the cloud: an Update gate opens only
+	// when they cover everything the spec differs by from what was last
+	// approved. An External allowance without them covers the whole spec
+	// if it grants Create (a creation ships it all), else nothing.
 	Mutations []v1alpha1.MutationBound `json:"mutations,omitempty"`
 	// Generation of the carrying object this allowance is for; it is consumed
 	// once the carrying object's observed generation reaches it.
@@ -54,17 +59,68 @@ func ExternalGrant(apiGroup, kind, verb string, gen int64, t Trace) Allowance {
 	}
 }
 
+// Shipping is a with the spec fields its gate ships (see Mutations).
+func (a Allowance) Shipping(fields []v1alpha1.MutationBound) Allowance {
+	a.Mutations = fields
+	return a
+}
+
 // ConsumedAt reports whether the allowance is used up for a carrying object
-// whose observed generation is observed (ok=false: none observed yet).
+// whose observed generation is observed (ok=false: none observed yet) and
+// that keeps no approval record; ConsumedBy is the general rule.
 // An External allowance for Delete alone is the exception: the provider
 // deletes only once the object itself is deleted, which observing a
 // generation says nothing about, so it is used up by the deletion (the
 // object goes) or by its time limit, never by a generation.
 func (a Allowance) ConsumedAt(observed int64, ok bool) bool {
-	if a.OpensDelete() {
+	return a.ConsumedBy(Progress{Observed: observed, Reconciled: ok})
+}
+
+// Progress is how far a carrying object's changes have gone: what its
+// controller observed and, on a gated managed resource, which generation
+// an open gate last let its provider write to the cloud.
+type Progress struct {
+	// Observed is the observed generation; Reconciled is false when none
+	// is reported (see ObservedGeneration).
+	Observed   int64
+	Reconciled bool
+	// Approved is the generation recorded in kausality.io/approved-generation;
+	// HasApproved is false without that record (composites, Claims), where
+	// observation alone consumes.
+	Approved    int64
+	HasApproved bool
+}
+
+// ProgressOf reads a carrying object's progress.
+func ProgressOf(carrier map[string]any) Progress {
+	var p Progress
+	p.Observed, p.Reconciled = ObservedGeneration(carrier)
+	p.Approved, p.HasApproved = ApprovedGeneration(carrier)
+	return p
+}
+
+// ConsumedBy reports whether the allowance is used up for a carrying object
+// at progress p: marked consumed, or observed at its generation. An
+// External allowance that ships the spec (Create, Update) on a resource
+// that keeps an approval record is used up only once that generation was
+// also approved: a generation the provider observed behind a closed gate
+// (an unsupported combination, an uncovered pending change) applied
+// nothing, so the change still waits. Delete alone is used up only by the
+// deletion (see ConsumedAt).
+func (a Allowance) ConsumedBy(p Progress) bool {
+	if a.Consumed || a.OpensDelete() {
 		return a.Consumed
 	}
-	return a.Consumed || (ok && observed >= a.Generation)
+	if !p.Reconciled || p.Observed < a.Generation {
+		return false
+	}
+	return !p.HasApproved || !a.ShipsSpec() || p.Approved >= a.Generation
+}
+
+// ShipsSpec reports whether a is an External allowance whose gate lets the
+// provider write the spec to the cloud: it grants Create or Update.
+func (a Allowance) ShipsSpec() bool {
+	return a.Relation == v1alpha1.RelationExternal && (a.HasVerb(v1alpha1.VerbCreate) || a.HasVerb(v1alpha1.VerbUpdate))
 }
 
 // OpensDelete reports whether a is an External allowance for Delete alone:
@@ -74,11 +130,11 @@ func (a Allowance) OpensDelete() bool {
 }
 
 // Unconsumed are the allowances of as not yet consumed on carrier, the
-// object carrying them as stored: its observed generation decides. This is
+// object carrying them as stored: its progress decides. This is
 // how consumed allowances are pruned everywhere.
 func Unconsumed(as []Allowance, carrier map[string]any) []Allowance {
-	og, ok := ObservedGeneration(carrier)
-	return slices.DeleteFunc(slices.Clone(as), func(a Allowance) bool { return a.ConsumedAt(og, ok) })
+	p := ProgressOf(carrier)
+	return slices.DeleteFunc(slices.Clone(as), func(a Allowance) bool { return a.ConsumedBy(p) })
 }
 
 // KeepConsumed is as with every allowance marked consumed that stored, the
@@ -184,9 +240,6 @@ func (a Allowance) Validate() error {
 	case v1alpha1.RelationExternal:
 		if len(a.Target.External) == 0 {
 			return errors.New("relation External needs target.external")
-		}
-		if len(a.Mutations) > 0 {
-			return errors.New("relation External takes no mutations")
 		}
 	default:
 		return errors.Errorf("relation %q is not ControllerChild or External", a.Relation)

@@ -50,7 +50,7 @@ func TestParse(t *testing.T) {
 		"HopNoName":     {reason: "Every hop names an object.", in: `[{"relation":"External","target":{"external":{"kind":"X"}},"generation":1,"trace":[{"apiVersion":"v1","kind":"K","generation":1}]}]`, want: want{err: "hop [0]: name is empty"}},
 		"Trailing":      {reason: "Appended text must not be silently ignored.", in: `[] []`, want: want{err: "trailing data"}},
 		"TooLarge":      {reason: "Values larger than annotations can hold are refused before decoding.", in: "[" + strings.Repeat(" ", MaxAnnotationBytes) + "]", want: want{err: "more than"}},
-		"ExternalMutat": {reason: "External allowances carry no field mutations.", in: `[{"relation":"External","target":{"external":{"kind":"X"}},"mutations":[{"jsonPath":"spec","verbs":["Mutate"]}],"generation":1}]`, want: want{err: "takes no mutations"}},
+		"ExternalMutat": {reason: "The spec fields an External allowance ships are checked like any bound.", in: `[{"relation":"External","target":{"external":{"kind":"X"}},"mutations":[{"jsonPath":"spec","verbs":["Replace"]}],"generation":1}]`, want: want{err: `"Replace" is not one of Insert`}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -97,14 +97,14 @@ func TestConsumedAt(t *testing.T) {
 		ok       bool
 		want     bool
 	}{
-		"NotObserved":            {a: a, want: false},
-		"Behind":                 {a: a, observed: 4, ok: true, want: false},
-		"CaughtUp":               {a: a, observed: 5, ok: true, want: true},
-		"Ahead":                  {a: a, observed: 7, ok: true, want: true},
-		"Marked":                 {a: Allowance{Generation: 9, Consumed: true}, observed: 1, ok: true, want: true},
-		"DeleteWaitsForDeletion": {a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Delete"}, Generation: 5}, observed: 7, ok: true, want: false},
-		"DeleteMarked":           {a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Delete"}, Generation: 5, Consumed: true}, want: true},
-		"UpdateAndDelete":        {a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Update", "Delete"}, Generation: 5}, observed: 5, ok: true, want: true},
+		"NotObserved":             {a: a, want: false},
+		"Behind":                  {a: a, observed: 4, ok: true, want: false},
+		"CaughtUp":                {a: a, observed: 5, ok: true, want: true},
+		"Ahead":                   {a: a, observed: 7, ok: true, want: true},
+		"Marked":                  {a: Allowance{Generation: 9, Consumed: true}, observed: 1, ok: true, want: true},
+		"DeleteWaitsForDeletion":  {a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Delete"}, Generation: 5}, observed: 7, ok: true, want: false},
+		"DeleteMarked":            {a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Delete"}, Generation: 5, Consumed: true}, want: true},
+		"UpdateAndDeleteNoRecord": {a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Update", "Delete"}, Generation: 5}, observed: 5, ok: true, want: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -241,5 +241,44 @@ func TestExpiredAt(t *testing.T) {
 				t.Errorf("ExpiredAt() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestConsumedBy(t *testing.T) {
+	upd := Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Update"}, Generation: 5}
+	cases := map[string]struct {
+		reason string
+		a      Allowance
+		p      Progress
+		want   bool
+	}{
+		"NoRecordObservationConsumes": {reason: "Without an approval record observation alone consumes, as before.", a: upd, p: Progress{Observed: 5, Reconciled: true}, want: true},
+		"ApprovedAndObserved":         {reason: "A generation an open gate let through and the provider observed consumes.", a: upd, p: Progress{Observed: 5, Reconciled: true, Approved: 5, HasApproved: true}, want: true},
+		"ObservedBehindClosedGate":    {reason: "A generation the provider observed behind a closed gate applied nothing: the change still waits.", a: upd, p: Progress{Observed: 6, Reconciled: true, Approved: 4, HasApproved: true}},
+		"ApprovedNotObserved":         {reason: "Approved but not yet observed: not applied yet.", a: upd, p: Progress{Observed: 4, Reconciled: true, Approved: 5, HasApproved: true}},
+		"UpdateAndDeleteHeld":         {reason: "An unsupported Update+Delete never opened, so it is not used up by a Synced generation.", a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Update", "Delete"}, Generation: 5}, p: Progress{Observed: 5, Reconciled: true, Approved: 3, HasApproved: true}},
+		"ControllerChildObserved":     {reason: "Only spec-shipping External grants wait for an approval.", a: Allowance{Relation: v1alpha1.RelationControllerChild, Verbs: []string{"Update"}, Generation: 5}, p: Progress{Observed: 5, Reconciled: true, Approved: 1, HasApproved: true}, want: true},
+		"DeleteAlone":                 {reason: "Delete alone is used up by the deletion only.", a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Delete"}, Generation: 5}, p: Progress{Observed: 9, Reconciled: true, Approved: 9, HasApproved: true}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.a.ConsumedBy(tc.p); got != tc.want {
+				t.Errorf("%s\nConsumedBy(%+v) = %t, want %t", tc.reason, tc.p, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestProgressOf(t *testing.T) {
+	mr := map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationApprovedGeneration: "4"}},
+		"status":   map[string]any{"observedGeneration": int64(6)},
+	}
+	if got, want := ProgressOf(mr), (Progress{Observed: 6, Reconciled: true, Approved: 4, HasApproved: true}); got != want {
+		t.Errorf("ProgressOf() = %+v, want %+v", got, want)
+	}
+	mr["metadata"] = map[string]any{"annotations": map[string]any{v1alpha1.AnnotationApprovedGeneration: "-1"}}
+	if got := ProgressOf(mr); got.HasApproved {
+		t.Errorf("ProgressOf() with a negative approved generation = %+v, want no approval record", got)
 	}
 }

@@ -64,6 +64,23 @@ func ComposedGeneration(composed map[string]any) int64 {
 	return g
 }
 
+// ApprovedGeneration is the generation whose spec a gated managed
+// resource's open gate last let through (annotation
+// kausality.io/approved-generation); ok is false without a readable one.
+func ApprovedGeneration(carrier map[string]any) (int64, bool) {
+	md, _ := carrier["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	s, ok := ann[v1alpha1.AnnotationApprovedGeneration].(string)
+	if !ok {
+		return 0, false
+	}
+	g, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || g < 0 {
+		return 0, false
+	}
+	return g, true
+}
+
 // OnComposite are the allowances of a composite (XR) still to be
 // propagated: all but those marked consumed and those of an earlier
 // generation the composite has moved past and observed.

@@ -59,21 +59,33 @@ func (c Config) For(mr map[string]any) Config {
 	return c
 }
 
-// Decide is the gate of a managed resource carrying allowances as. stored
-// is the resource as stored, nil while it is being created: its observed
-// generation decides which allowances are consumed and its generation is
-// the one a freeze holds allowances past. Status is read from stored only,
-// never from a write being admitted, so no client can consume an
-// allowance by sending a status. frozen names who froze the resource or a
-// parent ("" when nobody did).
-func (c Config) Decide(stored map[string]any, as []allowance.Allowance, now time.Time, frozen string) Decision {
+// Decide is the gate of a managed resource carrying allowances as, written
+// as obj over stored, the resource as stored (nil while it is being
+// created): stored's progress decides which allowances are consumed, its
+// generation is the one a freeze holds allowances past, and its approval is
+// what obj's spec is compared with. Status and approval are read from
+// stored only, never from a write being admitted, so no client can consume
+// an allowance or bless a change by sending them. frozen names who froze
+// the resource or a parent ("" when nobody did).
+func (c Config) Decide(obj, stored map[string]any, as []allowance.Allowance, now time.Time, frozen string) Decision {
+	return c.DecideFrom(obj, stored, ApprovalOf(stored), as, now, frozen)
+}
+
+// DecideFrom is Decide with the approval given: stored's, extended for a
+// provider's late initialization (Approval.LateInitialized).
+func (c Config) DecideFrom(obj, stored map[string]any, approved Approval, as []allowance.Allowance, now time.Time, frozen string) Decision {
 	c = c.Defaulted()
-	in := Inputs{Allowances: as, ReadOnly: c.ReadOnly, Now: now, Limit: c.MaxOpen, Frozen: frozen}
+	in := Inputs{Allowances: as, ReadOnly: c.ReadOnly, Now: now, Limit: c.MaxOpen, Frozen: frozen, Approved: approved, Spec: SpecRecord(obj)}
 	if stored != nil {
-		in.Observed, in.Reconciled = allowance.ObservedGeneration(stored)
+		in.Progress = allowance.ProgressOf(stored)
 		in.Generation = generation(stored)
 	}
-	return Decide(in)
+	d := Decide(in)
+	if d.Approves {
+		// Whether the write raises the generation depends on the gate.
+		d.Approved.Generation = nextGeneration(obj, stored, d.Policies)
+	}
+	return d
 }
 
 func generation(obj map[string]any) int64 {

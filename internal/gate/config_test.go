@@ -77,7 +77,7 @@ func TestConfigDecide(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d := tc.cfg.Decide(tc.stored, []allowance.Allowance{upd}, now, tc.frozen)
+			d := tc.cfg.Decide(tc.stored, tc.stored, []allowance.Allowance{upd}, now, tc.frozen)
 			if diff := cmp.Diff(tc.want, d.Policies); diff != "" {
 				t.Errorf("%s\nPolicies: -want, +got:\n%s", tc.reason, diff)
 			}

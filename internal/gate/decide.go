@@ -5,19 +5,26 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
 // Inputs are what decides one managed resource's gate.
 type Inputs struct {
 	// Allowances of the managed resource, as stored.
 	Allowances []allowance.Allowance
-	// Observed is the managed resource's observed generation; Reconciled is
-	// false when no provider has reported one yet.
-	Observed   int64
-	Reconciled bool
+	// Progress is the managed resource's as stored: what its provider
+	// observed and which generation was last approved.
+	Progress allowance.Progress
 	// Generation is the managed resource's generation as stored (before
 	// the write being decided, at admission).
 	Generation int64
+	// Spec is the record of the spec beyond the gate as it will be stored
+	// (SpecRecord), and Approved what the gate last let through. An
+	// allowance that ships the spec opens the gate only when the
+	// allowances opening it cover every leaf the two differ by. Nil Spec
+	// and Approved compare equal: nothing is pending.
+	Spec     mutation.Applied
+	Approved Approval
 	// ReadOnly is the closed gate.
 	ReadOnly []string
 	// Now and Limit decide expiry: an allowance stamped longer than Limit
@@ -44,27 +51,50 @@ type Decision struct {
 	Consumed, Expired, Open []allowance.Allowance
 	// Withheld are the unconsumed External allowances a freeze keeps shut.
 	Withheld []allowance.Allowance
+	// Held are the unconsumed External allowances that stay shut because
+	// the spec differs from what was last approved by fields in Uncovered,
+	// which no allowance opening the gate covers, or because the verbs
+	// together are a combination crossplane-runtime does not support
+	// (Err). They are not used up by what the provider observes meanwhile.
+	Held      []allowance.Allowance
+	Uncovered []string
 	// Verbs are the external verbs the gate opens for.
 	Verbs []string
 	// Policies is the gate: spec.managementPolicies.
 	Policies []string
+	// Approved is the approval to store: the inputs' approval, or, when
+	// the gate opens for Create or Update (Approves), the inputs' spec.
+	// Its generation is then the stored one; Config.Decide sets it to the
+	// generation the write gives the resource.
+	Approved Approval
+	Approves bool
 	// Err says why the gate failed closed: an unsupported combination.
 	Err error
 }
 
 // Decide applies the gate formula to a managed resource's allowances: an
-// allowance is consumed once the observed generation reaches its own, a
+// allowance is consumed once the observed generation reaches its own (and,
+// for one that ships the spec, once that generation was approved), a
 // consumed or expired allowance opens nothing, a freeze opens nothing, and
 // the rest open the External verbs they grant, as far as crossplane-runtime
-// supports the combination (else the gate fails closed with Err).
+// supports the combination (else the gate fails closed with Err) and as far
+// as they cover the pending spec change.
 //
 // A freeze holds External allowances back instead of letting them be
 // consumed by generations the provider only observed: each decision during
 // the freeze moves them past the stored generation, so once the freeze
 // lifts they are still unconsumed and the write that opens the gate is the
 // generation that applies them.
+//
+// An open gate ships the whole spec, so an allowance that ships the spec
+// opens only when the allowances opening the gate cover every leaf the
+// spec differs by from what was last approved (DESIGN §4a): a change the
+// Namespace's Log mode let in, or one a pipeline step after Kausality
+// made, would otherwise reach the cloud with the next permitted change,
+// under its trace.
 func Decide(in Inputs) Decision {
-	d := Decision{Allowances: make([]allowance.Allowance, 0, len(in.Allowances))}
+	d := Decision{Allowances: make([]allowance.Allowance, 0, len(in.Allowances)), Approved: in.Approved}
+	var candidates []allowance.Allowance
 	for _, a := range in.Allowances {
 		withheld := in.Frozen != "" && !a.Consumed && a.Relation == v1alpha1.RelationExternal && !a.ExpiredAt(in.Now, in.Limit)
 		switch {
@@ -73,7 +103,7 @@ func Decide(in Inputs) Decision {
 				a.Generation = in.Generation + 1
 				d.Changed = true
 			}
-		case !a.Consumed && a.ConsumedAt(in.Observed, in.Reconciled):
+		case !a.Consumed && a.ConsumedBy(in.Progress):
 			a.Consumed = true
 			d.Changed = true
 			d.Consumed = append(d.Consumed, a)
@@ -86,10 +116,76 @@ func Decide(in Inputs) Decision {
 		case withheld:
 			d.Withheld = append(d.Withheld, a)
 		default:
-			d.Open = append(d.Open, a)
-			d.Verbs = append(d.Verbs, a.Verbs...)
+			candidates = append(candidates, a)
 		}
 	}
+	if d.Uncovered = uncovered(candidates, in.Approved.Spec.Changed(in.Spec)); len(d.Uncovered) > 0 {
+		for _, a := range candidates {
+			if a.ShipsSpec() {
+				d.Held = append(d.Held, a)
+			} else {
+				d.Open = append(d.Open, a)
+			}
+		}
+	} else {
+		d.Open = candidates
+	}
+	for _, a := range d.Open {
+		d.Verbs = append(d.Verbs, a.Verbs...)
+	}
 	d.Policies, d.Err = Compute(in.ReadOnly, d.Verbs)
+	if d.Err != nil {
+		// Nothing opens: none of them may be used up meanwhile.
+		d.Held, d.Open, d.Verbs = append(d.Held, d.Open...), nil, nil
+	}
+	for _, a := range d.Open {
+		if a.ShipsSpec() {
+			d.Approved, d.Approves = Approval{Spec: in.Spec, Generation: in.Generation}, true
+			break
+		}
+	}
 	return d
+}
+
+// uncovered are the pending leaves no spec-shipping candidate covers, or
+// nil when none is pending or no candidate ships the spec.
+func uncovered(candidates []allowance.Allowance, pending []string) []string {
+	if len(pending) == 0 {
+		return nil
+	}
+	var bounds []mutation.Pattern
+	ships := false
+	for _, a := range candidates {
+		if !a.ShipsSpec() {
+			continue
+		}
+		ships = true
+		if len(a.Mutations) == 0 && a.HasVerb(v1alpha1.VerbCreate) {
+			return nil // a creation ships the whole spec
+		}
+		for _, m := range a.Mutations {
+			if p, err := mutation.ParsePattern(m.JSONPath); err == nil {
+				bounds = append(bounds, p)
+			}
+		}
+	}
+	if !ships {
+		return nil
+	}
+	var out []string
+	for _, p := range pending {
+		covered := false
+		for _, b := range bounds {
+			// Overlaps: an empty map or list recorded as one leaf is
+			// changed by an insert below it.
+			if b.Overlaps(p) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -33,11 +33,11 @@ func TestDecide(t *testing.T) {
 		wantErr        bool
 	}{
 		"UnconsumedUpdateOpens": {
-			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Observed: 2, Reconciled: true},
+			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Progress: allowance.Progress{Observed: 2, Reconciled: true}},
 			wantPolicies: []string{Observe, Update, LateInitialize},
 		},
 		"ObservedGenerationConsumes": {
-			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Observed: 3, Reconciled: true},
+			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Progress: allowance.Progress{Observed: 3, Reconciled: true}},
 			wantPolicies: DefaultReadOnly, wantConsumed: 1,
 		},
 		"NotReconciledYetStaysOpen": {
@@ -45,23 +45,23 @@ func TestDecide(t *testing.T) {
 			wantPolicies: []string{Observe, Create, LateInitialize},
 		},
 		"ExpiredOpensNothing": {
-			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now.Add(-time.Hour), "Update")}, Observed: 2, Reconciled: true, Limit: time.Minute},
+			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now.Add(-time.Hour), "Update")}, Progress: allowance.Progress{Observed: 2, Reconciled: true}, Limit: time.Minute},
 			wantPolicies: DefaultReadOnly, wantExpired: 1,
 		},
 		"FreezeWithholds": {
-			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Observed: 2, Reconciled: true, Frozen: "oncall"},
+			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Progress: allowance.Progress{Observed: 2, Reconciled: true}, Frozen: "oncall"},
 			wantPolicies: DefaultReadOnly, wantWithheld: 1,
 		},
 		"FreezeDoesNotConsume": {
-			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Observed: 4, Reconciled: true, Generation: 4, Frozen: "oncall"},
+			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Progress: allowance.Progress{Observed: 4, Reconciled: true}, Generation: 4, Frozen: "oncall"},
 			wantPolicies: DefaultReadOnly, wantWithheld: 1, wantGeneration: 5,
 		},
 		"ControllerChildOpensNothing": {
-			in:           Inputs{Allowances: []allowance.Allowance{child}, Observed: 2, Reconciled: true},
+			in:           Inputs{Allowances: []allowance.Allowance{child}, Progress: allowance.Progress{Observed: 2, Reconciled: true}},
 			wantPolicies: DefaultReadOnly,
 		},
 		"UnsupportedFailsClosed": {
-			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update", "Delete")}, Observed: 2, Reconciled: true},
+			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update", "Delete")}, Progress: allowance.Progress{Observed: 2, Reconciled: true}},
 			wantPolicies: DefaultReadOnly, wantErr: true,
 		},
 	}

@@ -239,3 +239,21 @@ func jsonSafe(s string) bool {
 	}
 	return true
 }
+
+// Changed are the leaf paths at which a and b differ, sorted: recorded in
+// one and not the other, or with different hashes.
+func (a Applied) Changed(b Applied) []string {
+	var out []string
+	for k, h := range a {
+		if b[k] != h {
+			out = append(out, k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

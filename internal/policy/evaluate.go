@@ -88,6 +88,18 @@ func (v Violation) Error() string {
 	return fmt.Sprintf("change to %s is not permitted by AllowancePolicy %s: %s", v.Field, v.Policy, v.Reason)
 }
 
+// Permitted are the mutations of Changed no violation names: in Log mode
+// the others are let in too, but nothing permits them.
+func (d Decision) Permitted() []mutation.Mutation {
+	out := make([]mutation.Mutation, 0, len(d.Changed))
+	for _, m := range d.Changed {
+		if !slices.ContainsFunc(d.Violations, func(v Violation) bool { return v.Field == m.Path }) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // Decision is what admission does with a Request.
 type Decision struct {
 	Phase Phase

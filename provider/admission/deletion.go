@@ -176,10 +176,12 @@ func (h *Deletion) openDelete(ctx context.Context, mr *unstructured.Unstructured
 		own := allowance.HopOf(mr, gen)
 		own.Timestamp = origin.Timestamp
 		as = append(as, allowance.ExternalGrant(c.APIGroup, c.Kind, v1alpha1.VerbDelete, gen, allowance.Trace{origin, own}))
-		d := h.Gate.For(mr.Object).Decide(mr.Object, as, h.Now(), "")
+		d := h.Gate.For(mr.Object).Decide(mr.Object, mr.Object, as, h.Now(), "")
 		if d.Err != nil {
 			return errors.Wrapf(d.Err, "cannot open the Delete gate of %s", describe(mr))
 		}
+		// The approval is the managed resource webhook's to record on
+		// this write: a Delete gate ships no spec.
 		setAnnotation(mr, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
 		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
 			return errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, describe(mr))

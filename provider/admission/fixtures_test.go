@@ -28,6 +28,8 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
 // The fixtures follow the chain of the e2e scenarios: Alice (platform team)
@@ -433,8 +435,50 @@ func bucketAllowance() allowance.Allowance {
 		Relation:   v1alpha1.RelationExternal,
 		Target:     v1alpha1.Target{External: map[string]string{"apiGroup": "recorder.kausality.io", "kind": "Bucket"}},
 		Verbs:      []string{v1alpha1.VerbUpdate},
+		Mutations:  sizeShipped,
 		Generation: 6, Initiator: alice, Trace: allowance.Trace{claimHop(), xrHop(), bucketHop()},
 	}
+}
+
+// sizeShipped is what the resize's External allowance ships.
+var sizeShipped = []v1alpha1.MutationBound{{JSONPath: "spec.forProvider.size", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}}
+
+// approvalAt is the approval of u's spec at generation gen.
+func approvalAt(u *unstructured.Unstructured, gen int64) *gate.Approval {
+	return &gate.Approval{Spec: gate.SpecRecord(u.Object), Generation: gen}
+}
+
+// approvedAs records u's spec as approved at generation gen.
+func approvedAs(u *unstructured.Unstructured, gen int64) mod {
+	return func(o *unstructured.Unstructured) {
+		for k, v := range approvalAt(u, gen).Annotations() {
+			annotate(k, v)(o)
+		}
+	}
+}
+
+// approvalOf takes the approval annotations off a result's object: nil
+// when it has none.
+func approvalOf(t testing.TB, obj map[string]any) *gate.Approval {
+	t.Helper()
+	if obj == nil {
+		return nil
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	ann := u.GetAnnotations()
+	rec, ok := ann[v1alpha1.AnnotationApproved]
+	if !ok {
+		return nil
+	}
+	spec, err := mutation.ParseApplied(rec)
+	if err != nil {
+		t.Fatalf("annotation %s: %v", v1alpha1.AnnotationApproved, err)
+	}
+	gen, _ := allowance.ApprovedGeneration(obj)
+	delete(ann, v1alpha1.AnnotationApproved)
+	delete(ann, v1alpha1.AnnotationApprovedGeneration)
+	u.SetAnnotations(ann)
+	return &gate.Approval{Spec: spec, Generation: gen}
 }
 
 // at is h stamped d from the fixed clock.

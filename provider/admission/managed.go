@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -75,7 +76,8 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	if err != nil {
 		return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(obj)).Error())
 	}
-	if !h.Trusted.Has(req.UserInfo.Username) && old != nil && specChanged(old, obj) && !lateInitialized(h.Trusted, req, old, obj) {
+	lateInit := old != nil && lateInitialized(h.Trusted, req, old, obj)
+	if !h.Trusted.Has(req.UserInfo.Username) && old != nil && specChanged(old, obj) && !lateInit {
 		// A hand edit starts its own chain: an origin trace naming the
 		// user, and whatever a policy for this kind lets them initiate.
 		// Every field it changes must be permitted, watched or not: one
@@ -113,9 +115,15 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 			hop.Field = d.Changed[0].Path
 		}
 		setAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{hop}))
+		// What the edit's External allowances ship: the fields the
+		// policies permit, not those Log mode lets in regardless.
+		ships := make([]v1alpha1.MutationBound, 0, len(d.Changed))
+		for _, m := range d.Permitted() {
+			ships = append(ships, v1alpha1.MutationBound{JSONPath: m.Path, Verbs: []v1alpha1.MutationVerb{m.Verb}})
+		}
 		for _, a := range d.Allowances {
 			if a.Relation == v1alpha1.RelationExternal {
-				as = append(as, a)
+				as = append(as, a.Shipping(ships))
 			}
 		}
 		if len(d.Allowances) > 0 {
@@ -135,8 +143,13 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	// writer keeps the resource on.
 	var stored map[string]any
 	var reconsumed bool // the write's allowances were corrected against the stored ones
+	approval := gate.ApprovalOf(nil)
 	if old != nil {
 		stored = old.Object
+		approval = gate.ApprovalOf(stored)
+		if lateInit {
+			approval = approval.LateInitialized(old.Object, obj.Object)
+		}
 		// A stale writer re-sending an allowance the provider marked
 		// consumed does not reopen it, even while the stored status says
 		// nothing was observed (a failed reconcile, a freeze).
@@ -151,7 +164,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	current, _ := fieldpath.Pave(obj.Object).GetStringArray(gate.PathManagementPolicies)
-	d := h.Gate.For(obj.Object).Decide(stored, as, h.Now(), frozen)
+	d := h.Gate.For(obj.Object).DecideFrom(obj.Object, stored, approval, as, h.Now(), frozen)
 	if !slices.Equal(current, d.Policies) {
 		if err := fieldpath.Pave(obj.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
 			return admission.Errored(http.StatusInternalServerError, errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, describe(obj)))
@@ -162,6 +175,14 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	if d.Err != nil {
 		warnings = append(warnings, fmt.Sprintf("the gate of %s stays closed: %v", describe(obj), d.Err))
+	}
+	if len(d.Held) > 0 && len(d.Uncovered) > 0 {
+		warnings = append(warnings, fmt.Sprintf("the gate of %s stays closed: %s changed since generation %d was let through to the cloud and no open allowance covers it",
+			describe(obj), strings.Join(d.Uncovered, ", "), d.Approved.Generation))
+	}
+	// Only the decision writes the approval, whatever the writer sent.
+	for k, v := range d.Approved.Annotations() {
+		setAnnotation(obj, k, v)
 	}
 	if d.Changed || reconsumed {
 		setAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))

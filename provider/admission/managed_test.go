@@ -65,7 +65,7 @@ func TestManaged(t *testing.T) {
 		return "spec.managementPolicies of Bucket orders-data is kept at " + mp + " by Kausality: it opens only for unconsumed allowances"
 	}
 	upgradeHop := allowance.Hop{APIVersion: "kausality.io/v1alpha1", Kind: "UpgradeAllowance", Name: "xdatabases-buckets-2", Generation: 1}
-	upgraded := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbUpdate, 6, allowance.Trace{upgradeHop, xrHop(), bucketHop()})
+	upgraded := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbUpdate, 6, allowance.Trace{upgradeHop, xrHop(), bucketHop()}).Shipping(sizeShipped)
 	initHop := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 1, User: crossplane, Timestamp: ts(-time.Minute)}
 	createHop := allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "orders-data", Generation: 1, Timestamp: ts(-time.Minute)}
 	creation := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 1, allowance.Trace{initHop, createHop})
@@ -89,12 +89,36 @@ func TestManaged(t *testing.T) {
 		want   result
 		// warningsContain, when set, is checked instead of want's warnings.
 		warningsContain string
+		// approved, when set, is the approval the write must record.
+		approved *gate.Approval
 	}{
 		"ChainedAllowanceOpensGate": {
 			reason: "Crossplane stamps an allowance that chains to an unconsumed XR allowance: its gate opens in the same write.",
 			args: args{objs: []client.Object{parentXR(), parentClaim()},
 				req: update(asCrossplane, bucket(t), carry(closed))},
-			want: result{Allowed: true, Object: carry(openedU).Object},
+			want:     result{Allowed: true, Object: carry(openedU).Object},
+			approved: approvalAt(carry(closed), 6),
+		},
+		// The Namespace's Log mode let a region change into the Bucket at
+		// generation 5 (approved: generation 4, region eu): Alice's resize
+		// must not ship it.
+		"PendingChangeDoesNotRideAlong": {
+			reason: "A spec difference since the last approved generation that no allowance covers keeps the Update gate closed, says so, and approves nothing.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t, set("spec.forProvider.region", "us"), approvedAs(bucket(t, set("spec.forProvider.region", "eu")), 4)),
+					carry(closed, set("spec.forProvider.region", "us"), approvedAs(bucket(t, set("spec.forProvider.region", "eu")), 4)))},
+			want:            result{Allowed: true, Object: carry(closed, set("spec.forProvider.region", "us")).Object},
+			warningsContain: "the gate of Bucket orders-data stays closed: spec.forProvider.region changed since generation 4 was let through to the cloud and no open allowance covers it",
+			approved:        approvalAt(bucket(t, set("spec.forProvider.region", "eu")), 4),
+		},
+		"CrossplaneCannotBlessAPendingChange": {
+			reason: "The approval is the decision's: a writer (a pipeline step after Kausality) sending one that blesses the pending region changes nothing.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t, set("spec.forProvider.region", "us"), approvedAs(bucket(t, set("spec.forProvider.region", "eu")), 4)),
+					carry(closed, set("spec.forProvider.region", "us"), approvedAs(carry(closed, set("spec.forProvider.region", "us")), 6)))},
+			want:            result{Allowed: true, Object: carry(closed, set("spec.forProvider.region", "us")).Object},
+			warningsContain: "spec.forProvider.region changed since generation 4",
+			approved:        approvalAt(bucket(t, set("spec.forProvider.region", "eu")), 4),
 		},
 		"ConsumedParentDenied": {
 			reason: "An allowance whose XR allowance the XR has observed and moved past does not chain: Crossplane's write is denied.",
@@ -223,6 +247,8 @@ func TestManaged(t *testing.T) {
 			args: args{objs: []client.Object{parentXR(), parentClaim()},
 				req: update(asRecorder, bucket(t, trace(claimHop(), xrHop(), bucketHop())), bucket(t, trace(claimHop(), xrHop(), bucketHop()), set("spec.forProvider.region", "eu")))},
 			want: result{Allowed: true, Object: bucket(t, trace(claimHop(), xrHop(), bucketHop()), set("spec.forProvider.region", "eu")).Object},
+			// The region it copied from the cloud ships nothing new.
+			approved: approvalAt(bucket(t, set("spec.forProvider.region", "eu")), 5),
 		},
 		"ProviderWritingBackKeepsTheFreeze": {
 			reason: "A provider's older copy of the annotations written back after a conflict would lift a freeze set meanwhile: the stored freeze stays.",
@@ -249,9 +275,10 @@ func TestManaged(t *testing.T) {
 			want: result{Allowed: true, Warnings: []string{kept("[Observe Update LateInitialize]")},
 				Object: bucket(t, set("spec.forProvider.size", "huge"), trace(handHop(alice)), policies(openedU...),
 					allowances(allowance.Allowance{Relation: v1alpha1.RelationExternal,
-						Target:     v1alpha1.Target{External: map[string]string{"apiGroup": "recorder.kausality.io", "kind": "Bucket"}},
-						Verbs:      []string{v1alpha1.VerbUpdate},
+						Target: v1alpha1.Target{External: map[string]string{"apiGroup": "recorder.kausality.io", "kind": "Bucket"}},
+						Verbs:  []string{v1alpha1.VerbUpdate}, Mutations: []v1alpha1.MutationBound{{JSONPath: "spec.forProvider.size", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}},
 						Generation: 6, Initiator: alice, Trace: allowance.Trace{handHop(alice)}})).Object},
+			approved: approvalAt(bucket(t, set("spec.forProvider.size", "huge")), 6),
 		},
 		"BobDeniedUnderPolicy": {
 			reason: "Under a policy for the managed kind Bob's hand edit is denied in Enforce mode, naming field and policy.",
@@ -364,6 +391,12 @@ func TestManaged(t *testing.T) {
 			k := kube(t, tc.args.objs...)
 			h := &Managed{Reader: k, Policies: k, Cache: kpolicy.NewCache(), Trusted: trusted, Now: now}
 			got := admitted(t, tc.args.req, h.Handle(context.Background(), tc.args.req))
+			// The approval is asserted where a case names one.
+			if approval := approvalOf(t, got.Object); tc.approved != nil {
+				if diff := cmp.Diff(tc.approved, approval); diff != "" {
+					t.Errorf("\n%s\nHandle(...): approval -want, +got:\n%s", tc.reason, diff)
+				}
+			}
 			if tc.warningsContain != "" {
 				if !strings.Contains(strings.Join(got.Warnings, "\n"), tc.warningsContain) {
 					t.Errorf("\n%s\nHandle(...): warnings %q do not contain %q", tc.reason, got.Warnings, tc.warningsContain)

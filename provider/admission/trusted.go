@@ -63,6 +63,8 @@ var protectedAnnotations = []string{
 	v1alpha1.AnnotationCompositionRevision,
 	v1alpha1.AnnotationApplied,
 	v1alpha1.AnnotationComposedGeneration,
+	v1alpha1.AnnotationApproved,
+	v1alpha1.AnnotationApprovedGeneration,
 }
 
 // protect says why user may not make this write, or "" when it may: only

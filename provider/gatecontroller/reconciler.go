@@ -7,6 +7,7 @@ package gatecontroller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -43,7 +44,10 @@ const (
 	ReasonExpired     xpv2.ConditionReason = "Expired"
 	ReasonFrozen      xpv2.ConditionReason = "Frozen"
 	ReasonUnsupported xpv2.ConditionReason = "Unsupported"
-	ReasonInvalid     xpv2.ConditionReason = "InvalidAllowances"
+	// ReasonUncovered: the spec differs from what was last let through to
+	// the cloud by fields no open allowance covers, which would ride along.
+	ReasonUncovered xpv2.ConditionReason = "UncoveredChange"
+	ReasonInvalid   xpv2.ConditionReason = "InvalidAllowances"
 )
 
 // frozenRecheck is how often a frozen gate looks whether the freeze lifted.
@@ -103,16 +107,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		// Keep the annotation as it is (nothing is lost) but fail closed.
 		msg := errors.Wrapf(err, "cannot parse annotation %s on %s; the gate stays closed", v1alpha1.AnnotationAllowances, ref).Error()
-		return ctrl.Result{}, r.apply(ctx, mr, current, cfg.ReadOnly, nil, xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg}, corev1.EventTypeWarning)
+		return ctrl.Result{}, r.apply(ctx, mr, current, cfg.ReadOnly, nil, nil, xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg}, corev1.EventTypeWarning)
 	}
-	d := cfg.Decide(mr.Object, as, now, r.frozen(ctx, mr))
+	d := cfg.Decide(mr.Object, mr.Object, as, now, r.frozen(ctx, mr))
 
 	var marks []allowance.Allowance
 	if d.Changed {
 		marks = d.Allowances
 	}
 	cond, eventType := r.condition(d, mr)
-	if err := r.apply(ctx, mr, current, d.Policies, marks, cond, eventType); err != nil {
+	var approval map[string]string
+	if d.Approves {
+		approval = d.Approved.Annotations()
+	}
+	if err := r.apply(ctx, mr, current, d.Policies, marks, approval, cond, eventType); err != nil {
 		if kerrors.IsConflict(errors.Cause(err)) {
 			// Crossplane or the provider wrote first; look again soon, and
 			// quietly: a conflict is the normal race, not an error.
@@ -124,12 +132,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// A freeze on a parent lifts without an event on this resource.
 		return ctrl.Result{RequeueAfter: frozenRecheck}, nil
 	}
-	if len(d.Open) == 0 {
+	waiting := append(slices.Clone(d.Open), d.Held...)
+	if len(waiting) == 0 {
 		return ctrl.Result{}, nil
 	}
-	// Come back when the oldest open allowance expires.
+	// Come back when the oldest open or held allowance expires.
 	next := cfg.MaxOpen
-	for _, a := range d.Open {
+	for _, a := range waiting {
 		if ts, ok := a.StampedAt(); ok { // without a timestamp it never expires
 			next = min(next, max(ts.Add(cfg.MaxOpen).Sub(now), 0)+time.Second)
 		}
@@ -143,6 +152,10 @@ func (r *Reconciler) condition(d gate.Decision, current *unstructured.Unstructur
 	switch {
 	case d.Err != nil:
 		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonUnsupported, Message: d.Err.Error()}, corev1.EventTypeWarning
+	case len(d.Held) > 0 && len(d.Uncovered) > 0:
+		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonUncovered,
+			Message: fmt.Sprintf("gate kept closed for %s: %s changed since generation %d was let through to the cloud and no open allowance covers it",
+				describe(d.Held), strings.Join(d.Uncovered, ", "), d.Approved.Generation)}, corev1.EventTypeWarning
 	case len(d.Open) > 0:
 		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionTrue, Reason: ReasonOpened,
 			Message: fmt.Sprintf("gate open for %s: %s", strings.Join(d.Verbs, ", "), describe(d.Open))}, corev1.EventTypeNormal
@@ -199,17 +212,23 @@ func describe(as []allowance.Allowance) string {
 
 // apply writes the gate and consumption marks, then the condition, and
 // reports a transition as an Event and in the metrics.
-func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, current, want []string, marks []allowance.Allowance, cond xpv2.Condition, eventType string) error {
+func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, current, want []string, marks []allowance.Allowance, approval map[string]string, cond xpv2.Condition, eventType string) error {
 	changedGate := !slices.Equal(current, want)
 	if changedGate || marks != nil {
+		// The approval rides on a write the gate needs anyway: an open
+		// gate's is already recorded by the write that opened it.
+		ann := mr.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		maps.Copy(ann, approval)
 		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, want); err != nil {
 			return errors.Wrapf(err, "cannot set %s", gate.PathManagementPolicies)
 		}
 		if marks != nil {
-			ann := mr.GetAnnotations()
 			ann[v1alpha1.AnnotationAllowances] = allowance.Format(marks)
-			mr.SetAnnotations(ann)
 		}
+		mr.SetAnnotations(ann)
 		// Update, not patch: the resourceVersion makes a concurrent writer
 		// (Crossplane, the provider) win and this reconcile start over.
 		if err := r.kube.Update(ctx, mr); err != nil {

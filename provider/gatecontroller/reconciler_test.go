@@ -116,6 +116,27 @@ func withAllowances(as ...allowance.Allowance) mrOption {
 	return withAnnotation(v1alpha1.AnnotationAllowances, allowance.Format(as))
 }
 
+// withApproved records the resource's spec as approved at generation gen:
+// the gate opening it writes that approval.
+func withApproved(gen int64) mrOption {
+	return func(u *unstructured.Unstructured) {
+		for k, v := range (gate.Approval{Spec: gate.SpecRecord(u.Object), Generation: gen}).Annotations() {
+			withAnnotation(k, v)(u)
+		}
+	}
+}
+
+// withApprovedSize records a spec of the given size as approved at
+// generation gen.
+func withApprovedSize(size, gen int64) mrOption {
+	return func(u *unstructured.Unstructured) {
+		spec := map[string]any{"spec": map[string]any{"forProvider": map[string]any{"size": size}}}
+		for k, v := range (gate.Approval{Spec: gate.SpecRecord(spec), Generation: gen}).Annotations() {
+			withAnnotation(k, v)(u)
+		}
+	}
+}
+
 func withFreeze(user string) mrOption {
 	return withAnnotation(v1alpha1.AnnotationFreeze, `{"user":"`+user+`","message":"incident 42"}`)
 }
@@ -284,7 +305,7 @@ func TestReconcile(t *testing.T) {
 			args:   args{objs: []client.Object{managed(withAllowances(upd), withObserved(2))}},
 			want: want{
 				result:  ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
-				mr:      managed(withPolicies(updateGate...), withAllowances(upd), withObserved(2), withConditions(gateOpen(3, fixed, openMsg))),
+				mr:      managed(withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(2), withConditions(gateOpen(3, fixed, openMsg))),
 				writes:  []string{"Update", "Status"},
 				events:  []string{"Normal Opened " + openMsg},
 				metrics: map[string]float64{"kausality_gates_opened_total": 1},
@@ -387,7 +408,7 @@ func TestReconcile(t *testing.T) {
 			}},
 			want: want{
 				result:  ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
-				mr:      managed(withController("XNop", "xnop"), withPolicies(updateGate...), withAllowances(upd), withObserved(2), withConditions(gateOpen(3, fixed, openMsg))),
+				mr:      managed(withController("XNop", "xnop"), withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(2), withConditions(gateOpen(3, fixed, openMsg))),
 				writes:  []string{"Update", "Status"},
 				events:  []string{"Normal Opened " + openMsg},
 				metrics: map[string]float64{"kausality_gates_opened_total": 1},
@@ -416,6 +437,17 @@ func TestReconcile(t *testing.T) {
 				events: []string{"Warning Unsupported cannot open gate for verbs [Update, Delete]: managementPolicies [Observe, Update, Delete, LateInitialize] is not a combination crossplane-runtime supports; the gate stays closed"},
 			},
 		},
+		"UncoveredChangeHeld": {
+			reason: "The size differs from the approved generation 2 and the allowance covers no field: the gate stays closed, the allowance is held although generation 3 was observed, and the condition names the field.",
+			args:   args{objs: []client.Object{managed(withAllowances(upd), withObserved(3), withApprovedSize(1, 2))}},
+			want: want{
+				result: ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
+				mr: managed(withAllowances(upd), withObserved(3), withApprovedSize(1, 2),
+					withConditions(gateClosed(ReasonUncovered, 3, fixed, "gate kept closed for Update at generation 3 initiated by alice@example.com: spec.forProvider.size changed since generation 2 was let through to the cloud and no open allowance covers it"))),
+				writes: []string{"Status"},
+				events: []string{"Warning UncoveredChange gate kept closed for Update at generation 3 initiated by alice@example.com: spec.forProvider.size changed since generation 2 was let through to the cloud and no open allowance covers it"},
+			},
+		},
 		"ObserveGateNoAllowances": {
 			reason: "A Composition that closes gates to [Observe] wrote it on the resource; without allowances the controller never rewrites it to [Observe, LateInitialize] (no Update), it only reports the closed gate.",
 			args:   args{objs: []client.Object{managed(withPolicies(observeGate...), withObserved(3))}},
@@ -437,7 +469,7 @@ func TestReconcile(t *testing.T) {
 			args:   args{objs: []client.Object{managed(withPolicies(observeGate...), withAllowances(upd), withObserved(2))}},
 			want: want{
 				result:  ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
-				mr:      managed(withPolicies(gate.Observe, gate.Update), withAllowances(upd), withObserved(2), withConditions(gateOpen(3, fixed, openMsg))),
+				mr:      managed(withPolicies(gate.Observe, gate.Update), withAllowances(upd), withApproved(4), withObserved(2), withConditions(gateOpen(3, fixed, openMsg))),
 				writes:  []string{"Update", "Status"},
 				events:  []string{"Normal Opened " + openMsg},
 				metrics: map[string]float64{"kausality_gates_opened_total": 1},
@@ -478,7 +510,7 @@ func TestReconcile(t *testing.T) {
 			},
 			want: want{
 				result: ctrl.Result{RequeueAfter: conflictRecheck},
-				mr:     managed(withPolicies(updateGate...), withAllowances(upd), withObserved(2)),
+				mr:     managed(withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(2)),
 				writes: []string{"Update"},
 			},
 		},

@@ -39,6 +39,14 @@ func bucket(name string, size int64, xr *unstructured.Unstructured) *unstructure
 	b.SetName(name)
 	b.SetLabels(map[string]string{v1alpha1.LabelGated: "true", "crossplane.io/composite": xr.GetName()})
 	b.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: xr.GetAPIVersion(), Kind: xr.GetKind(), Name: xr.GetName(), UID: xr.GetUID(), Controller: ptr.To(true)}})
+	// The creation grant the function stamps while the composite
+	// initializes: its Create gate approves the spec created.
+	now := allowance.Timestamp(time.Now())
+	create := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 1, allowance.Trace{
+		{APIVersion: xr.GetAPIVersion(), Kind: xr.GetKind(), Name: xr.GetName(), Generation: xr.GetGeneration(), User: crossplane, Timestamp: now},
+		{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: name, Generation: 1, Timestamp: now},
+	})
+	b.SetAnnotations(map[string]string{v1alpha1.AnnotationAllowances: allowance.Format([]allowance.Allowance{create})})
 	return b
 }
 
@@ -107,6 +115,7 @@ func TestGateOpensForOneUpdateAndCloses(t *testing.T) {
 		_ = unstructured.SetNestedField(b.Object, int64(2), "spec", "forProvider", "size")
 		gen := b.GetGeneration() + 1
 		a := allowance.Allowance{Relation: v1alpha1.RelationExternal, Target: xa.Target, Verbs: xa.Verbs, Generation: gen, Initiator: xa.Initiator,
+			Mutations: []v1alpha1.MutationBound{{JSONPath: "spec.forProvider.size", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}},
 			Trace: append(slices.Clone(xa.Trace), allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "gated-1", Generation: gen,
 				Field: "spec.forProvider.size", Timestamp: allowance.Timestamp(time.Now())})}
 		ann := b.GetAnnotations()

@@ -1,0 +1,124 @@
+package gate
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+)
+
+// IsGatePath reports whether a spec path is the gate itself, which
+// Kausality owns: it is left out of diffs and of every record of a spec.
+func IsGatePath(p string) bool {
+	return p == PathManagementPolicies || strings.HasPrefix(p, PathManagementPolicies+"[")
+}
+
+// Approval is the spec a managed resource's provider was last allowed to
+// write to the cloud (annotations kausality.io/approved and
+// kausality.io/approved-generation): a hash per leaf of the spec beyond the
+// gate, and the generation that spec had.
+type Approval struct {
+	Spec       mutation.Applied
+	Generation int64
+}
+
+// SpecRecord is the record of obj's spec beyond the gate.
+func SpecRecord(obj map[string]any) mutation.Applied {
+	return mutation.Record("spec", obj["spec"], IsGatePath)
+}
+
+// ApprovalOf is the approval stored on a managed resource (nil: being
+// created, when nothing is approved yet). A resource gated before the
+// record existed, or with one that does not read (only Kausality writes
+// it), counts its stored spec as approved at its stored generation: what
+// the gate let through before is not known, and this blesses nothing a
+// write being decided brings.
+func ApprovalOf(stored map[string]any) Approval {
+	if stored == nil {
+		return Approval{Spec: mutation.Applied{}}
+	}
+	gen, ok := allowance.ApprovedGeneration(stored)
+	spec, err := mutation.ParseApplied(annotation(stored, v1alpha1.AnnotationApproved))
+	if !ok || err != nil || spec == nil {
+		return Approval{Spec: SpecRecord(stored), Generation: generation(stored)}
+	}
+	return Approval{Spec: spec, Generation: gen}
+}
+
+// LateInitialized is a's approval extended by the leaves next's spec has and
+// prev's lacks: a provider's late initialization copies into unset fields
+// what the cloud already holds, so writing it back ships nothing new.
+func (a Approval) LateInitialized(prev, next map[string]any) Approval {
+	was := SpecRecord(prev)
+	out := Approval{Spec: maps.Clone(a.Spec), Generation: a.Generation}
+	if out.Spec == nil {
+		out.Spec = mutation.Applied{}
+	}
+	for k, h := range SpecRecord(next) {
+		if _, ok := was[k]; !ok {
+			out.Spec[k] = h
+		}
+	}
+	return out
+}
+
+// Annotations are the approval's annotations, to set on the resource.
+func (a Approval) Annotations() map[string]string {
+	return map[string]string{
+		v1alpha1.AnnotationApproved:           a.Spec.String(),
+		v1alpha1.AnnotationApprovedGeneration: strconv.FormatInt(a.Generation, 10),
+	}
+}
+
+// nextGeneration is the generation obj will have once written over stored
+// with the gate policies: one more when its spec changes, the gate included.
+func nextGeneration(obj, stored map[string]any, policies []string) int64 {
+	if stored == nil {
+		return 1
+	}
+	gen := generation(stored)
+	spec, _ := obj["spec"].(map[string]any)
+	was, _ := stored["spec"].(map[string]any)
+	if !equality.Semantic.DeepEqual(beyondGate(spec), beyondGate(was)) || !sameStrings(was["managementPolicies"], policies) {
+		return allowance.NextGeneration(gen)
+	}
+	return gen
+}
+
+func beyondGate(spec map[string]any) map[string]any {
+	out := maps.Clone(spec)
+	delete(out, "managementPolicies")
+	return out
+}
+
+func sameStrings(v any, ss []string) bool {
+	l, ok := v.([]any)
+	if !ok {
+		if s, ok := v.([]string); ok {
+			return slices.Equal(s, ss)
+		}
+		return false
+	}
+	if len(l) != len(ss) {
+		return false
+	}
+	for i := range l {
+		if l[i] != ss[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func annotation(obj map[string]any, key string) string {
+	md, _ := obj["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	s, _ := ann[key].(string)
+	return s
+}

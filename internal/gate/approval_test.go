@@ -1,0 +1,175 @@
+package gate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+)
+
+// bucket is a managed resource with region and size, as stored at gen with
+// the approval annotations given (none when approvedGen < 0).
+func bucket(gen int64, region string, size int64, observed int64, approvedGen int64, approved map[string]any) map[string]any {
+	ann := map[string]any{}
+	mr := map[string]any{
+		"metadata": map[string]any{"generation": gen, "annotations": ann},
+		"spec": map[string]any{
+			"forProvider":        map[string]any{"region": region, "size": size},
+			"managementPolicies": []any{Observe, LateInitialize},
+		},
+		"status": map[string]any{"observedGeneration": observed},
+	}
+	if approvedGen >= 0 {
+		a := Approval{Spec: SpecRecord(approved), Generation: approvedGen}
+		for k, v := range a.Annotations() {
+			ann[k] = v
+		}
+	}
+	return mr
+}
+
+func TestConfigDecideApproval(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	update := func(gen int64, paths ...string) allowance.Allowance {
+		a := allowance.Allowance{
+			Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "Bucket"}},
+			Verbs: []string{Update}, Generation: gen,
+			Trace: allowance.Trace{{APIVersion: "v1", Kind: "Bucket", Name: "b", Generation: gen, Timestamp: allowance.Timestamp(now)}},
+		}
+		for _, p := range paths {
+			a.Mutations = append(a.Mutations, v1alpha1.MutationBound{JSONPath: p, Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}})
+		}
+		return a
+	}
+	create := update(1)
+	create.Verbs = []string{Create}
+	applied := bucket(3, "eu", 1, 3, -1, nil) // what the gate let through at generation 3
+	open := []string{Observe, Update, LateInitialize}
+
+	cases := map[string]struct {
+		reason        string
+		obj, stored   map[string]any
+		as            []allowance.Allowance
+		wantPolicies  []string
+		wantUncovered []string
+		wantHeld      int
+		wantApproved  Approval
+	}{
+		"CoveredChangeOpens": {
+			reason: "Alice's resize, covered by her allowance, opens the gate and is approved for the generation the write gives the resource.",
+			obj:    bucket(3, "eu", 2, 3, 3, applied), stored: bucket(3, "eu", 1, 3, 3, applied),
+			as:           []allowance.Allowance{update(4, "spec.forProvider.size")},
+			wantPolicies: open, wantApproved: Approval{Spec: SpecRecord(bucket(0, "eu", 2, 0, -1, nil)), Generation: 4},
+		},
+		"PendingChangeDoesNotRideAlong": {
+			reason: "A region change the Namespace's Log mode let in at generation 4 is pending: Alice's resize opens nothing, is held, and nothing is approved.",
+			obj:    bucket(4, "us", 2, 4, 3, applied), stored: bucket(4, "us", 1, 4, 3, applied),
+			as:           []allowance.Allowance{update(5, "spec.forProvider.size")},
+			wantPolicies: DefaultReadOnly, wantUncovered: []string{"spec.forProvider.region"}, wantHeld: 1,
+			wantApproved: Approval{Spec: SpecRecord(applied), Generation: 3},
+		},
+		"CoveringBothOpens": {
+			reason: "Allowances that together cover every pending leaf open the gate.",
+			obj:    bucket(4, "us", 2, 4, 3, applied), stored: bucket(4, "us", 1, 4, 3, applied),
+			as:           []allowance.Allowance{update(5, "spec.forProvider.size"), update(5, "spec.forProvider.region")},
+			wantPolicies: open, wantApproved: Approval{Spec: SpecRecord(bucket(0, "us", 2, 0, -1, nil)), Generation: 5},
+		},
+		"BareUpdateCoversNothing": {
+			reason: "An Update allowance naming no fields ships only what was approved.",
+			obj:    bucket(3, "eu", 2, 3, 3, applied), stored: bucket(3, "eu", 1, 3, 3, applied),
+			as:           []allowance.Allowance{update(4)},
+			wantPolicies: DefaultReadOnly, wantUncovered: []string{"spec.forProvider.size"}, wantHeld: 1,
+			wantApproved: Approval{Spec: SpecRecord(applied), Generation: 3},
+		},
+		"BareUpdateReappliesApproved": {
+			reason: "With nothing pending an Update gate may open to put the cloud back to the approved spec.",
+			obj:    bucket(3, "eu", 1, 3, 3, applied), stored: bucket(3, "eu", 1, 2, 3, applied),
+			as:           []allowance.Allowance{update(3)},
+			wantPolicies: open, wantApproved: Approval{Spec: SpecRecord(applied), Generation: 4},
+		},
+		"CreationApprovesAll": {
+			reason: "A creation ships the whole spec; nothing was approved before.",
+			obj:    bucket(0, "eu", 1, 0, -1, nil), stored: nil,
+			as:           []allowance.Allowance{create},
+			wantPolicies: []string{Observe, Create, LateInitialize}, wantApproved: Approval{Spec: SpecRecord(applied), Generation: 1},
+		},
+		"HandCreatedApprovesNothing": {
+			reason: "A resource created without a Create allowance (Bob's adoption) has nothing approved: every field of it is pending.",
+			obj:    bucket(0, "eu", 1, 0, -1, nil), stored: nil,
+			wantPolicies: DefaultReadOnly, wantApproved: Approval{Spec: SpecRecord(nil), Generation: 0},
+		},
+		"NoRecordCountsStoredSpec": {
+			reason: "A resource gated before the record existed counts its stored spec as approved, not the write's.",
+			obj:    bucket(3, "us", 2, 3, -1, nil), stored: bucket(3, "eu", 1, 3, -1, nil),
+			as:           []allowance.Allowance{update(4, "spec.forProvider.size")},
+			wantPolicies: DefaultReadOnly, wantUncovered: []string{"spec.forProvider.region"}, wantHeld: 1,
+			wantApproved: Approval{Spec: SpecRecord(applied), Generation: 3},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := Config{}.Decide(tc.obj, tc.stored, tc.as, now, "")
+			if diff := cmp.Diff(tc.wantPolicies, d.Policies); diff != "" {
+				t.Errorf("%s\nPolicies: -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.wantUncovered, d.Uncovered); diff != "" {
+				t.Errorf("%s\nUncovered: -want, +got:\n%s", tc.reason, diff)
+			}
+			if len(d.Held) != tc.wantHeld {
+				t.Errorf("%s\nHeld = %d, want %d", tc.reason, len(d.Held), tc.wantHeld)
+			}
+			if diff := cmp.Diff(tc.wantApproved, d.Approved); diff != "" {
+				t.Errorf("%s\nApproved: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestHeldIsNotConsumed follows Alice's held resize through the provider
+// observing generations behind the closed gate, then the pending change
+// being reverted: it is never used up before it applies.
+func TestHeldIsNotConsumed(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	applied := bucket(3, "eu", 1, 3, -1, nil)
+	resize := allowance.Allowance{
+		Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "Bucket"}},
+		Verbs: []string{Update}, Generation: 5, Mutations: []v1alpha1.MutationBound{{JSONPath: "spec.forProvider.size", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}},
+		Trace: allowance.Trace{{APIVersion: "v1", Kind: "Bucket", Name: "b", Generation: 5, Timestamp: allowance.Timestamp(now)}},
+	}
+	// The provider observed generation 5 (region us, size 2) behind the closed gate.
+	stored := bucket(5, "us", 2, 5, 3, applied)
+	d := Config{}.Decide(stored, stored, []allowance.Allowance{resize}, now, "")
+	if len(d.Consumed) != 0 || len(d.Held) != 1 {
+		t.Fatalf("observed behind a closed gate: consumed %d held %d, want 0 and 1", len(d.Consumed), len(d.Held))
+	}
+	// Someone reverts the region: the resize opens the gate, approved for 6.
+	obj := bucket(5, "eu", 2, 5, 3, applied)
+	d = Config{}.Decide(obj, stored, []allowance.Allowance{resize}, now, "")
+	if len(d.Open) != 1 || d.Approved.Generation != 6 {
+		t.Fatalf("after the revert: open %d approved at %d, want 1 at 6", len(d.Open), d.Approved.Generation)
+	}
+	// Observed at 6 with 6 approved: used up.
+	after := bucket(6, "eu", 2, 6, -1, nil)
+	for k, v := range d.Approved.Annotations() {
+		after["metadata"].(map[string]any)["annotations"].(map[string]any)[k] = v
+	}
+	if d = (Config{}).Decide(after, after, []allowance.Allowance{resize}, now, ""); len(d.Consumed) != 1 {
+		t.Errorf("observed at the approved generation: consumed %d, want 1", len(d.Consumed))
+	}
+}
+
+func TestApprovalLateInitialized(t *testing.T) {
+	prev := map[string]any{"spec": map[string]any{"forProvider": map[string]any{"region": "eu"}}}
+	next := map[string]any{"spec": map[string]any{"forProvider": map[string]any{"region": "eu", "zone": "eu-1a"}}}
+	a := Approval{Spec: SpecRecord(prev), Generation: 2}
+	got := a.LateInitialized(prev, next)
+	if diff := cmp.Diff(Approval{Spec: SpecRecord(next), Generation: 2}, got); diff != "" {
+		t.Errorf("LateInitialized: the provider's inserted leaf counts as approved: -want, +got:\n%s", diff)
+	}
+	if len(a.Spec) != 1 {
+		t.Errorf("LateInitialized modified its receiver: %v", a.Spec)
+	}
+}
