@@ -108,6 +108,21 @@ func (c *Cache) For(apiVersion, kind string, ps []v1alpha1.AllowancePolicy) (Set
 // it. Admission asks when a managed resource is created outside a
 // gate-aware pipeline.
 func (c *Cache) Restricting(ps []v1alpha1.AllowancePolicy, child Child) (bool, []error) {
+	s, errs := c.all(ps)
+	return len(errs) > 0 || s.Restricts(child) || s.RestrictsExternal(child), errs
+}
+
+// RestrictingCompiled is Restricting by the policies that compile only.
+// Admission gates an existing managed resource of a kind a policy came to
+// restrict by it, and the webhook rules are drawn from it: a policy that
+// does not compile must not gate every managed resource of every kind.
+func (c *Cache) RestrictingCompiled(ps []v1alpha1.AllowancePolicy, child Child) bool {
+	s, _ := c.all(ps)
+	return s.Restricts(child) || s.RestrictsExternal(child)
+}
+
+// all compiles ps, whatever kind each is for.
+func (c *Cache) all(ps []v1alpha1.AllowancePolicy) (Set, []error) {
 	var s Set
 	var errs []error
 	for i := range ps {
@@ -118,7 +133,7 @@ func (c *Cache) Restricting(ps []v1alpha1.AllowancePolicy, child Child) (bool, [
 		}
 		s.policies = append(s.policies, cp)
 	}
-	return len(errs) > 0 || s.Restricts(child) || s.RestrictsExternal(child), errs
+	return s, errs
 }
 
 // Set is the compiled policies that apply to one kind, highest priority

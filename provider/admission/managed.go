@@ -200,22 +200,35 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 //   - a new one of a kind some AllowancePolicy restricts, created outside a
 //     gate-aware pipeline: by hand, say with crossplane.io/external-name
 //     naming a production resource and managementPolicies ["*"]. It gets a
-//     closed gate and an origin trace naming its creator.
+//     closed gate and an origin trace naming its creator;
+//   - one created before a policy came to restrict its kind, on its next
+//     write (the webhook for ungated resources of restricted kinds).
 //
 // warning is for the writer.
 func (h *Managed) gates(ctx context.Context, req admission.Request, old, obj *unstructured.Unstructured) (gated bool, warning string, err error) {
-	switch {
-	case old != nil && old.GetLabels()[v1alpha1.LabelGated] == "true":
+	if old != nil && old.GetLabels()[v1alpha1.LabelGated] == "true" {
 		setLabel(obj, v1alpha1.LabelGated, "true")
 		return true, "", nil
-	case old != nil:
-		return false, "", nil
 	}
 	ps, err := listPolicies(ctx, h.Policies)
 	if err != nil {
 		return false, "", err
 	}
-	restricted, errs := h.Cache.Restricting(ps, policy.ChildOf(obj.GetAPIVersion(), obj.GetKind()))
+	child := policy.ChildOf(obj.GetAPIVersion(), obj.GetKind())
+	if old != nil {
+		// One that existed before a policy came to restrict its kind is
+		// gated by its next write, closed: from then on a spec change needs
+		// a cause, like any other's.
+		if !h.Cache.RestrictingCompiled(ps, child) {
+			return false, "", nil
+		}
+		setLabel(obj, v1alpha1.LabelGated, "true")
+		if _, ok := old.GetAnnotations()[v1alpha1.AnnotationTrace]; !ok {
+			setAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{allowance.HopOf(obj, old.GetGeneration()).By(req.UserInfo.Username, h.Now())}))
+		}
+		return true, fmt.Sprintf("%s is gated from now on: AllowancePolicies restrict its kind, so it reaches the cloud only as far as allowances open its gate", describe(obj)), nil
+	}
+	restricted, errs := h.Cache.Restricting(ps, child)
 	if !restricted {
 		return false, "", nil
 	}

@@ -294,6 +294,25 @@ func TestManaged(t *testing.T) {
 			want: result{Allowed: true, Warnings: []string{gatedWarning, "spec.managementPolicies of Bucket bobs is kept at [Observe LateInitialize] by Kausality: it opens only for unconsumed allowances"},
 				Object: adopter(policies(closed...), label(v1alpha1.LabelGated, "true"), trace(adopterHop)).Object},
 		},
+		"ExistingResourceGatedOnNextWrite": {
+			reason: "A Bucket created before a policy restricted its kind is gated by its next write: Bob's managementPolicies [*] becomes the closed gate, and an origin trace names him.",
+			args: args{objs: []client.Object{allowancePolicy(t, xdatabasesPolicy)},
+				req: update(asBob, adopter(generation(3)), adopter(generation(3), policies("*")))},
+			want: result{Allowed: true, Warnings: []string{
+				"Bucket bobs is gated from now on: AllowancePolicies restrict its kind, so it reaches the cloud only as far as allowances open its gate",
+				"spec.managementPolicies of Bucket bobs is kept at [Observe LateInitialize] by Kausality: it opens only for unconsumed allowances"},
+				Object: adopter(generation(3), policies(closed...), label(v1alpha1.LabelGated, "true"), trace(at(allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "bobs", Generation: 3, User: bob}, 0))).Object},
+			// Nothing was ever let through that Kausality knows of: the
+			// stored spec counts as approved.
+			approved: approvalAt(adopter(), 3),
+		},
+		"ExistingResourceOfBrokenPolicyKindPasses": {
+			reason: "Only policies that compile gate an existing resource: a broken one must not gate every managed resource of every kind.",
+			args: args{objs: []client.Object{allowancePolicy(t, xdatabasesPolicy, func(p *v1alpha1.AllowancePolicy) {
+				p.Spec.Rules[0].Conditions = []string{"object.("}
+			})}, req: update(asBob, adopter(generation(3)), adopter(generation(3), policies("*")))},
+			want: result{Allowed: true, Object: adopter(generation(3), policies("*")).Object},
+		},
 		"BrokenPolicyGatesCreation": {
 			reason: "A policy that does not compile might restrict any kind: creation is gated (fail closed), and the warning says why.",
 			args: args{objs: []client.Object{allowancePolicy(t, xdatabasesPolicy, func(p *v1alpha1.AllowancePolicy) {

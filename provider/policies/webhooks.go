@@ -89,6 +89,9 @@ type target struct {
 	composites, protected []schema.GroupVersionResource
 	protectedBy           map[schema.GroupVersionResource][]string
 	managed               []schema.GroupVersionResource
+	// restricted are the managed kinds the policies that compile restrict:
+	// their ungated resources (created before) are gated on their next write.
+	restricted []schema.GroupVersionResource
 }
 
 // Sync rewrites the dynamic webhook configurations and deletion protection
@@ -133,7 +136,11 @@ func (w *Webhooks) sync(ctx context.Context) error {
 	}
 	if w.Managed != nil {
 		for _, k := range w.Managed() {
-			t.managed = append(t.managed, k.GVK.GroupVersion().WithResource(k.Resource))
+			r := k.GVK.GroupVersion().WithResource(k.Resource)
+			t.managed = append(t.managed, r)
+			if w.Cache != nil && w.Cache.RestrictingCompiled(l.Items, policy.ChildOf(k.GVK.GroupVersion().String(), k.GVK.Kind)) {
+				t.restricted = append(t.restricted, r)
+			}
 		}
 	}
 	// A policy may name a managed kind, for hand edits; those writes go to
@@ -239,6 +246,9 @@ var (
 	failClosed      = ptr.To(admissionregistrationv1.Fail)
 	reviewVersions  = []string{"v1"}
 	gatedSelector   = &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelGated: "true"}}
+	ungatedSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: v1alpha1.LabelGated, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}},
+	}}
 )
 
 func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.WebhookClientConfig, t target) error {
@@ -266,6 +276,20 @@ func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.
 			Name: "create.managed.kausality.io", ClientConfig: clientConfig(cc, PathManaged),
 			Rules:       rules(t.managed, admissionregistrationv1.Create),
 			SideEffects: sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions,
+			ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
+		})
+	}
+	if len(t.restricted) > 0 {
+		// Updates of ungated resources of the kinds the policies restrict:
+		// created before a policy named their kind, they are gated by
+		// their next write. Only those kinds, so a policy restricting one
+		// kind does not put every managed resource's writes behind the
+		// webhook.
+		hooks = append(hooks, admissionregistrationv1.MutatingWebhook{
+			Name: "restricted.managed.kausality.io", ClientConfig: clientConfig(cc, PathManaged),
+			Rules:          rules(t.restricted, admissionregistrationv1.Update),
+			ObjectSelector: ungatedSelector,
+			SideEffects:    sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions,
 			ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
 		})
 	}

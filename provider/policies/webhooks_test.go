@@ -168,6 +168,15 @@ func managedHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admiss
 	}
 }
 
+// restrictedHook is the managed webhook for updates of ungated resources of
+// restricted kinds.
+func restrictedHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.MutatingWebhook {
+	h := managedHook(cc, rules...)
+	h.Name = "restricted.managed.kausality.io"
+	h.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: v1alpha1.LabelGated, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}}}}
+	return h
+}
+
 // createHook is the managed webhook for creations, of gated and ungated
 // resources alike.
 func createHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.MutatingWebhook {
@@ -340,6 +349,10 @@ func TestWebhooksSync(t *testing.T) {
 					compositesHook(service(PathComposites), rule("example.com", []string{"databaseclaims", "xdatabases"}, createUpdate...)),
 					managedHook(service(PathManaged), rule("nop.example.org", []string{"nopresources"}, admissionregistrationv1.Update), rule("recorder.kausality.io", []string{"buckets"}, admissionregistrationv1.Update)),
 					createHook(service(PathManaged), rule("nop.example.org", []string{"nopresources"}, admissionregistrationv1.Create), rule("recorder.kausality.io", []string{"buckets"}, admissionregistrationv1.Create)),
+					// Only Buckets are restricted (the valid policies own
+					// their cloud gate); the broken policy restricts nothing
+					// here.
+					restrictedHook(service(PathManaged), rule("recorder.kausality.io", []string{"buckets"}, admissionregistrationv1.Update)),
 				}},
 				validating: &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.ValidatingWebhook{
 					deletionHook(service(PathDeletion), rule("example.com", []string{"databaseclaims", "xdatabases"}, deleteOp)),

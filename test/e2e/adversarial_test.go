@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -172,4 +173,67 @@ func TestBobCannotWritePolicies(t *testing.T) {
 	if err := bob.Delete(ctx, &v1alpha1.AllowancePolicy{ObjectMeta: metav1.ObjectMeta{Name: "claims"}}); !kerrors.IsForbidden(err) {
 		t.Errorf("bob deletes AllowancePolicy claims: got %v, want Forbidden", err)
 	}
+}
+
+// TestLoggedChangeDoesNotRideAlong: while an administrator has the
+// Namespace in Log mode, a new Composition revision changes the data
+// bucket's tier; Log mode lets it into the Bucket's spec, and no allowance
+// opens the gate. Back in Enforce, Alice's permitted resize must not carry
+// the tier to the cloud under her trace (DESIGN §4a: an Update gate never
+// ships an unrelated pending spec difference): the gate stays closed, and
+// the Claim says which field holds it.
+func TestLoggedChangeDoesNotRideAlong(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	comp := composition(t, 1)
+	key := created(t, comp, "ride", "orders")
+	mode := func(m string) {
+		t.Helper()
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}
+		if err := controlplane.Update(as(t, "admin"), ns, func() {
+			if m == "" {
+				delete(ns.Annotations, v1alpha1.AnnotationMode)
+				return
+			}
+			metav1.SetMetaDataAnnotation(&ns.ObjectMeta, v1alpha1.AnnotationMode, m)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mode(string(v1alpha1.ModeLog))
+	if err := cp.Composition(ctx, filepath.Join("testdata", "composition-3.yaml"), comp); err != nil {
+		t.Fatal(err)
+	}
+	tier := func() string {
+		s, _, _ := unstructured.NestedString(buckets(t, key)["data"].Object, "spec", "forProvider", "tags", "tier")
+		return s
+	}
+	controlplane.Eventually(t, settleTimeout, "Log mode to let the tier into the data bucket", func() (bool, string) {
+		return tier() == "premium", cp.Describe(ctx, key)
+	})
+	mode("")
+
+	c := claim(key.Namespace, key.Name, "", nil)
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+		t.Fatalf("alice's permitted change: %v", err)
+	}
+	controlplane.Eventually(t, settleTimeout, "the Claim to name the pending tier that holds the gate", func() (bool, string) {
+		cl, err := cp.Object(ctx, controlplane.ClaimGVK, key)
+		if err != nil || cl == nil {
+			return false, fmt.Sprint(err)
+		}
+		a := controlplane.Condition(cl, "KausalityAllowed")
+		size, _, _ := unstructured.NestedInt64(buckets(t, key)["data"].Object, "spec", "forProvider", "size")
+		return size == 2 && a.Status == "False" && strings.Contains(a.Message, "spec.forProvider.tags.tier") && strings.Contains(a.Message, "no open allowance covers it"),
+			a.Message + " | " + cp.Describe(ctx, key)
+	})
+	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+	expectClosed(t, key)
+	if s, _ := cp.Cloud.Get(buckets(t, key)["data"].GetName()); s.Tags["tier"] != "standard" || s.Size != 1 {
+		t.Errorf("cloud = tier %q size %d, want standard and 1: the pending tier rode along", s.Tags["tier"], s.Size)
+	}
+	controlplane.Eventually(t, settleTimeout, "the data bucket's gate to say why it stays closed", func() (bool, string) {
+		c := controlplane.Condition(buckets(t, key)["data"], "GateOpen")
+		return c.Reason == "UncoveredChange" && strings.Contains(c.Message, "spec.forProvider.tags.tier"), string(c.Reason) + ": " + c.Message
+	})
 }
