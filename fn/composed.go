@@ -40,6 +40,7 @@ type change struct {
 	create   bool                 // the resource is being created
 	passed   []mutation.Mutation  // mutations let through; Insert at "" for a creation
 	covered  []mutation.Mutation  // those of passed an allowance or policy permits (not Log mode's)
+	upgrades []mutation.Mutation  // those of covered an UpgradeAllowance permits
 	chosen   *allowance.Allowance // the XR allowance that justifies them
 	upgraded bool                 // let through by an UpgradeAllowance
 	applied  mutation.Applied     // the record of what was let through, after this run
@@ -131,7 +132,10 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any) change 
 		case d.ok:
 			ch.passed = append(ch.passed, m)
 			ch.covered = append(ch.covered, m)
-			ch.upgraded = ch.upgraded || d.upgrade
+			if d.upgrade {
+				ch.upgraded = true
+				ch.upgrades = append(ch.upgrades, m)
+			}
 			if ch.chosen == nil {
 				ch.chosen = d.by
 			}

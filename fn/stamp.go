@@ -31,12 +31,18 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	} else {
 		ships = shipped(ch.covered)
 	}
+	kindWide := ships
 	found := false
 	for _, xa := range r.allowances {
 		if xa.Generation <= r.from || xa.Relation != v1alpha1.RelationExternal || !policy.MatchesExternal(xa.Target, dm.child) {
 			continue
 		}
 		found = true
+		if !ch.create {
+			if ships = shipped(policy.Shippable(r.chainOf(xa), dm.child, ch.covered)); len(ships) == 0 {
+				continue // its chain let nothing through to this resource
+			}
+		}
 		add(allowance.Allowance{
 			Relation: v1alpha1.RelationExternal, Target: xa.Target, Verbs: slices.Clone(xa.Verbs), Mutations: ships,
 			Generation: gen, Initiator: xa.Initiator, Trace: xa.Trace.With(r.xrHop()).Then(hop),
@@ -48,10 +54,24 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	// changes, which reach the cloud only when an UpgradeAllowance grants the
 	// external Update; that trace starts at the UpgradeAllowance.
 	if !found && r.phase == policy.PhaseInitializing && !r.restrictAll && v1alpha1.GrantsVerb(r.set.PhaseBound(r.phase).ExternalVerbs(dm.child), verb) {
-		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(ships))
+		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(kindWide))
 	}
-	if !found && ch.upgraded && v1alpha1.GrantsVerb(r.upgrade.ExternalVerbs(dm.child), v1alpha1.VerbUpdate) {
-		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, v1alpha1.VerbUpdate, gen, r.upgradeBase.Then(hop)).Shipping(ships))
+	// What a new composition revision changes ships under its
+	// UpgradeAllowance, beside whatever XR allowance ships the rest.
+	if ch.upgraded && v1alpha1.GrantsVerb(r.upgrade.ExternalVerbs(dm.child), v1alpha1.VerbUpdate) {
+		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, v1alpha1.VerbUpdate, gen, r.upgradeBase.Then(hop)).Shipping(shipped(ch.upgrades)))
+	}
+	return out
+}
+
+// chainOf are the XR's unconsumed allowances issued along xa's chain: the
+// ControllerChild allowances beside an External one bound what it ships.
+func (r *run) chainOf(xa allowance.Allowance) []allowance.Allowance {
+	var out []allowance.Allowance
+	for _, a := range r.allowances {
+		if a.Generation > r.from && a.Trace.Same(xa.Trace) {
+			out = append(out, a)
+		}
 	}
 	return out
 }

@@ -1,10 +1,14 @@
 package policy
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
 // Child identifies the kind of a composed resource, as policy targets name
@@ -73,4 +77,32 @@ func MatchesExternal(t v1alpha1.Target, c Child) bool {
 		}
 	}
 	return n > 0
+}
+
+// Shippable are the mutations of ms that a composed resource of kind c may
+// ship to its cloud resource under an External allowance whose chain
+// carries the composite allowances chain: those a ControllerChild
+// allowance of chain for c covers (one without mutations covers all). When
+// chain holds none for c (the kind is not restricted as a composed
+// resource) ms is returned whole. The function names what an External
+// allowance ships by it, and admission checks Crossplane's writes by it, so
+// a pipeline step after Kausality cannot name a field no allowance let
+// through.
+func Shippable(chain []allowance.Allowance, c Child, ms []mutation.Mutation) []mutation.Mutation {
+	var bounds []mutation.Bounds
+	for _, a := range chain {
+		if a.Relation != v1alpha1.RelationControllerChild || !MatchesChild(a.Target, c) {
+			continue
+		}
+		if len(a.Mutations) == 0 {
+			return ms
+		}
+		bounds = append(bounds, mutation.BoundsOf(a.Mutations))
+	}
+	if len(bounds) == 0 {
+		return ms
+	}
+	return slices.DeleteFunc(slices.Clone(ms), func(m mutation.Mutation) bool {
+		return !slices.ContainsFunc(bounds, func(b mutation.Bounds) bool { return b.Covers(m) })
+	})
 }

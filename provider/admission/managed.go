@@ -335,8 +335,43 @@ func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured
 		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) && a.Within(x) }) {
 			return fmt.Sprintf("allowance %d on %s grants more than the allowance of %s it chains to (relation, target or verbs)", i, describe(obj), describe(xr)), nil
 		}
+		if f := unshippable(a, xrAllowances, parent, obj); f != "" {
+			return fmt.Sprintf("allowance %d on %s ships %s, which no allowance of %s it chains to lets through", i, describe(obj), f, describe(xr)), nil
+		}
 	}
 	return "", nil
+}
+
+// unshippable names the first field External allowance a ships that the
+// composite allowances of its chain (parent) do not let reach obj, or ""
+// (DESIGN §4a: a pipeline step after Kausality must not name a field it
+// changed itself, or the gate would ship it).
+func unshippable(a allowance.Allowance, xrAllowances []allowance.Allowance, parent allowance.Trace, obj *unstructured.Unstructured) string {
+	if a.Relation != v1alpha1.RelationExternal || len(a.Mutations) == 0 {
+		return ""
+	}
+	var chain []allowance.Allowance
+	for _, x := range xrAllowances {
+		if parent.Continues(x.Trace) {
+			chain = append(chain, x)
+		}
+	}
+	var ms []mutation.Mutation
+	for _, b := range a.Mutations {
+		for _, v := range b.Verbs {
+			ms = append(ms, mutation.Mutation{Path: b.JSONPath, Verb: v})
+		}
+		if len(b.Verbs) == 0 {
+			ms = append(ms, mutation.Mutation{Path: b.JSONPath, Verb: v1alpha1.MutationAll})
+		}
+	}
+	ok := policy.Shippable(chain, policy.ChildOf(obj.GetAPIVersion(), obj.GetKind()), ms)
+	for _, m := range ms {
+		if !slices.Contains(ok, m) {
+			return m.Path
+		}
+	}
+	return ""
 }
 
 // upgrade reports whether the named UpgradeAllowance covers the managed

@@ -111,6 +111,16 @@ func TestManaged(t *testing.T) {
 			warningsContain: "the gate of Bucket orders-data stays closed: spec.forProvider.region changed since generation 4 was let through to the cloud and no open allowance covers it",
 			approved:        approvalAt(bucket(t, set("spec.forProvider.region", "eu")), 4),
 		},
+		"StepCannotNameAFieldItChanged": {
+			reason: "A pipeline step after Kausality changes the region and names it among the fields the allowance ships: the composite's allowance lets only the size through, so Crossplane's write is denied.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(closed, set("spec.forProvider.region", "us"), allowances(func() allowance.Allowance {
+					a := bucketAllowance()
+					a.Mutations = append(a.Mutations, v1alpha1.MutationBound{JSONPath: "spec.forProvider.region", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationInsert}})
+					return a
+				}())))},
+			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data ships spec.forProvider.region, which no allowance of XDatabase orders-x1 it chains to lets through"},
+		},
 		"CrossplaneCannotBlessAPendingChange": {
 			reason: "The approval is the decision's: a writer (a pipeline step after Kausality) sending one that blesses the pending region changes nothing.",
 			args: args{objs: []client.Object{parentXR(), parentClaim()},
