@@ -111,6 +111,12 @@ func TestManaged(t *testing.T) {
 			warningsContain: "the gate of Bucket orders-data stays closed: spec.forProvider.region changed since generation 4 was let through to the cloud and no open allowance covers it",
 			approved:        approvalAt(bucket(t, set("spec.forProvider.region", "eu")), 4),
 		},
+		"StaleCopyLeftToTheConflict": {
+			reason: "A write from a copy older than the stored object fails with a Conflict after mutating admission whatever is decided; its older protected annotations are no reason to deny it, which would defeat the writer's retry.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asBob, bucket(t, set("metadata.resourceVersion", "8"), approvedAs(bucket(t), 6)), bucket(t, set("metadata.resourceVersion", "7"), annotate(v1alpha1.AnnotationTraceLabelPrefix+"poke", "1")))},
+			want: result{Allowed: true, Object: bucket(t, set("metadata.resourceVersion", "7"), annotate(v1alpha1.AnnotationTraceLabelPrefix+"poke", "1")).Object},
+		},
 		"StepCannotNameAFieldItChanged": {
 			reason: "A pipeline step after Kausality changes the region and names it among the fields the allowance ships: the composite's allowance lets only the size through, so Crossplane's write is denied.",
 			args: args{objs: []client.Object{parentXR(), parentClaim()},

@@ -48,7 +48,15 @@ const (
 	// the cloud by fields no open allowance covers, which would ride along.
 	ReasonUncovered xpv2.ConditionReason = "UncoveredChange"
 	ReasonInvalid   xpv2.ConditionReason = "InvalidAllowances"
+	// ReasonDeletionRefused: the deletion a Delete gate was opened for
+	// never became final; another admission check refused it.
+	ReasonDeletionRefused xpv2.ConditionReason = "DeletionRefused"
 )
+
+// DefaultDeletionGrace is how long a Delete gate may wait for the deletion
+// it was opened for to become final: longer than any admission request
+// takes (the API server gives one a minute at most).
+const DefaultDeletionGrace = time.Minute
 
 // frozenRecheck is how often a frozen gate looks whether the freeze lifted.
 const frozenRecheck = 15 * time.Second
@@ -64,6 +72,10 @@ type Options struct {
 	Gate gate.Config
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// DeletionGrace is how long after a deletion opened a Delete gate the
+	// controller waits for that deletion to be final before it revokes
+	// the gate; DefaultDeletionGrace when zero.
+	DeletionGrace time.Duration
 }
 
 // A Reconciler keeps the gate of the managed resources of one kind.
@@ -83,6 +95,9 @@ func NewReconciler(kube client.Client, reader client.Reader, gvk schema.GroupVer
 	o.Gate = o.Gate.Defaulted()
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.DeletionGrace == 0 {
+		o.DeletionGrace = DefaultDeletionGrace
 	}
 	return &Reconciler{kube: kube, reader: reader, gvk: gvk, opts: o, events: rec, metrics: m, log: log.WithValues("kind", gvk.String())}
 }
@@ -109,10 +124,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		msg := errors.Wrapf(err, "cannot parse annotation %s on %s; the gate stays closed", v1alpha1.AnnotationAllowances, ref).Error()
 		return ctrl.Result{}, r.apply(ctx, mr, current, cfg.ReadOnly, nil, nil, xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg}, corev1.EventTypeWarning)
 	}
+	as, revoked, recheck, err := r.revokeRefused(ctx, mr, as, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	d := cfg.Decide(mr.Object, mr.Object, as, now, r.frozen(ctx, mr))
 
 	var marks []allowance.Allowance
-	if d.Changed {
+	if d.Changed || len(revoked) > 0 {
 		marks = d.Allowances
 	}
 	cond, eventType := r.condition(d, mr)
@@ -134,7 +153,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	waiting := append(slices.Clone(d.Open), d.Held...)
 	if len(waiting) == 0 {
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: recheck}, nil
 	}
 	// Come back when the oldest open or held allowance expires.
 	next := cfg.MaxOpen
@@ -143,7 +162,48 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			next = min(next, max(ts.Add(cfg.MaxOpen).Sub(now), 0)+time.Second)
 		}
 	}
+	if recheck > 0 {
+		next = min(next, recheck)
+	}
 	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// revokeRefused marks consumed the Delete allowances of as whose deletion
+// never became final: stamped longer than the grace ago while the composite
+// above mr, and its Claim, still stand. The deletion webhook opens a Delete
+// gate before the API server has the last word, and another admission
+// check may still refuse the deletion; left open, the gate would let
+// anyone's later deletion of mr delete the cloud resource (DESIGN §4a).
+// recheck is when to look again at one still within the grace.
+func (r *Reconciler) revokeRefused(ctx context.Context, mr *unstructured.Unstructured, as []allowance.Allowance, now time.Time) (out, revoked []allowance.Allowance, recheck time.Duration, err error) {
+	out = as
+	var final *bool
+	for i, a := range as {
+		if a.Consumed || !a.OpensDelete() {
+			continue
+		}
+		if final == nil {
+			f, err := parents.Deleting(ctx, r.reader, mr)
+			if err != nil {
+				return nil, nil, 0, errors.Wrapf(err, "cannot tell whether the deletion above %s %s is final", mr.GetKind(), mr.GetName())
+			}
+			final = &f
+		}
+		if *final {
+			return as, nil, 0, nil
+		}
+		ts, ok := a.StampedAt()
+		if wait := ts.Add(r.opts.DeletionGrace).Sub(now); ok && wait > 0 {
+			recheck = wait + time.Second
+			continue
+		}
+		if revoked == nil {
+			out = slices.Clone(as)
+		}
+		out[i].Consumed = true
+		revoked = append(revoked, a)
+	}
+	return out, revoked, recheck, nil
 }
 
 // condition is the GateOpen condition for a decision, and the Event type
@@ -178,6 +238,13 @@ func (r *Reconciler) condition(d gate.Decision, current *unstructured.Unstructur
 		if a.Consumed && a.Relation == v1alpha1.RelationExternal && since {
 			consumed = append(consumed, a)
 		}
+	}
+	// A Delete allowance is used up only by the deletion, and this
+	// controller leaves deleted resources alone: one consumed here was
+	// revoked (revokeRefused), whichever reconcile wrote the mark.
+	if revoked := slices.DeleteFunc(slices.Clone(consumed), func(a allowance.Allowance) bool { return !a.OpensDelete() }); len(revoked) > 0 {
+		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonDeletionRefused,
+			Message: fmt.Sprintf("Delete gate revoked: the deletion it was opened for did not happen within %s (another admission check refused it): %s", r.opts.DeletionGrace, describe(revoked))}, corev1.EventTypeWarning
 	}
 	if len(consumed) > 0 {
 		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonConsumed,

@@ -262,6 +262,9 @@ func TestReconcile(t *testing.T) {
 		closedMsg   = "gate closed: no unconsumed External allowance"
 	)
 	recent := fixed.Add(-10 * time.Minute) // 50 minutes left of the default hour
+	del := func(at time.Time) allowance.Allowance { return ext(4, at, gate.Delete) }
+	delMsg := "gate open for Delete: Delete at generation 4 initiated by alice@example.com"
+	refusedMsg := "Delete gate revoked: the deletion it was opened for did not happen within 1m0s (another admission check refused it): Delete at generation 4 initiated by alice@example.com"
 	upd := ext(3, recent, gate.Update)
 	conflict := kerrors.NewConflict(schema.GroupResource{Group: nopGVK.Group, Resource: "nopresources"}, mrName, errors.New("the object has been modified"))
 	errBoom := errors.New("boom")
@@ -412,6 +415,45 @@ func TestReconcile(t *testing.T) {
 				writes:  []string{"Update", "Status"},
 				events:  []string{"Normal Opened " + openMsg},
 				metrics: map[string]float64{"kausality_gates_opened_total": 1},
+			},
+		},
+		"RefusedDeletionRevoked": {
+			reason: "A Delete gate whose deletion never became final (the composite stands, past the grace) is revoked: the allowance is marked consumed and the gate closes, saying why.",
+			args: args{objs: []client.Object{
+				composite(nil),
+				managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-2*time.Minute))), withObserved(3)),
+			}},
+			want: want{
+				// The closed part of [Observe, Delete] is what it closes to.
+				mr: managed(withController("XNop", "xnop"), withPolicies(gate.Observe), withAllowances(consumed(del(fixed.Add(-2*time.Minute)))), withObserved(3),
+					withConditions(gateClosed(ReasonDeletionRefused, 3, fixed, refusedMsg))),
+				writes: []string{"Update", "Status"},
+				events: []string{"Warning DeletionRefused " + refusedMsg},
+			},
+		},
+		"DeletionWithinGraceStaysOpen": {
+			reason: "Within the grace the deletion may still be in admission: the Delete gate stays open and is looked at again once the grace is over.",
+			args: args{objs: []client.Object{
+				composite(nil),
+				managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-10*time.Second))), withObserved(3),
+					withConditions(gateOpen(3, fixed.Add(-10*time.Second), delMsg))),
+			}},
+			want: want{
+				result: ctrl.Result{RequeueAfter: 51 * time.Second},
+				mr: managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-10*time.Second))), withObserved(3),
+					withConditions(gateOpen(3, fixed.Add(-10*time.Second), delMsg))),
+			},
+		},
+		"FinalDeletionKeepsGate": {
+			reason: "Once the composite is gone the deletion is final: the Delete gate stays open, however old.",
+			args: args{objs: []client.Object{
+				managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-2*time.Minute))), withObserved(3),
+					withConditions(gateOpen(3, fixed.Add(-2*time.Minute), delMsg))),
+			}},
+			want: want{
+				result: ctrl.Result{RequeueAfter: 58*time.Minute + time.Second},
+				mr: managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-2*time.Minute))), withObserved(3),
+					withConditions(gateOpen(3, fixed.Add(-2*time.Minute), delMsg))),
 			},
 		},
 		"InvalidAllowances": {

@@ -106,3 +106,25 @@ func Frozen(ctx context.Context, r client.Reader, mr *unstructured.Unstructured)
 	}
 	return "", nil
 }
+
+// Deleting reports whether the deletion above a managed resource is final:
+// its controlling composite is gone or being deleted, or the composite's
+// Claim is. A Delete gate opened for a deletion that another admission
+// check refused finds none of them.
+func Deleting(ctx context.Context, r client.Reader, mr *unstructured.Unstructured) (bool, error) {
+	xr, err := Composite(ctx, r, mr)
+	if err != nil {
+		return false, err
+	}
+	if xr == nil || xr.GetDeletionTimestamp() != nil {
+		return true, nil
+	}
+	if _, ok, _ := unstructured.NestedMap(xr.Object, "spec", "claimRef"); !ok {
+		return false, nil
+	}
+	claim, err := Claim(ctx, r, xr)
+	if err != nil {
+		return false, err
+	}
+	return claim == nil || claim.GetDeletionTimestamp() != nil, nil
+}

@@ -347,3 +347,33 @@ func TestFrozen(t *testing.T) {
 		})
 	}
 }
+
+func TestDeleting(t *testing.T) {
+	deleting := func(u *unstructured.Unstructured) {
+		now := metav1.Now()
+		u.SetDeletionTimestamp(&now)
+		u.SetFinalizers([]string{"example.org/finalizer"})
+	}
+	cases := map[string]struct {
+		reason string
+		objs   []client.Object
+		funcs  interceptor.Funcs
+		want   bool
+		err    bool
+	}{
+		"Standing":         {reason: "Composite and Claim stand: a deletion above the bucket was refused or never happened.", objs: []client.Object{xdb(), claim()}},
+		"CompositeGone":    {reason: "The composite is gone: the deletion is final.", objs: []client.Object{claim()}, want: true},
+		"CompositeDeleted": {reason: "The composite is being deleted.", objs: []client.Object{xdb(deleting), claim()}, want: true},
+		"ClaimDeleted":     {reason: "The Claim is being deleted; Crossplane deletes the composite next.", objs: []client.Object{xdb(), claim(deleting)}, want: true},
+		"ClaimGone":        {reason: "The composite claims a Claim that is gone.", objs: []client.Object{xdb()}, want: true},
+		"Unreadable":       {reason: "A composite that cannot be read is an error, never a final deletion.", objs: []client.Object{xdb(), claim()}, funcs: failGet("XDatabase"), err: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Deleting(context.Background(), reader(tc.objs, tc.funcs), bucket())
+			if (err != nil) != tc.err || got != tc.want {
+				t.Errorf("%s\nDeleting() = %t, %v; want %t, error %t", tc.reason, got, err, tc.want, tc.err)
+			}
+		})
+	}
+}

@@ -58,6 +58,13 @@ spec:
   - {kind: Group, name: platform-team, mayInitiate: true}
   - {kind: ServiceAccount, namespace: crossplane-system, name: crossplane}
   deletionProtection: true
+  # Deleting an XDatabase deletes its buckets in the cloud, as far as the
+  # deleter may initiate.
+  deleting:
+    policies:
+    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
+      relation: External
+      verbs: [Delete]
   rules:
   - trigger: spec.size
     policies:
