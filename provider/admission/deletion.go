@@ -10,6 +10,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,6 +25,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/provider/parents"
 )
 
 // Deletion is the validating webhook for deleting Claims and composites.
@@ -63,6 +65,9 @@ func (h *Deletion) Handle(ctx context.Context, req admission.Request) admission.
 	}
 	if old == nil {
 		return admission.Errored(http.StatusBadRequest, errors.Errorf("DELETE of %s %s carries no object", req.Kind.Kind, req.Name))
+	}
+	if slices.Contains(h.Managed(), old.GroupVersionKind()) {
+		return h.managedDeleted(ctx, req, old)
 	}
 	set, _, err := policiesFor(ctx, h.Policies, h.Cache, old)
 	if err != nil {
@@ -116,45 +121,114 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 	bound := set.DeletionBound(identity(user))
 	origin := allowance.HopOf(obj, obj.GetGeneration()).By(user.Username, h.Now())
 	var opened []string
-	for _, gvk := range h.Managed() {
-		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := h.Reader.List(ctx, l, client.MatchingLabels{"crossplane.io/composite": xr.GetName(), v1alpha1.LabelGated: "true"}); err != nil {
-			return nil, errors.Wrapf(err, "cannot list %s", gvk.Kind)
+	managed := h.Managed()
+	for _, mr := range composed(xr) {
+		// Only the resources the composite references, which Crossplane
+		// writes: the crossplane.io/composite label and an owner reference
+		// are anyone's to set on their own resource. Read each by name, not
+		// by listing every managed kind: a provider may serve hundreds.
+		if !slices.Contains(managed, mr.GroupVersionKind()) {
+			continue
 		}
-		for i := range l.Items {
-			mr := &l.Items[i]
-			// The label and the owner reference are anyone's to set on
-			// their own resource; the composite's resource references,
-			// which Crossplane writes, say which are its.
-			if c := metav1.GetControllerOf(mr); c == nil || c.UID != xr.GetUID() || !composes(xr, mr) {
+		if err := h.Reader.Get(ctx, client.ObjectKeyFromObject(mr), mr); err != nil {
+			if kerrors.IsNotFound(err) {
 				continue
 			}
-			if !v1alpha1.GrantsVerb(bound.ExternalVerbs(policy.ChildOf(mr.GetAPIVersion(), mr.GetKind())), v1alpha1.VerbDelete) {
-				continue
-			}
-			if err := h.openDelete(ctx, mr, origin); err != nil {
-				return nil, err
-			}
-			opened = append(opened, describe(mr))
+			return nil, errors.Wrapf(err, "cannot get %s", describe(mr))
 		}
+		if c := metav1.GetControllerOf(mr); c == nil || c.UID != xr.GetUID() || mr.GetLabels()[v1alpha1.LabelGated] != "true" {
+			continue
+		}
+		if !v1alpha1.GrantsVerb(bound.ExternalVerbs(policy.ChildOf(mr.GetAPIVersion(), mr.GetKind())), v1alpha1.VerbDelete) {
+			continue
+		}
+		if err := h.openDelete(ctx, mr, origin); err != nil {
+			return nil, err
+		}
+		opened = append(opened, describe(mr))
 	}
 	return opened, nil
 }
 
-// composes reports whether the composite references mr among its composed
-// resources: spec.resourceRefs (legacy) or spec.crossplane.resourceRefs.
-func composes(xr, mr *unstructured.Unstructured) bool {
+// composed are the resources the composite references among its composed
+// resources, spec.resourceRefs (legacy) or spec.crossplane.resourceRefs,
+// each named by kind, namespace (the composite's unless the reference
+// says) and name.
+func composed(xr *unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
 	for _, path := range [][]string{{"spec", "resourceRefs"}, {"spec", "crossplane", "resourceRefs"}} {
 		refs, _, _ := unstructured.NestedSlice(xr.Object, path...)
 		for _, r := range refs {
 			ref, _ := r.(map[string]any)
-			if ref["apiVersion"] == mr.GetAPIVersion() && ref["kind"] == mr.GetKind() && ref["name"] == mr.GetName() {
-				return true
+			apiVersion, _ := ref["apiVersion"].(string)
+			kind, _ := ref["kind"].(string)
+			name, _ := ref["name"].(string)
+			if kind == "" || name == "" {
+				continue
 			}
+			ns, _ := ref["namespace"].(string)
+			if ns == "" {
+				ns = xr.GetNamespace()
+			}
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion(apiVersion)
+			u.SetKind(kind)
+			u.SetNamespace(ns)
+			u.SetName(name)
+			out = append(out, u)
 		}
 	}
-	return false
+	return out
+}
+
+// managedDeleted decides the deletion of a gated managed resource. Its
+// Delete gate opened for a deletion above it (its Claim's or composite's)
+// is that deletion's only: when that deletion is not final (another
+// admission check refused it, or it is still being admitted) the gate is
+// revoked before this deletion goes on, so deleting the resource by itself
+// orphans its cloud resource (DESIGN §4a). The gate controller revokes such
+// a gate anyway once a grace has passed; this closes the window before.
+func (h *Deletion) managedDeleted(ctx context.Context, req admission.Request, old *unstructured.Unstructured) admission.Response {
+	if !slices.ContainsFunc(storedAllowances(old), func(a allowance.Allowance) bool { return a.OpensDelete() && !a.Consumed }) {
+		return admission.Allowed("")
+	}
+	final, err := parents.Deleting(ctx, h.Reader, old)
+	if err != nil {
+		return admission.Denied(fmt.Sprintf("cannot tell whether the deletion above %s is final, so it is not deleted: %v", describe(old), err))
+	}
+	if final || (req.DryRun != nil && *req.DryRun) || h.Kube == nil {
+		return admission.Allowed("")
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		mr := old.DeepCopy()
+		if err := h.Reader.Get(ctx, client.ObjectKeyFromObject(mr), mr); err != nil {
+			return err
+		}
+		as, err := allowance.Parse(mr.GetAnnotations()[v1alpha1.AnnotationAllowances])
+		if err != nil {
+			return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(mr))
+		}
+		for i := range as {
+			if as[i].OpensDelete() {
+				as[i].Consumed = true
+			}
+		}
+		d := h.Gate.For(mr.Object).Decide(mr.Object, mr.Object, as, h.Now(), "")
+		setAnnotation(mr, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
+		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
+			return errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, describe(mr))
+		}
+		return h.Kube.Update(ctx, mr)
+	}); err != nil {
+		return admission.Denied(fmt.Sprintf("cannot close the Delete gate of %s, opened for a deletion above it that is not final, so it is not deleted: %v", describe(old), err))
+	}
+	return admission.Allowed("").WithWarnings(fmt.Sprintf("the Delete gate of %s was opened for a deletion above it that has not happened; deleting %s by itself orphans its cloud resource", describe(old), describe(old)))
+}
+
+// storedAllowances are obj's allowances, none when they do not parse.
+func storedAllowances(obj *unstructured.Unstructured) []allowance.Allowance {
+	as, _ := allowance.Parse(obj.GetAnnotations()[v1alpha1.AnnotationAllowances])
+	return as
 }
 
 // openDelete stamps an External Delete allowance on mr, traced to the

@@ -199,6 +199,31 @@ func TestDeletion(t *testing.T) {
 			args:   args{objs: all, req: remove(asAlice, claim(t))},
 			want:   want{result: result{Allowed: true}, buckets: untouched},
 		},
+		"BucketDeletedAloneRevokesTheDeleteGate": {
+			reason: "Bob deletes a Bucket whose Delete gate was opened for a Claim deletion that never became final (the XR and the Claim stand): the gate is revoked before the deletion goes on, so the cloud bucket is orphaned.",
+			args:   args{objs: []client.Object{claims, deletesCloud, composite(), claim(t), opened(data, byAlice)}, req: remove(asBob, opened(data, byAlice))},
+			want: want{
+				result: result{Allowed: true, Warnings: []string{"the Delete gate of Bucket orders-data was opened for a deletion above it that has not happened; deleting Bucket orders-data by itself orphans its cloud resource"}},
+				buckets: byName(func() *unstructured.Unstructured {
+					b := opened(data, byAlice)
+					as, _ := allowance.Parse(b.GetAnnotations()[v1alpha1.AnnotationAllowances])
+					allowances(consumed(as[0]))(b)
+					policies(gate.Observe)(b) // the closed part of [Observe, Delete]
+					return b
+				}()),
+			},
+		},
+		"BucketDeletedWithItsComposite": {
+			reason: "The garbage collector deleting a Bucket whose composite is being deleted carries out the deletion the gate was opened for: the gate stays open.",
+			args: args{objs: []client.Object{claims, deletesCloud, composite(set("metadata.deletionTimestamp", "2026-11-22T12:00:00Z"), set("metadata.finalizers", []any{"composite.apiextensions.crossplane.io"})), claim(t), opened(data, byAlice)},
+				req: remove(asBob, opened(data, byAlice))},
+			want: want{result: result{Allowed: true}, buckets: byName(opened(data, byAlice))},
+		},
+		"BucketWithoutDeleteGate": {
+			reason: "Deleting a Bucket without an open Delete gate is not this webhook's concern: it is orphaned by its closed gate.",
+			args:   args{objs: []client.Object{claims, deletesCloud, composite(), claim(t), data}, req: remove(asBob, data)},
+			want:   want{result: result{Allowed: true}, buckets: byName(data)},
+		},
 		"NotADeletion": {
 			reason: "Other operations are not this webhook's business.",
 			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: update(asAlice, claim(t), claim(t, set("spec.size", "large")))},

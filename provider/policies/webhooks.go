@@ -317,6 +317,17 @@ func (w *Webhooks) syncValidating(ctx context.Context, cc admissionregistrationv
 		Rules:       rules(t.composites, admissionregistrationv1.Delete),
 		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
 	}}
+	if len(t.managed) > 0 {
+		// Deleting a gated managed resource by itself while its Delete
+		// gate is open for a deletion above it that is not final revokes
+		// that gate first.
+		hooks = append(hooks, admissionregistrationv1.ValidatingWebhook{
+			Name: "managed-deletion.kausality.io", ClientConfig: clientConfig(cc, PathDeletion),
+			Rules:          rules(t.managed, admissionregistrationv1.Delete),
+			ObjectSelector: gatedSelector,
+			SideEffects:    ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
+		})
+	}
 	return w.apply(ctx, c, "ValidatingWebhookConfiguration", func() {
 		if !equality.Semantic.DeepEqual(c.Webhooks, hooks) {
 			c.Webhooks = hooks

@@ -194,6 +194,14 @@ func deletionHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admis
 	}
 }
 
+// managedDeletionHook is the deletion webhook for gated managed resources.
+func managedDeletionHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.ValidatingWebhook {
+	h := deletionHook(cc, rules...)
+	h.Name = "managed-deletion.kausality.io"
+	h.ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelGated: "true"}}
+	return h
+}
+
 // The CEL of the deletion protection, spelled out.
 const (
 	wantAllowDelete = `has(oldObject.metadata.annotations) && 'kausality.io/allow-delete' in oldObject.metadata.annotations && oldObject.metadata.annotations['kausality.io/allow-delete'] == 'true'`
@@ -356,6 +364,7 @@ func TestWebhooksSync(t *testing.T) {
 				}},
 				validating: &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.ValidatingWebhook{
 					deletionHook(service(PathDeletion), rule("example.com", []string{"databaseclaims", "xdatabases"}, deleteOp)),
+					managedDeletionHook(service(PathDeletion), rule("nop.example.org", []string{"nopresources"}, deleteOp), rule("recorder.kausality.io", []string{"buckets"}, deleteOp)),
 				}},
 				vaps:     []admissionregistrationv1.ValidatingAdmissionPolicy{*vapClaims},
 				bindings: []admissionregistrationv1.ValidatingAdmissionPolicyBinding{*bindingClaims},

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -68,10 +69,10 @@ func refusingWebhook(t *testing.T) {
 
 // TestRefusedDeletionRevokesTheDeleteGate: Alice may delete her XDatabase
 // and its buckets in the cloud, and Kausality's webhook opens the Delete
-// gate; another admission check refuses the deletion. The open gate must
-// not outlive it: once the grace has passed with the XDatabase still
-// standing the gate is revoked, so Bob deleting the Bucket directly
-// deletes nothing in the cloud.
+// gates; another admission check refuses the deletion. The open gates must
+// not outlive it: Bob deleting one Bucket directly right away has its gate
+// revoked first, and once the grace has passed with the XDatabase still
+// standing the other's is revoked too; neither deletion reaches the cloud.
 func TestRefusedDeletionRevokesTheDeleteGate(t *testing.T) {
 	ctx := context.Background()
 	waitForRules(t, "xdatabases")
@@ -80,19 +81,25 @@ func TestRefusedDeletionRevokesTheDeleteGate(t *testing.T) {
 	aliceC, cp := as(t, alice, "platform-team"), as(t, crossplane, "system:serviceaccounts")
 
 	cloud.Put("refused-1", recorder.State{Size: 1, Region: "eu"})
+	cloud.Put("refused-2", recorder.State{Size: 1, Region: "eu"})
 	xr := object("XDatabase", "", "refused-x", map[string]any{"size": "1",
-		"resourceRefs": []any{map[string]any{"apiVersion": "recorder.kausality.io/v1alpha1", "kind": "Bucket", "name": "refused-1"}}},
+		"resourceRefs": []any{
+			map[string]any{"apiVersion": "recorder.kausality.io/v1alpha1", "kind": "Bucket", "name": "refused-1"},
+			map[string]any{"apiVersion": "recorder.kausality.io/v1alpha1", "kind": "Bucket", "name": "refused-2"},
+		}},
 		map[string]string{v1alpha1.AnnotationAllowDelete: "true"})
 	xr.SetLabels(map[string]string{"test.kausality.io/refuse": "true"})
 	if err := aliceC.Create(ctx, xr); err != nil {
 		t.Fatal(err)
 	}
 	reconciled(t, xr)
-	b := bucket("refused-1", 1, xr)
-	if err := cp.Create(ctx, b); err != nil {
-		t.Fatal(err)
+	b, b2 := bucket("refused-1", 1, xr), bucket("refused-2", 1, xr)
+	for _, o := range []*unstructured.Unstructured{b, b2} {
+		if err := cp.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		waitReconciled(t, cp, o)
 	}
-	waitReconciled(t, cp, b)
 
 	// The refusing webhook may take a moment to be called.
 	controlplane.Eventually(t, 30*time.Second, "the other webhook to refuse the deletion", func() (bool, string) {
@@ -104,6 +111,17 @@ func TestRefusedDeletionRevokesTheDeleteGate(t *testing.T) {
 	}
 	if !slices.Contains(policiesOf(b), "Delete") || !slices.ContainsFunc(allowancesOf(t, b), func(a allowance.Allowance) bool { return a.OpensDelete() && !a.Consumed }) {
 		t.Fatalf("Kausality's webhook admitted the deletion and opened the Delete gate: gate %v, allowances %+v", policiesOf(b), allowancesOf(t, b))
+	}
+
+	// Right away, Bob deletes the second Bucket by itself: its gate is
+	// revoked before the deletion goes on.
+	bobC := as(t, "bob")
+	if err := bobC.Delete(ctx, b2.DeepCopy()); err != nil {
+		t.Fatalf("bob deletes Bucket refused-2: %v", err)
+	}
+	gone(t, cp, b2)
+	if n := cloud.Count(recorder.VerbDelete, "refused-2"); n != 0 {
+		t.Errorf("external Deletes of refused-2 = %d, want 0: Bob's deletion rode on the refused deletion's gate", n)
 	}
 
 	// Past the grace the XDatabase still stands: the gate is revoked.
@@ -125,20 +143,27 @@ func TestRefusedDeletionRevokesTheDeleteGate(t *testing.T) {
 	}
 
 	// Bob deletes the Bucket: the provider orphans the cloud bucket.
-	bobC := as(t, "bob")
 	if err := bobC.Delete(ctx, b.DeepCopy()); err != nil {
 		t.Fatalf("bob deletes the Bucket: %v", err)
 	}
-	controlplane.Eventually(t, 30*time.Second, "the Bucket gone", func() (bool, string) {
-		err := cp.Get(ctx, client.ObjectKeyFromObject(b), b)
+	gone(t, cp, b)
+	for _, n := range []string{"refused-1", "refused-2"} {
+		if c := cloud.Count(recorder.VerbDelete, n); c != 0 {
+			t.Errorf("external Deletes of %s = %d, want 0: the refused deletion's gate let Bob delete in the cloud", n, c)
+		}
+		if _, ok := cloud.Get(n); !ok {
+			t.Errorf("the cloud bucket %s is gone", n)
+		}
+	}
+}
+
+// gone waits until the provider let o go.
+func gone(t *testing.T, c client.Client, o *unstructured.Unstructured) {
+	t.Helper()
+	controlplane.Eventually(t, 30*time.Second, o.GetName()+" gone", func() (bool, string) {
+		err := c.Get(context.Background(), client.ObjectKeyFromObject(o), o.DeepCopy())
 		return kerrors.IsNotFound(err), errString(err)
 	})
-	if n := cloud.Count(recorder.VerbDelete, "refused-1"); n != 0 {
-		t.Errorf("external Deletes = %d, want 0: the refused deletion's gate let Bob delete in the cloud", n)
-	}
-	if _, ok := cloud.Get("refused-1"); !ok {
-		t.Error("the cloud bucket is gone")
-	}
 }
 
 func contains(err error, s string) bool {
