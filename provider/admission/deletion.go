@@ -66,7 +66,7 @@ func (h *Deletion) Handle(ctx context.Context, req admission.Request) admission.
 	if old == nil {
 		return admission.Errored(http.StatusBadRequest, errors.Errorf("DELETE of %s %s carries no object", req.Kind.Kind, req.Name))
 	}
-	if slices.Contains(h.Managed(), old.GroupVersionKind()) {
+	if slices.Contains(h.managed(), old.GroupVersionKind()) {
 		return h.managedDeleted(ctx, req, old)
 	}
 	set, _, err := policiesFor(ctx, h.Policies, h.Cache, old)
@@ -121,7 +121,7 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 	bound := set.DeletionBound(identity(user))
 	origin := allowance.HopOf(obj, obj.GetGeneration()).By(user.Username, h.Now())
 	var opened []string
-	managed := h.Managed()
+	managed := h.managed()
 	for _, mr := range composed(xr) {
 		// Only the resources the composite references, which Crossplane
 		// writes: the crossplane.io/composite label and an owner reference
@@ -179,6 +179,14 @@ func composed(xr *unstructured.Unstructured) []*unstructured.Unstructured {
 		}
 	}
 	return out
+}
+
+// managed are the managed resource kinds, none when not known.
+func (h *Deletion) managed() []schema.GroupVersionKind {
+	if h.Managed == nil {
+		return nil
+	}
+	return h.Managed()
 }
 
 // managedDeleted decides the deletion of a gated managed resource. Its
