@@ -140,6 +140,14 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 			continue
 		}
 		if !v1alpha1.GrantsVerb(bound.ExternalVerbs(policy.ChildOf(mr.GetAPIVersion(), mr.GetKind())), v1alpha1.VerbDelete) {
+			// A gate an earlier deletion opened (one another check
+			// refused) is that deletion's, not this user's; once the
+			// deletion is final (obj is being deleted) the gates are its.
+			if obj.GetDeletionTimestamp() == nil {
+				if err := h.revokeDelete(ctx, mr); err != nil {
+					return nil, err
+				}
+			}
 			continue
 		}
 		if err := h.openDelete(ctx, mr, origin); err != nil {
@@ -207,8 +215,17 @@ func (h *Deletion) managedDeleted(ctx context.Context, req admission.Request, ol
 	if final || (req.DryRun != nil && *req.DryRun) || h.Kube == nil {
 		return admission.Allowed("")
 	}
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		mr := old.DeepCopy()
+	if err := h.revokeDelete(ctx, old.DeepCopy()); err != nil {
+		return admission.Denied(fmt.Sprintf("cannot close the Delete gate of %s, opened for a deletion above it that is not final, so it is not deleted: %v", describe(old), err))
+	}
+	return admission.Allowed("").WithWarnings(fmt.Sprintf("the Delete gate of %s was opened for a deletion above it that has not happened; deleting %s by itself orphans its cloud resource", describe(old), describe(old)))
+}
+
+// revokeDelete marks consumed the unconsumed Delete allowances of mr, as
+// stored, and closes its gate for them; it writes nothing when there are
+// none.
+func (h *Deletion) revokeDelete(ctx context.Context, mr *unstructured.Unstructured) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := h.Reader.Get(ctx, client.ObjectKeyFromObject(mr), mr); err != nil {
 			return err
 		}
@@ -216,10 +233,14 @@ func (h *Deletion) managedDeleted(ctx context.Context, req admission.Request, ol
 		if err != nil {
 			return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(mr))
 		}
+		open := false
 		for i := range as {
-			if as[i].OpensDelete() {
-				as[i].Consumed = true
+			if as[i].OpensDelete() && !as[i].Consumed {
+				as[i].Consumed, open = true, true
 			}
+		}
+		if !open {
+			return nil
 		}
 		d := h.Gate.For(mr.Object).Decide(mr.Object, mr.Object, as, h.Now(), "")
 		setAnnotation(mr, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
@@ -227,10 +248,7 @@ func (h *Deletion) managedDeleted(ctx context.Context, req admission.Request, ol
 			return errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, describe(mr))
 		}
 		return h.Kube.Update(ctx, mr)
-	}); err != nil {
-		return admission.Denied(fmt.Sprintf("cannot close the Delete gate of %s, opened for a deletion above it that is not final, so it is not deleted: %v", describe(old), err))
-	}
-	return admission.Allowed("").WithWarnings(fmt.Sprintf("the Delete gate of %s was opened for a deletion above it that has not happened; deleting %s by itself orphans its cloud resource", describe(old), describe(old)))
+	})
 }
 
 // storedAllowances are obj's allowances, none when they do not parse.

@@ -213,6 +213,26 @@ func TestDeletion(t *testing.T) {
 				}()),
 			},
 		},
+		"UnpermittedDeletionRevokesAnEarlierGate": {
+			reason: "Alice's deletion opened the gates and was refused by another check; Bob, whom the deleting rules do not name, deletes the Claim: the gates are Alice's refused deletion's, so they are revoked and his deletion orphans.",
+			args:   args{objs: []client.Object{claims, deletesCloud, composite(), opened(data, byAlice), opened(logs, byAlice)}, req: remove(asBob, deletable)},
+			want: want{result: result{Allowed: true}, buckets: byName(func() []*unstructured.Unstructured {
+				var out []*unstructured.Unstructured
+				for _, b := range []*unstructured.Unstructured{opened(data, byAlice), opened(logs, byAlice)} {
+					as, _ := allowance.Parse(b.GetAnnotations()[v1alpha1.AnnotationAllowances])
+					allowances(consumed(as[0]))(b)
+					policies(gate.Observe)(b)
+					out = append(out, b)
+				}
+				return out
+			}()...)},
+		},
+		"UnpermittedRedeleteKeepsAFinalDeletionsGates": {
+			reason: "Bob deleting the Claim again while Alice's deletion of it is final (it is being deleted) does not take her gates away.",
+			args: args{objs: []client.Object{claims, deletesCloud, composite(), opened(data, byAlice), opened(logs, byAlice)},
+				req: remove(asBob, claim(t, annotate(v1alpha1.AnnotationAllowDelete, "true"), set("metadata.deletionTimestamp", "2026-11-22T12:00:00Z")))},
+			want: want{result: result{Allowed: true}, buckets: byName(opened(data, byAlice), opened(logs, byAlice))},
+		},
 		"BucketDeletedWithItsComposite": {
 			reason: "The garbage collector deleting a Bucket whose composite is being deleted carries out the deletion the gate was opened for: the gate stays open.",
 			args: args{objs: []client.Object{claims, deletesCloud, composite(set("metadata.deletionTimestamp", "2026-11-22T12:00:00Z"), set("metadata.finalizers", []any{"composite.apiextensions.crossplane.io"})), claim(t), opened(data, byAlice)},
