@@ -18,7 +18,10 @@ import (
 // every resource has one mutation to let through and a gate to open.
 func benchRequest(b *testing.B, n int) *fnv1.RunFunctionRequest {
 	b.Helper()
-	observedAnn := map[string]string{v1alpha1.AnnotationApplied: appliedFor(b, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1"}
+	// As a resource carries them once created: what was let through, and
+	// the spec its gate approved (the same, at generation 1).
+	observedAnn := map[string]string{v1alpha1.AnnotationApplied: appliedFor(b, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+		v1alpha1.AnnotationApproved: appliedFor(b, "db.t3.small"), v1alpha1.AnnotationApprovedGeneration: "1"}
 	req := newRequest(b, xr(b, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}), nil, nil, policyDB)
 	req.Observed.Resources = map[string]*fnv1.Resource{}
 	for i := range n {

@@ -180,7 +180,10 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 	for _, p := range g.Uncovered {
 		r.withhold(dm, "open gate", p, fmt.Sprintf("changed since generation %d was let through to the cloud and no open allowance covers it; it would ride along with the allowed change", g.Approved.Generation))
 	}
-	maps.Copy(ann, g.Approved.Annotations())
+	if g.Approves {
+		// Otherwise admission keeps the stored approval.
+		maps.Copy(ann, g.Approved.Annotations())
+	}
 	if g.Err != nil {
 		r.withhold(dm, "open gate", "", g.Err.Error())
 	}

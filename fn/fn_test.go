@@ -267,8 +267,6 @@ func TestRunFunction(t *testing.T) {
 						v1alpha1.AnnotationAllowances:          "[]",
 						v1alpha1.AnnotationTrace:               "[]",
 						v1alpha1.AnnotationApplied:             appliedFor(t, "db.t3.small"),
-						v1alpha1.AnnotationApproved:            appliedFor(t, "db.t3.small"),
-						v1alpha1.AnnotationApprovedGeneration:  "1",
 						v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
 						v1alpha1.AnnotationComposedGeneration:  "2",
 					}, "[Observe, LateInitialize]"),

@@ -99,7 +99,8 @@ func TestConfigDecideApproval(t *testing.T) {
 		"HandCreatedApprovesNothing": {
 			reason: "A resource created without a Create allowance (Bob's adoption) has nothing approved: every field of it is pending.",
 			obj:    bucket(0, "eu", 1, 0, -1, nil), stored: nil,
-			wantPolicies: DefaultReadOnly, wantApproved: Approval{Spec: SpecRecord(nil), Generation: 0},
+			// Nothing to record: an empty approval, which admission stores.
+			wantPolicies: DefaultReadOnly, wantApproved: Approval{},
 		},
 		"NoRecordCountsStoredSpec": {
 			reason: "A resource gated before the record existed counts its stored spec as approved, not the write's.",

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
 // PathManagementPolicies is where a managed resource holds its gate.
@@ -67,15 +68,26 @@ func (c Config) For(mr map[string]any) Config {
 // stored only, never from a write being admitted, so no client can consume
 // an allowance or bless a change by sending them. frozen names who froze
 // the resource or a parent ("" when nobody did).
+//
+// The approval is read, and obj's spec recorded, only when some allowance
+// could ship the spec: otherwise the decision's Approved is empty, and a
+// caller that writes the approval does so when the decision Approves.
 func (c Config) Decide(obj, stored map[string]any, as []allowance.Allowance, now time.Time, frozen string) Decision {
+	if !slices.ContainsFunc(as, func(a allowance.Allowance) bool { return !a.Consumed && a.ShipsSpec() }) {
+		return c.decide(obj, stored, Approval{}, nil, as, now, frozen)
+	}
 	return c.DecideFrom(obj, stored, ApprovalOf(stored), as, now, frozen)
 }
 
 // DecideFrom is Decide with the approval given: stored's, extended for a
 // provider's late initialization (Approval.LateInitialized).
 func (c Config) DecideFrom(obj, stored map[string]any, approved Approval, as []allowance.Allowance, now time.Time, frozen string) Decision {
+	return c.decide(obj, stored, approved, SpecRecord(obj), as, now, frozen)
+}
+
+func (c Config) decide(obj, stored map[string]any, approved Approval, spec mutation.Applied, as []allowance.Allowance, now time.Time, frozen string) Decision {
 	c = c.Defaulted()
-	in := Inputs{Allowances: as, ReadOnly: c.ReadOnly, Now: now, Limit: c.MaxOpen, Frozen: frozen, Approved: approved, Spec: SpecRecord(obj)}
+	in := Inputs{Allowances: as, ReadOnly: c.ReadOnly, Now: now, Limit: c.MaxOpen, Frozen: frozen, Approved: approved, Spec: spec}
 	if stored != nil {
 		in.Progress = allowance.ProgressOf(stored)
 		in.Generation = generation(stored)

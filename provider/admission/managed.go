@@ -143,13 +143,8 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	// writer keeps the resource on.
 	var stored map[string]any
 	var reconsumed bool // the write's allowances were corrected against the stored ones
-	approval := gate.ApprovalOf(nil)
 	if old != nil {
 		stored = old.Object
-		approval = gate.ApprovalOf(stored)
-		if lateInit {
-			approval = approval.LateInitialized(old.Object, obj.Object)
-		}
 		// A stale writer re-sending an allowance the provider marked
 		// consumed does not reopen it, even while the stored status says
 		// nothing was observed (a failed reconcile, a freeze).
@@ -164,7 +159,13 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	current, _ := fieldpath.Pave(obj.Object).GetStringArray(gate.PathManagementPolicies)
-	d := h.Gate.For(obj.Object).DecideFrom(obj.Object, stored, approval, as, h.Now(), frozen)
+	cfg := h.Gate.For(obj.Object)
+	var d gate.Decision
+	if lateInit {
+		d = cfg.DecideFrom(obj.Object, stored, gate.ApprovalOf(stored).LateInitialized(old.Object, obj.Object), as, h.Now(), frozen)
+	} else {
+		d = cfg.Decide(obj.Object, stored, as, h.Now(), frozen)
+	}
 	if !slices.Equal(current, d.Policies) {
 		if err := fieldpath.Pave(obj.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
 			return admission.Errored(http.StatusInternalServerError, errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, describe(obj)))
@@ -180,14 +181,33 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		warnings = append(warnings, fmt.Sprintf("the gate of %s stays closed: %s changed since generation %d was let through to the cloud and no open allowance covers it",
 			describe(obj), strings.Join(d.Uncovered, ", "), d.Approved.Generation))
 	}
-	// Only the decision writes the approval, whatever the writer sent.
-	for k, v := range d.Approved.Annotations() {
-		setAnnotation(obj, k, v)
+	// Only the decision writes the approval, whatever the writer sent: a
+	// new one when it approves, nothing approved for a resource created
+	// without a Create gate, the provider's late initialization added;
+	// else the stored one stays.
+	switch {
+	case d.Approves || old == nil || lateInit:
+		for k, v := range d.Approved.Annotations() {
+			setAnnotation(obj, k, v)
+		}
+	case !hasAnnotation(old, v1alpha1.AnnotationApproved):
+		// Gated before the record existed: pin what counts as approved
+		// now (the stored spec), or it would move with every write.
+		for k, v := range gate.ApprovalOf(old.Object).Annotations() {
+			setAnnotation(obj, k, v)
+		}
+	default:
+		keepStored(obj, old, v1alpha1.AnnotationApproved, v1alpha1.AnnotationApprovedGeneration)
 	}
 	if d.Changed || reconsumed {
 		setAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
 	}
 	return patched(req, obj).WithWarnings(warnings...)
+}
+
+func hasAnnotation(o *unstructured.Unstructured, key string) bool {
+	_, ok := o.GetAnnotations()[key]
+	return ok
 }
 
 // gates decides whether a write of a resource without the gated label is

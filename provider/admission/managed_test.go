@@ -111,6 +111,13 @@ func TestManaged(t *testing.T) {
 			warningsContain: "the gate of Bucket orders-data stays closed: spec.forProvider.region changed since generation 4 was let through to the cloud and no open allowance covers it",
 			approved:        approvalAt(bucket(t, set("spec.forProvider.region", "eu")), 4),
 		},
+		"ApprovalPinnedOnFirstWrite": {
+			reason: "A resource gated before the approval record existed gets it on its next write, pinned to the stored spec: otherwise what counts as approved would move with every write, a Log-mode change included.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asBob, bucket(t), bucket(t, annotate(v1alpha1.AnnotationTraceLabelPrefix+"team", "a")))},
+			want:     result{Allowed: true, Object: bucket(t, annotate(v1alpha1.AnnotationTraceLabelPrefix+"team", "a")).Object},
+			approved: approvalAt(bucket(t), 5),
+		},
 		"StaleCopyLeftToTheConflict": {
 			reason: "A write from a copy older than the stored object fails with a Conflict after mutating admission whatever is decided; its older protected annotations are no reason to deny it, which would defeat the writer's retry.",
 			args: args{objs: []client.Object{parentXR(), parentClaim()},

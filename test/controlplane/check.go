@@ -10,6 +10,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -66,7 +67,7 @@ func ErrorContains(t testing.TB, err error, parts ...string) {
 // retrying on conflicts (the provider and Crossplane write the same
 // objects).
 func Update(c client.Client, obj client.Object, fn func()) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return retry.RetryOnConflict(conflictBackoff, func() error {
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}
@@ -74,6 +75,12 @@ func Update(c client.Client, obj client.Object, fn func()) error {
 		return c.Update(context.Background(), obj)
 	})
 }
+
+// conflictBackoff retries a write that lost a race for about five seconds:
+// a resource whose gate opens and closes sees several writes by the
+// provider and Crossplane within a second, longer than client-go's
+// DefaultRetry (five tries within 50 ms) waits.
+var conflictBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.1}
 
 // WaitForRules waits until the provider's own webhook configuration covers
 // every resource named: the provider writes its rules after it sees the

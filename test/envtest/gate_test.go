@@ -189,6 +189,14 @@ func TestUnchainedAllowanceIsDenied(t *testing.T) {
 	if err := cp.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
+	// Its creation gate opens and closes first; the writes meanwhile
+	// would only make the update below conflict.
+	controlplane.Eventually(t, 30*time.Second, "the creation gate closed", func() (bool, string) {
+		if err := cp.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return false, err.Error()
+		}
+		return slices.Equal(policiesOf(b), closed), fmt.Sprint(policiesOf(b))
+	})
 	err := controlplane.Update(cp, b, func() {
 		a := allowance.Allowance{Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "Bucket"}}, Verbs: []string{"Update"},
 			Generation: b.GetGeneration() + 1, Initiator: "mallory",
