@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
@@ -43,13 +44,13 @@ type Composites struct {
 	// Reader reads parents uncached, so a Claim's allowances are current.
 	Reader  client.Reader
 	Cache   *policy.Cache
-	Trusted Trusted
+	Trusted admit.Writers
 	Now     func() time.Time
 }
 
 // Handle implements admission.Handler.
 func (h *Composites) Handle(ctx context.Context, req admission.Request) admission.Response {
-	old, obj, done := h.Trusted.write(req, false)
+	old, obj, done := write(h.Trusted, req, false)
 	if done != nil {
 		return *done
 	}
@@ -95,7 +96,7 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 			if r.Parent != nil {
 				parentTrace = r.Parent.Trace
 			} else if parentTrace, err = allowance.ParseTrace(claim.GetAnnotations()[v1alpha1.AnnotationTrace]); err != nil {
-				return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationTrace, describe(claim)).Error())
+				return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationTrace, admit.Describe(claim)).Error())
 			}
 		}
 	}
@@ -137,10 +138,10 @@ func inject(old, obj *unstructured.Unstructured, d policy.Decision, parentTrace 
 			// removed) passes, so nothing gets stuck, and leaves the
 			// annotations as stored, whatever the writer sent (the
 			// Claim's copy, from Crossplane).
-			keepStored(obj, old, v1alpha1.AnnotationAllowances, v1alpha1.AnnotationTrace)
+			admit.KeepStored(obj, old, v1alpha1.AnnotationAllowances, v1alpha1.AnnotationTrace)
 			return nil
 		default:
-			return errors.Wrapf(err, "cannot parse annotation %s on %s; it is kept as it is and writes that change the spec are denied until it is removed (an unreadable annotation counts as no allowances)", v1alpha1.AnnotationAllowances, describe(old))
+			return errors.Wrapf(err, "cannot parse annotation %s on %s; it is kept as it is and writes that change the spec are denied until it is removed (an unreadable annotation counts as no allowances)", v1alpha1.AnnotationAllowances, admit.Describe(old))
 		}
 	}
 	var kept []allowance.Allowance
@@ -166,7 +167,7 @@ func inject(old, obj *unstructured.Unstructured, d policy.Decision, parentTrace 
 	}
 	obj.SetAnnotations(ann)
 	if !earned {
-		keepStored(obj, old, v1alpha1.AnnotationTrace)
+		admit.KeepStored(obj, old, v1alpha1.AnnotationTrace)
 	}
 	return nil
 }
@@ -188,7 +189,7 @@ func crossplaneField(p string) bool {
 func parentFor(claim, old, xr *unstructured.Unstructured, resource string) (*allowance.Allowance, string, error) {
 	as, err := allowance.Parse(claim.GetAnnotations()[v1alpha1.AnnotationAllowances])
 	if err != nil {
-		return nil, "", errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(claim))
+		return nil, "", errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(claim))
 	}
 	var oldSpec any
 	if old != nil {
@@ -214,7 +215,7 @@ func parentFor(claim, old, xr *unstructured.Unstructured, resource string) (*all
 	if len(changed) == 0 {
 		return nil, "", nil
 	}
-	return nil, fmt.Sprintf("no unconsumed allowance on %s covers %s", describe(claim), changed[0].Path), nil
+	return nil, fmt.Sprintf("no unconsumed allowance on %s covers %s", admit.Describe(claim), changed[0].Path), nil
 }
 
 // policiesFor is the compiled policy set for obj's kind, and why any policy
@@ -259,7 +260,7 @@ func refuseBroken(broken []string, old, obj *unstructured.Unstructured) *admissi
 			return nil
 		}
 	}
-	r := admission.Denied(fmt.Sprintf("%s: its spec cannot change while an AllowancePolicy for %s does not compile: %s", describe(obj), obj.GetKind(), strings.Join(broken, "; ")))
+	r := admission.Denied(fmt.Sprintf("%s: its spec cannot change while an AllowancePolicy for %s does not compile: %s", admit.Describe(obj), obj.GetKind(), strings.Join(broken, "; ")))
 	return &r
 }
 
@@ -280,7 +281,7 @@ func evaluate(set policy.Set, r policy.Request, obj *unstructured.Unstructured, 
 	for _, v := range d.Violations {
 		msgs = append(msgs, v.Error())
 	}
-	msg := fmt.Sprintf("%s: %s", describe(obj), strings.Join(msgs, "; "))
+	msg := fmt.Sprintf("%s: %s", admit.Describe(obj), strings.Join(msgs, "; "))
 	if note != "" {
 		msg += " (" + note + ")"
 	}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
@@ -50,7 +51,7 @@ type Deletion struct {
 	Gate gate.Config
 	// Trusted names Crossplane, whose deletion of a Claim's composite
 	// opens nothing of its own.
-	Trusted Trusted
+	Trusted admit.Writers
 	Now     func() time.Time
 }
 
@@ -74,19 +75,19 @@ func (h *Deletion) Handle(ctx context.Context, req admission.Request) admission.
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if set.DeletionProtection() && old.GetAnnotations()[v1alpha1.AnnotationAllowDelete] != "true" {
-		return admission.Denied(policy.DeletionMessage(describe(old), set.Names()))
+		return admission.Denied(policy.DeletionMessage(admit.Describe(old), set.Names()))
 	}
 	if (req.DryRun != nil && *req.DryRun) || h.Kube == nil {
 		return admission.Allowed("")
 	}
 	opened, err := h.openDeleteGates(ctx, old, req.UserInfo)
 	if err != nil {
-		return admission.Denied(fmt.Sprintf("cannot decide what deleting %s does to the cloud, so it is not deleted: %v", describe(old), err))
+		return admission.Denied(fmt.Sprintf("cannot decide what deleting %s does to the cloud, so it is not deleted: %v", admit.Describe(old), err))
 	}
 	if len(opened) == 0 {
 		return admission.Allowed("")
 	}
-	return admission.Allowed("").WithWarnings(fmt.Sprintf("deleting %s deletes these cloud resources, as its policies allow: %s", describe(old), strings.Join(opened, ", ")))
+	return admission.Allowed("").WithWarnings(fmt.Sprintf("deleting %s deletes these cloud resources, as its policies allow: %s", admit.Describe(old), strings.Join(opened, ", ")))
 }
 
 // openDeleteGates opens the Delete gate of each gated managed resource of
@@ -134,7 +135,7 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 			if kerrors.IsNotFound(err) {
 				continue
 			}
-			return nil, errors.Wrapf(err, "cannot get %s", describe(mr))
+			return nil, errors.Wrapf(err, "cannot get %s", admit.Describe(mr))
 		}
 		if c := metav1.GetControllerOf(mr); c == nil || c.UID != xr.GetUID() || mr.GetLabels()[v1alpha1.LabelGated] != "true" {
 			continue
@@ -153,7 +154,7 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 		if err := h.openDelete(ctx, mr, origin); err != nil {
 			return nil, err
 		}
-		opened = append(opened, describe(mr))
+		opened = append(opened, admit.Describe(mr))
 	}
 	return opened, nil
 }
@@ -210,15 +211,15 @@ func (h *Deletion) managedDeleted(ctx context.Context, req admission.Request, ol
 	}
 	final, err := parents.Deleting(ctx, h.Reader, old)
 	if err != nil {
-		return admission.Denied(fmt.Sprintf("cannot tell whether the deletion above %s is final, so it is not deleted: %v", describe(old), err))
+		return admission.Denied(fmt.Sprintf("cannot tell whether the deletion above %s is final, so it is not deleted: %v", admit.Describe(old), err))
 	}
 	if final || (req.DryRun != nil && *req.DryRun) || h.Kube == nil {
 		return admission.Allowed("")
 	}
 	if err := h.revokeDelete(ctx, old.DeepCopy()); err != nil {
-		return admission.Denied(fmt.Sprintf("cannot close the Delete gate of %s, opened for a deletion above it that is not final, so it is not deleted: %v", describe(old), err))
+		return admission.Denied(fmt.Sprintf("cannot close the Delete gate of %s, opened for a deletion above it that is not final, so it is not deleted: %v", admit.Describe(old), err))
 	}
-	return admission.Allowed("").WithWarnings(fmt.Sprintf("the Delete gate of %s was opened for a deletion above it that has not happened; deleting %s by itself orphans its cloud resource", describe(old), describe(old)))
+	return admission.Allowed("").WithWarnings(fmt.Sprintf("the Delete gate of %s was opened for a deletion above it that has not happened; deleting %s by itself orphans its cloud resource", admit.Describe(old), admit.Describe(old)))
 }
 
 // revokeDelete marks consumed the unconsumed Delete allowances of mr, as
@@ -231,7 +232,7 @@ func (h *Deletion) revokeDelete(ctx context.Context, mr *unstructured.Unstructur
 		}
 		as, err := allowance.Parse(mr.GetAnnotations()[v1alpha1.AnnotationAllowances])
 		if err != nil {
-			return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(mr))
+			return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(mr))
 		}
 		open := false
 		for i := range as {
@@ -243,9 +244,9 @@ func (h *Deletion) revokeDelete(ctx context.Context, mr *unstructured.Unstructur
 			return nil
 		}
 		d := h.Gate.For(mr.Object).Decide(mr.Object, mr.Object, as, h.Now(), "")
-		setAnnotation(mr, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
+		admit.SetAnnotation(mr, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
 		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
-			return errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, describe(mr))
+			return errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, admit.Describe(mr))
 		}
 		return h.Kube.Update(ctx, mr)
 	})
@@ -266,7 +267,7 @@ func (h *Deletion) openDelete(ctx context.Context, mr *unstructured.Unstructured
 		}
 		as, err := allowance.Parse(mr.GetAnnotations()[v1alpha1.AnnotationAllowances])
 		if err != nil {
-			return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(mr))
+			return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(mr))
 		}
 		if slices.ContainsFunc(as, func(a allowance.Allowance) bool { return a.OpensDelete() && !a.Consumed }) {
 			return nil // an earlier deletion (the Claim's) opened it
@@ -278,13 +279,13 @@ func (h *Deletion) openDelete(ctx context.Context, mr *unstructured.Unstructured
 		as = append(as, allowance.ExternalGrant(c.APIGroup, c.Kind, v1alpha1.VerbDelete, gen, allowance.Trace{origin, own}))
 		d := h.Gate.For(mr.Object).Decide(mr.Object, mr.Object, as, h.Now(), "")
 		if d.Err != nil {
-			return errors.Wrapf(d.Err, "cannot open the Delete gate of %s", describe(mr))
+			return errors.Wrapf(d.Err, "cannot open the Delete gate of %s", admit.Describe(mr))
 		}
 		// The approval is the managed resource webhook's to record on
 		// this write: a Delete gate ships no spec.
-		setAnnotation(mr, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
+		admit.SetAnnotation(mr, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
 		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
-			return errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, describe(mr))
+			return errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, admit.Describe(mr))
 		}
 		return h.Kube.Update(ctx, mr)
 	})

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
@@ -49,7 +50,7 @@ var (
 	fixed = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	now   = func() time.Time { return fixed }
 
-	trusted = Trusted{Provider: provider, Crossplane: crossplane}
+	trusted = admit.Writers{Provider: provider, Crossplane: crossplane}
 
 	asAlice      = authenticationv1.UserInfo{Username: alice, Groups: []string{"platform-team", "system:authenticated"}}
 	asBob        = authenticationv1.UserInfo{Username: bob, Groups: []string{"system:authenticated"}}

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -32,7 +33,7 @@ func freezeChanged(old, obj *unstructured.Unstructured) bool {
 // Crossplane and Kausality pass unchanged (Crossplane copies a Claim's
 // freeze to its XR and back); a provider's change is undone. It returns a
 // denial, or "" after updating obj.
-func freeze(t Trusted, req admission.Request, old, obj *unstructured.Unstructured, set policy.Set, now time.Time) string {
+func freeze(t admit.Writers, req admission.Request, old, obj *unstructured.Unstructured, set policy.Set, now time.Time) string {
 	if t.Has(req.UserInfo.Username) || !freezeChanged(old, obj) {
 		return ""
 	}
@@ -40,7 +41,7 @@ func freeze(t Trusted, req admission.Request, old, obj *unstructured.Unstructure
 		// A provider never sets or lifts a freeze: a change is its older
 		// copy written back (crossplane-runtime's critical annotation
 		// updater after a conflict), so the stored freeze stays.
-		keepStored(obj, old, v1alpha1.AnnotationFreeze)
+		admit.KeepStored(obj, old, v1alpha1.AnnotationFreeze)
 		return ""
 	}
 	if old != nil {
@@ -52,12 +53,12 @@ func freeze(t Trusted, req admission.Request, old, obj *unstructured.Unstructure
 					by = "nobody readable"
 				}
 				return fmt.Sprintf("annotation %s of %s was set by %s: only that user, or a subject an AllowancePolicy for %s lets initiate changes, may lift or replace it",
-					v1alpha1.AnnotationFreeze, describe(obj), by, obj.GetKind())
+					v1alpha1.AnnotationFreeze, admit.Describe(obj), by, obj.GetKind())
 			}
 		}
 	}
 	if v, ok := obj.GetAnnotations()[v1alpha1.AnnotationFreeze]; ok {
-		setAnnotation(obj, v1alpha1.AnnotationFreeze, allowance.FormatFreeze(allowance.FreezeSetBy(v, req.UserInfo.Username, now)))
+		admit.SetAnnotation(obj, v1alpha1.AnnotationFreeze, allowance.FormatFreeze(allowance.FreezeSetBy(v, req.UserInfo.Username, now)))
 	}
 	return ""
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
@@ -37,7 +38,7 @@ type Managed struct {
 	// name a managed resource kind and let users change it by hand.
 	Policies client.Reader
 	Cache    *policy.Cache
-	Trusted  Trusted
+	Trusted admit.Writers
 	// Gate is how gates behave, as for the gate controller.
 	Gate gate.Config
 	Now  func() time.Time
@@ -45,7 +46,7 @@ type Managed struct {
 
 // Handle implements admission.Handler.
 func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.Response {
-	old, obj, done := h.Trusted.write(req, true)
+	old, obj, done := write(h.Trusted, req, true)
 	if done != nil {
 		return *done
 	}
@@ -74,7 +75,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	as, err := allowance.Parse(obj.GetAnnotations()[v1alpha1.AnnotationAllowances])
 	if err != nil {
-		return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(obj)).Error())
+		return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(obj)).Error())
 	}
 	lateInit := old != nil && lateInitialized(h.Trusted, req, old, obj)
 	if !h.Trusted.Has(req.UserInfo.Username) && old != nil && specChanged(old, obj) && !lateInit {
@@ -114,7 +115,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		if hop.Field == "" && len(d.Changed) > 0 {
 			hop.Field = d.Changed[0].Path
 		}
-		setAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{hop}))
+		admit.SetAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{hop}))
 		// What the edit's External allowances ship: the fields the
 		// policies permit, not those Log mode lets in regardless.
 		ships := make([]v1alpha1.MutationBound, 0, len(d.Changed))
@@ -127,7 +128,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 			}
 		}
 		if len(d.Allowances) > 0 {
-			setAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(as))
+			admit.SetAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(as))
 		}
 	}
 	if req.UserInfo.Username == h.Trusted.Crossplane {
@@ -168,18 +169,18 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	if !slices.Equal(current, d.Policies) {
 		if err := fieldpath.Pave(obj.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
-			return admission.Errored(http.StatusInternalServerError, errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, describe(obj)))
+			return admission.Errored(http.StatusInternalServerError, errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, admit.Describe(obj)))
 		}
 		if !h.Trusted.Has(req.UserInfo.Username) {
-			warnings = append(warnings, fmt.Sprintf("%s of %s is kept at %v by Kausality: it opens only for unconsumed allowances", gate.PathManagementPolicies, describe(obj), d.Policies))
+			warnings = append(warnings, fmt.Sprintf("%s of %s is kept at %v by Kausality: it opens only for unconsumed allowances", gate.PathManagementPolicies, admit.Describe(obj), d.Policies))
 		}
 	}
 	if d.Err != nil {
-		warnings = append(warnings, fmt.Sprintf("the gate of %s stays closed: %v", describe(obj), d.Err))
+		warnings = append(warnings, fmt.Sprintf("the gate of %s stays closed: %v", admit.Describe(obj), d.Err))
 	}
 	if len(d.Held) > 0 && len(d.Uncovered) > 0 {
 		warnings = append(warnings, fmt.Sprintf("the gate of %s stays closed: %s changed since generation %d was let through to the cloud and no open allowance covers it",
-			describe(obj), strings.Join(d.Uncovered, ", "), d.Approved.Generation))
+			admit.Describe(obj), strings.Join(d.Uncovered, ", "), d.Approved.Generation))
 	}
 	// Only the decision writes the approval, whatever the writer sent: a
 	// new one when it approves, nothing approved for a resource created
@@ -188,26 +189,21 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	switch {
 	case d.Approves || old == nil || lateInit:
 		for k, v := range d.Approved.Annotations() {
-			setAnnotation(obj, k, v)
+			admit.SetAnnotation(obj, k, v)
 		}
-	case !hasAnnotation(old, v1alpha1.AnnotationApproved):
+	case !admit.HasAnnotation(old, v1alpha1.AnnotationApproved):
 		// Gated before the record existed: pin what counts as approved
 		// now (the stored spec), or it would move with every write.
 		for k, v := range gate.ApprovalOf(old.Object).Annotations() {
-			setAnnotation(obj, k, v)
+			admit.SetAnnotation(obj, k, v)
 		}
 	default:
-		keepStored(obj, old, v1alpha1.AnnotationApproved, v1alpha1.AnnotationApprovedGeneration)
+		admit.KeepStored(obj, old, v1alpha1.AnnotationApproved, v1alpha1.AnnotationApprovedGeneration)
 	}
 	if d.Changed || reconsumed {
-		setAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
+		admit.SetAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
 	}
 	return patched(req, obj).WithWarnings(warnings...)
-}
-
-func hasAnnotation(o *unstructured.Unstructured, key string) bool {
-	_, ok := o.GetAnnotations()[key]
-	return ok
 }
 
 // gates decides whether a write of a resource without the gated label is
@@ -227,7 +223,7 @@ func hasAnnotation(o *unstructured.Unstructured, key string) bool {
 // warning is for the writer.
 func (h *Managed) gates(ctx context.Context, req admission.Request, old, obj *unstructured.Unstructured) (gated bool, warning string, err error) {
 	if old != nil && old.GetLabels()[v1alpha1.LabelGated] == "true" {
-		setLabel(obj, v1alpha1.LabelGated, "true")
+		admit.SetLabel(obj, v1alpha1.LabelGated, "true")
 		return true, "", nil
 	}
 	ps, err := listPolicies(ctx, h.Policies)
@@ -242,31 +238,31 @@ func (h *Managed) gates(ctx context.Context, req admission.Request, old, obj *un
 		if !h.Cache.RestrictingCompiled(ps, child) {
 			return false, "", nil
 		}
-		setLabel(obj, v1alpha1.LabelGated, "true")
+		admit.SetLabel(obj, v1alpha1.LabelGated, "true")
 		if _, ok := old.GetAnnotations()[v1alpha1.AnnotationTrace]; !ok {
-			setAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{allowance.HopOf(obj, old.GetGeneration()).By(req.UserInfo.Username, h.Now())}))
+			admit.SetAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{allowance.HopOf(obj, old.GetGeneration()).By(req.UserInfo.Username, h.Now())}))
 		}
-		return true, fmt.Sprintf("%s is gated from now on: AllowancePolicies restrict its kind, so it reaches the cloud only as far as allowances open its gate", describe(obj)), nil
+		return true, fmt.Sprintf("%s is gated from now on: AllowancePolicies restrict its kind, so it reaches the cloud only as far as allowances open its gate", admit.Describe(obj)), nil
 	}
 	restricted, errs := h.Cache.Restricting(ps, child)
 	if !restricted {
 		return false, "", nil
 	}
-	setLabel(obj, v1alpha1.LabelGated, "true")
+	admit.SetLabel(obj, v1alpha1.LabelGated, "true")
 	u := identity(req.UserInfo)
-	setAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{allowance.HopOf(obj, 1).By(u.Username, h.Now())}))
+	admit.SetAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{allowance.HopOf(obj, 1).By(u.Username, h.Now())}))
 	why := "AllowancePolicies restrict its kind"
 	if len(errs) > 0 {
 		why = fmt.Sprintf("an AllowancePolicy that does not compile might restrict its kind (%v)", errs[0])
 	}
-	return true, fmt.Sprintf("%s is gated: %s, so it reaches the cloud only as far as allowances open its gate; compose it with function-kausality", describe(obj), why), nil
+	return true, fmt.Sprintf("%s is gated: %s, so it reaches the cloud only as far as allowances open its gate; compose it with function-kausality", admit.Describe(obj), why), nil
 }
 
 // lateInitialized reports whether a write is a provider's late
 // initialization: by a provider's service account, and only filling spec
 // fields that were unset. It is the provider's bookkeeping, no hand edit;
 // anything more a provider writes is checked like one.
-func lateInitialized(t Trusted, req admission.Request, old, obj *unstructured.Unstructured) bool {
+func lateInitialized(t admit.Writers, req admission.Request, old, obj *unstructured.Unstructured) bool {
 	if !t.Controller(req.UserInfo.Username) {
 		return false
 	}
@@ -310,10 +306,10 @@ func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured
 			continue
 		}
 		if len(a.Trace) < 2 {
-			return fmt.Sprintf("allowance %d on %s has no parent hop in its trace", i, describe(obj)), nil
+			return fmt.Sprintf("allowance %d on %s has no parent hop in its trace", i, admit.Describe(obj)), nil
 		}
 		if err := a.Stampable(storedGen, h.Now()); err != nil {
-			return fmt.Sprintf("allowance %d on %s cannot be stamped: %v", i, describe(obj), err), nil
+			return fmt.Sprintf("allowance %d on %s cannot be stamped: %v", i, admit.Describe(obj), err), nil
 		}
 		parent := a.Trace.Parent()
 		if parent[0].Kind == v1alpha1.UpgradeAllowanceKind {
@@ -324,7 +320,7 @@ func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured
 			if ok {
 				continue // the others must chain too
 			}
-			return fmt.Sprintf("allowance %d on %s starts at UpgradeAllowance %s, which does not name composition revision %q", i, describe(obj), parent[0].Name, obj.GetAnnotations()[v1alpha1.AnnotationCompositionRevision]), nil
+			return fmt.Sprintf("allowance %d on %s starts at UpgradeAllowance %s, which does not name composition revision %q", i, admit.Describe(obj), parent[0].Name, obj.GetAnnotations()[v1alpha1.AnnotationCompositionRevision]), nil
 		}
 		if xr == nil {
 			var err error
@@ -332,11 +328,11 @@ func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured
 				return "", err
 			}
 			if xr == nil {
-				return fmt.Sprintf("allowance %d on %s: the resource has no controlling composite to chain to", i, describe(obj)), nil
+				return fmt.Sprintf("allowance %d on %s: the resource has no controlling composite to chain to", i, admit.Describe(obj)), nil
 			}
 			xas, err := allowance.Parse(xr.GetAnnotations()[v1alpha1.AnnotationAllowances])
 			if err != nil {
-				return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, describe(xr)).Error(), nil
+				return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(xr)).Error(), nil
 			}
 			// Those not yet used up for this resource: Crossplane's write
 			// carries what the function composed from them.
@@ -344,19 +340,19 @@ func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured
 		}
 		last := parent.Last()
 		if last.Kind != xr.GetKind() || last.Name != xr.GetName() {
-			return fmt.Sprintf("allowance %d on %s: its trace names %s %s as parent, not the controlling %s", i, describe(obj), last.Kind, last.Name, describe(xr)), nil
+			return fmt.Sprintf("allowance %d on %s: its trace names %s %s as parent, not the controlling %s", i, admit.Describe(obj), last.Kind, last.Name, admit.Describe(xr)), nil
 		}
 		if old == nil && slices.Equal(a.Verbs, []string{v1alpha1.VerbCreate}) {
 			continue // creation, bounded by the composite's initializing phase
 		}
 		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) }) {
-			return fmt.Sprintf("allowance %d on %s does not chain to an unconsumed allowance of %s", i, describe(obj), describe(xr)), nil
+			return fmt.Sprintf("allowance %d on %s does not chain to an unconsumed allowance of %s", i, admit.Describe(obj), admit.Describe(xr)), nil
 		}
 		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) && a.Within(x) }) {
-			return fmt.Sprintf("allowance %d on %s grants more than the allowance of %s it chains to (relation, target or verbs)", i, describe(obj), describe(xr)), nil
+			return fmt.Sprintf("allowance %d on %s grants more than the allowance of %s it chains to (relation, target or verbs)", i, admit.Describe(obj), admit.Describe(xr)), nil
 		}
 		if f := unshippable(a, xrAllowances, parent, obj); f != "" {
-			return fmt.Sprintf("allowance %d on %s ships %s, which no allowance of %s it chains to lets through", i, describe(obj), f, describe(xr)), nil
+			return fmt.Sprintf("allowance %d on %s ships %s, which no allowance of %s it chains to lets through", i, admit.Describe(obj), f, admit.Describe(xr)), nil
 		}
 	}
 	return "", nil

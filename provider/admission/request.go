@@ -3,7 +3,6 @@ package admission
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -11,20 +10,13 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // identity is the authenticated requester as policies see it.
 func identity(user authenticationv1.UserInfo) policy.Identity {
 	return policy.Identity{Username: user.Username, Groups: slices.Clone(user.Groups)}
-}
-
-// describe names an object in messages: Kind namespace/name.
-func describe(o *unstructured.Unstructured) string {
-	if o.GetNamespace() != "" {
-		return fmt.Sprintf("%s %s/%s", o.GetKind(), o.GetNamespace(), o.GetName())
-	}
-	return fmt.Sprintf("%s %s", o.GetKind(), o.GetName())
 }
 
 // objects decodes a request's object and old object; old is nil on create.
@@ -54,49 +46,8 @@ func objects(req admission.Request) (old, obj *unstructured.Unstructured, err er
 func patched(req admission.Request, obj *unstructured.Unstructured) admission.Response {
 	raw, err := json.Marshal(obj.Object)
 	if err != nil {
-		return admission.Errored(500, fmt.Errorf("cannot encode %s: %w", describe(obj), err))
+		return admission.Errored(500, fmt.Errorf("cannot encode %s: %w", admit.Describe(obj), err))
 	}
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 
-// keepStored sets obj's annotations keys to their values on old, and
-// removes those old lacks (all of them when old is nil, a creation): what a
-// write may not change stays as stored.
-func keepStored(obj, old *unstructured.Unstructured, keys ...string) {
-	var stored map[string]string
-	if old != nil {
-		stored = old.GetAnnotations()
-	}
-	ann := maps.Clone(obj.GetAnnotations())
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	for _, k := range keys {
-		if v, ok := stored[k]; ok {
-			ann[k] = v
-		} else {
-			delete(ann, k)
-		}
-	}
-	obj.SetAnnotations(ann)
-}
-
-// setLabel sets one label on obj.
-func setLabel(obj *unstructured.Unstructured, k, v string) {
-	l := obj.GetLabels()
-	if l == nil {
-		l = map[string]string{}
-	}
-	l[k] = v
-	obj.SetLabels(l)
-}
-
-// setAnnotation sets one annotation on obj.
-func setAnnotation(obj *unstructured.Unstructured, k, v string) {
-	ann := obj.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[k] = v
-	obj.SetAnnotations(ann)
-}

@@ -1,162 +1,14 @@
 package admission
 
 import (
-	"fmt"
-	"maps"
 	"net/http"
-	"slices"
-	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 )
-
-// Trusted are the users that write Kausality's own annotations: the
-// provider itself (gate controller, consumption marks) and Crossplane (the
-// function's output, the claim controller).
-type Trusted struct {
-	// Provider is the provider's own username.
-	Provider string
-	// Crossplane is Crossplane's service account username.
-	Crossplane string
-}
-
-// Has reports whether username is one of the trusted writers.
-func (t Trusted) Has(username string) bool {
-	return username != "" && (username == t.Provider || username == t.Crossplane)
-}
-
-// Controller reports whether username is a service account in Crossplane's
-// namespace other than Crossplane and the provider: a provider's, whose
-// writes of its managed resources are its own bookkeeping (late
-// initialization), not a user's hand edit. Users cannot act as them.
-func (t Trusted) Controller(username string) bool {
-	ns, ok := serviceAccountNamespace(t.Crossplane)
-	if !ok || t.Has(username) {
-		return false
-	}
-	uns, uok := serviceAccountNamespace(username)
-	return uok && uns == ns
-}
-
-// serviceAccountNamespace is the namespace of a service account's username,
-// system:serviceaccount:<namespace>:<name>.
-func serviceAccountNamespace(username string) (string, bool) {
-	parts := strings.Split(username, ":")
-	if len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" || parts[2] == "" || parts[3] == "" {
-		return "", false
-	}
-	return parts[2], true
-}
-
-// protectedAnnotations only trusted users may change; users may set the
-// rest of kausality.io/* (freeze, mode, allow-delete, trace-*).
-var protectedAnnotations = []string{
-	v1alpha1.AnnotationAllowances,
-	v1alpha1.AnnotationTrace,
-	v1alpha1.AnnotationControllerUAHash,
-	v1alpha1.AnnotationCompositionRevision,
-	v1alpha1.AnnotationApplied,
-	v1alpha1.AnnotationComposedGeneration,
-	v1alpha1.AnnotationApproved,
-	v1alpha1.AnnotationApprovedGeneration,
-}
-
-// protect says why user may not make this write, or "" when it may: only
-// trusted users change the protected annotations or the gated label.
-func (t Trusted) protect(user authenticationv1.UserInfo, old, obj *unstructured.Unstructured) string {
-	if t.Has(user.Username) {
-		return ""
-	}
-	var oldAnn, oldLabels map[string]string
-	if old != nil {
-		oldAnn, oldLabels = old.GetAnnotations(), old.GetLabels()
-	}
-	newAnn := obj.GetAnnotations()
-	var changed []string
-	for _, k := range protectedAnnotations {
-		ov, oldOK := oldAnn[k]
-		nv, newOK := newAnn[k]
-		if (ov != nv || oldOK != newOK) && !removesUnreadable(k, ov, oldOK, newOK) {
-			changed = append(changed, "annotation "+k)
-		}
-	}
-	if ov, nv := oldLabels[v1alpha1.LabelGated], obj.GetLabels()[v1alpha1.LabelGated]; ov != nv {
-		changed = append(changed, "label "+v1alpha1.LabelGated)
-	}
-	if len(changed) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%s of %s: only Kausality and Crossplane may change %s; user %q may set %s, %s and %s* annotations",
-		strings.Join(changed, " and "), describe(obj), strings.Join(changed, ", "), user.Username,
-		v1alpha1.AnnotationFreeze, v1alpha1.AnnotationAllowDelete, v1alpha1.AnnotationTraceLabelPrefix)
-}
-
-// removesUnreadable reports whether a write removes a stored allowances or
-// trace annotation that cannot be read. That loses nothing (an unreadable
-// annotation counts as none) and is the repair path: a malformed allowances
-// annotation otherwise blocks every write of its object.
-func removesUnreadable(k, stored string, had, has bool) bool {
-	if !had || has {
-		return false
-	}
-	switch k {
-	case v1alpha1.AnnotationAllowances:
-		_, err := allowance.Parse(stored)
-		return err != nil
-	case v1alpha1.AnnotationTrace:
-		_, err := allowance.ParseTrace(stored)
-		return err != nil
-	}
-	return false
-}
-
-// providerBookkeeping are the annotations crossplane-runtime's managed
-// reconciler records around external calls. It writes them with
-// RetryingCriticalAnnotationUpdater, which on a conflict re-reads the
-// resource and puts back every annotation of its own, older copy: a
-// write-back of kausality.io annotations Kausality changed meanwhile, not
-// a change by the provider. Denying it would leave the provider unable to
-// record a creation (crossplane.io/external-create-pending forever).
-var providerBookkeeping = []string{
-	"crossplane.io/external-create-pending",
-	"crossplane.io/external-create-succeeded",
-	"crossplane.io/external-create-failed",
-	"crossplane.io/external-name",
-}
-
-// restoreStale puts back the stored protected annotations and gated label
-// when an untrusted write changes them while setting one of
-// crossplane-runtime's bookkeeping annotations. That never lets anything through: the stored
-// values stay, whoever wrote; a user who only edits protected annotations
-// is still denied with a message saying why.
-func restoreStale(old, obj *unstructured.Unstructured) bool {
-	if old == nil {
-		return false
-	}
-	oldAnn, newAnn := old.GetAnnotations(), obj.GetAnnotations()
-	// The updater records: it sets these, it never removes them.
-	if !slices.ContainsFunc(providerBookkeeping, func(k string) bool { v, ok := newAnn[k]; return ok && oldAnn[k] != v }) {
-		return false
-	}
-	keepStored(obj, old, protectedAnnotations...)
-	labels := maps.Clone(obj.GetLabels())
-	if v, ok := old.GetLabels()[v1alpha1.LabelGated]; ok {
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[v1alpha1.LabelGated] = v
-	} else {
-		delete(labels, v1alpha1.LabelGated)
-	}
-	obj.SetLabels(labels)
-	return true
-}
 
 // write decodes a create or update and applies annotation protection.
 // done is the response when there is nothing more to decide: other
@@ -164,7 +16,7 @@ func restoreStale(old, obj *unstructured.Unstructured) bool {
 // restore (managed resources), a provider's stale write-back of protected
 // annotations is undone in obj instead of denied (see restoreStale); the
 // caller must then answer with a patch.
-func (t Trusted) write(req admission.Request, restore bool) (old, obj *unstructured.Unstructured, done *admission.Response) {
+func write(t admit.Writers, req admission.Request, restore bool) (old, obj *unstructured.Unstructured, done *admission.Response) {
 	respond := func(r admission.Response) (*unstructured.Unstructured, *unstructured.Unstructured, *admission.Response) {
 		return nil, nil, &r
 	}
@@ -183,7 +35,7 @@ func (t Trusted) write(req admission.Request, restore bool) (old, obj *unstructu
 		// stored ones) would turn the writer's retry into a failure.
 		return respond(admission.Allowed(""))
 	}
-	if msg := t.protect(req.UserInfo, old, obj); msg != "" && !(restore && restoreStale(old, obj)) {
+	if msg := t.Protect(req.UserInfo.Username, old, obj); msg != "" && !(restore && admit.RestoreStale(old, obj)) {
 		return respond(admission.Denied(msg))
 	}
 	return old, obj, nil

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 )
 
 // refusal is the message protect gives user for changing what (e.g.
@@ -25,7 +26,7 @@ func refusal(user, object string, what ...string) string {
 
 func TestTrustedProtect(t *testing.T) {
 	type args struct {
-		trusted Trusted
+		trusted admit.Writers
 		user    authenticationv1.UserInfo
 		old     *unstructured.Unstructured
 		obj     *unstructured.Unstructured
@@ -120,14 +121,14 @@ func TestTrustedProtect(t *testing.T) {
 		},
 		"EmptyUsernameNeverTrusted": {
 			reason: "An unknown provider username (empty) must not make the empty username trusted.",
-			args: args{trusted: Trusted{Crossplane: crossplane}, user: authenticationv1.UserInfo{}, old: stored,
+			args: args{trusted: admit.Writers{Crossplane: crossplane}, user: authenticationv1.UserInfo{}, old: stored,
 				obj: claim(t, trace(claimHop()))},
 			want: refusal("", "DatabaseClaim team-a/orders", "annotation kausality.io/allowances"),
 		},
 	}
 	for n, tc := range cases {
 		t.Run(n, func(t *testing.T) {
-			got := tc.args.trusted.protect(tc.args.user, tc.args.old, tc.args.obj)
+			got := tc.args.trusted.Protect(tc.args.user.Username, tc.args.old, tc.args.obj)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("\n%s\nprotect(...): -want, +got:\n%s", tc.reason, diff)
 			}
@@ -221,7 +222,7 @@ func TestTrustedWrite(t *testing.T) {
 	}
 	for n, tc := range cases {
 		t.Run(n, func(t *testing.T) {
-			old, obj, done := trusted.write(tc.req, tc.restore)
+			old, obj, done := write(trusted, tc.req, tc.restore)
 			got := want{old: old, obj: obj}
 			if done != nil {
 				r := outcome(t, tc.req, *done)

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/provider/admission"
@@ -140,7 +141,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	if err := direct.Create(ctx, self); err != nil {
 		return nil, errors.Wrap(err, "cannot learn the provider's own username (SelfSubjectReview)")
 	}
-	trusted := admission.Trusted{Provider: self.Status.UserInfo.Username, Crossplane: o.CrossplaneUser}
+	trusted := admit.Writers{Provider: self.Status.UserInfo.Username, Crossplane: o.CrossplaneUser}
 	o.Log.Info("trusted writers of kausality.io annotations", "provider", trusted.Provider, "crossplane", trusted.Crossplane)
 
 	disco, err := discovery.NewDiscoveryClientForConfig(cfg)

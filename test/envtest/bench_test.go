@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	kadmission "github.com/kausality-io/kausality-crossplane/provider/admission"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
@@ -41,7 +42,7 @@ func BenchmarkClaimUpdate(b *testing.B) {
 		OldObject: runtime.RawExtension{Raw: oldRaw},
 	}}
 	h := &kadmission.Composites{Policies: provider.GetClient(), Reader: provider.GetAPIReader(), Cache: policy.NewCache(),
-		Trusted: kadmission.Trusted{Provider: "provider", Crossplane: crossplane}, Now: time.Now}
+		Trusted: admit.Writers{Provider: "provider", Crossplane: crossplane}, Now: time.Now}
 	ctx := context.Background()
 	// Wait for the informer to hold the policies, and check the handler
 	// does the work being measured.
