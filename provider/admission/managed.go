@@ -38,7 +38,7 @@ type Managed struct {
 	// name a managed resource kind and let users change it by hand.
 	Policies client.Reader
 	Cache    *policy.Cache
-	Trusted admit.Writers
+	Trusted  admit.Writers
 	// Gate is how gates behave, as for the gate controller.
 	Gate gate.Config
 	Now  func() time.Time

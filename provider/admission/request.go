@@ -50,4 +50,3 @@ func patched(req admission.Request, obj *unstructured.Unstructured) admission.Re
 	}
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
-
