@@ -61,7 +61,7 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 	if denied := refuseBroken(broken, old, obj); denied != nil {
 		return *denied
 	}
-	if msg := freeze(h.Trusted, req, old, obj, set, h.Now()); msg != "" {
+	if msg := h.Trusted.Freeze(identity(req.UserInfo), old, obj, set, h.Now()); msg != "" {
 		return admission.Denied(msg)
 	}
 	var warnings []string

@@ -10,7 +10,6 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -19,7 +18,6 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
-	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
 )
@@ -64,12 +62,12 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 			warnings = append(warnings, warning)
 		}
 	}
-	if !h.Trusted.Has(req.UserInfo.Username) && freezeChanged(old, obj) {
+	if !h.Trusted.Has(req.UserInfo.Username) && admit.FreezeChanged(old, obj) {
 		set, _, err := policiesFor(ctx, h.Policies, h.Cache, obj)
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
-		if msg := freeze(h.Trusted, req, old, obj, set, h.Now()); msg != "" {
+		if msg := h.Trusted.Freeze(identity(req.UserInfo), old, obj, set, h.Now()); msg != "" {
 			return admission.Denied(msg)
 		}
 	}
@@ -77,8 +75,8 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	if err != nil {
 		return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(obj)).Error())
 	}
-	lateInit := old != nil && lateInitialized(h.Trusted, req, old, obj)
-	if !h.Trusted.Has(req.UserInfo.Username) && old != nil && specChanged(old, obj) && !lateInit {
+	lateInit := h.Trusted.LateInitialized(req.UserInfo.Username, old, obj)
+	if !h.Trusted.Has(req.UserInfo.Username) && old != nil && admit.SpecChanged(old, obj) && !lateInit {
 		// A hand edit starts its own chain: an origin trace naming the
 		// user, and whatever a policy for this kind lets them initiate.
 		// Every field it changes must be permitted, watched or not: one
@@ -132,7 +130,10 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	if req.UserInfo.Username == h.Trusted.Crossplane {
-		if msg, err := h.chain(ctx, old, obj, as); err != nil {
+		c := admit.Chain{Old: old, Obj: obj, Now: h.Now(),
+			Composite: func() (*unstructured.Unstructured, error) { return parents.Composite(ctx, h.Reader, obj) },
+			Upgrades:  func(name string) (bool, error) { return h.upgrade(ctx, name, obj) }}
+		if msg, err := c.Refuse(as); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		} else if msg != "" {
 			return admission.Denied(msg)
@@ -256,138 +257,6 @@ func (h *Managed) gates(ctx context.Context, req admission.Request, old, obj *un
 		why = fmt.Sprintf("an AllowancePolicy that does not compile might restrict its kind (%v)", errs[0])
 	}
 	return true, fmt.Sprintf("%s is gated: %s, so it reaches the cloud only as far as allowances open its gate; compose it with function-kausality", admit.Describe(obj), why), nil
-}
-
-// lateInitialized reports whether a write is a provider's late
-// initialization: by a provider's service account, and only filling spec
-// fields that were unset. It is the provider's bookkeeping, no hand edit;
-// anything more a provider writes is checked like one.
-func lateInitialized(t admit.Writers, req admission.Request, old, obj *unstructured.Unstructured) bool {
-	if !t.Controller(req.UserInfo.Username) {
-		return false
-	}
-	return !slices.ContainsFunc(mutation.Diff("spec", specBeyondGate(old), specBeyondGate(obj)), func(m mutation.Mutation) bool { return m.Verb != v1alpha1.MutationInsert })
-}
-
-// specChanged reports whether a write changes the spec beyond the gate,
-// which Kausality owns.
-func specChanged(old, obj *unstructured.Unstructured) bool {
-	return !equality.Semantic.DeepEqual(specBeyondGate(old), specBeyondGate(obj))
-}
-
-// specBeyondGate is a copy of o's spec without managementPolicies.
-func specBeyondGate(o *unstructured.Unstructured) map[string]any {
-	spec, _, _ := unstructured.NestedMap(o.Object, "spec")
-	delete(spec, "managementPolicies")
-	return spec
-}
-
-// chain says why Crossplane may not stamp these allowances, or "" when
-// every new one continues a chain: an unconsumed allowance of the
-// controlling composite that grants at least as much, a Create while the
-// resource is being created, or an UpgradeAllowance naming the resource's
-// composition revision. Each must also fit the resource's next generation
-// and carry a timestamp that is not in the future, or it would never be
-// consumed or expire.
-func (h *Managed) chain(ctx context.Context, old, obj *unstructured.Unstructured, as []allowance.Allowance) (string, error) {
-	var stored []allowance.Allowance
-	if old != nil {
-		stored, _ = allowance.Parse(old.GetAnnotations()[v1alpha1.AnnotationAllowances])
-	}
-	var xr *unstructured.Unstructured
-	var xrAllowances []allowance.Allowance
-	var storedObj map[string]any
-	var storedGen int64
-	if old != nil {
-		storedObj, storedGen = old.Object, old.GetGeneration()
-	}
-	for i, a := range as {
-		if slices.ContainsFunc(stored, a.Same) {
-			continue
-		}
-		if len(a.Trace) < 2 {
-			return fmt.Sprintf("allowance %d on %s has no parent hop in its trace", i, admit.Describe(obj)), nil
-		}
-		if err := a.Stampable(storedGen, h.Now()); err != nil {
-			return fmt.Sprintf("allowance %d on %s cannot be stamped: %v", i, admit.Describe(obj), err), nil
-		}
-		parent := a.Trace.Parent()
-		if parent[0].Kind == v1alpha1.UpgradeAllowanceKind {
-			ok, err := h.upgrade(ctx, parent[0].Name, obj)
-			if err != nil {
-				return "", err
-			}
-			if ok {
-				continue // the others must chain too
-			}
-			return fmt.Sprintf("allowance %d on %s starts at UpgradeAllowance %s, which does not name composition revision %q", i, admit.Describe(obj), parent[0].Name, obj.GetAnnotations()[v1alpha1.AnnotationCompositionRevision]), nil
-		}
-		if xr == nil {
-			var err error
-			if xr, err = parents.Composite(ctx, h.Reader, obj); err != nil {
-				return "", err
-			}
-			if xr == nil {
-				return fmt.Sprintf("allowance %d on %s: the resource has no controlling composite to chain to", i, admit.Describe(obj)), nil
-			}
-			xas, err := allowance.Parse(xr.GetAnnotations()[v1alpha1.AnnotationAllowances])
-			if err != nil {
-				return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(xr)).Error(), nil
-			}
-			// Those not yet used up for this resource: Crossplane's write
-			// carries what the function composed from them.
-			xrAllowances = allowance.UncomposedFor(allowance.OnComposite(xas, xr.Object), storedObj)
-		}
-		last := parent.Last()
-		if last.Kind != xr.GetKind() || last.Name != xr.GetName() {
-			return fmt.Sprintf("allowance %d on %s: its trace names %s %s as parent, not the controlling %s", i, admit.Describe(obj), last.Kind, last.Name, admit.Describe(xr)), nil
-		}
-		if old == nil && slices.Equal(a.Verbs, []string{v1alpha1.VerbCreate}) {
-			continue // creation, bounded by the composite's initializing phase
-		}
-		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) }) {
-			return fmt.Sprintf("allowance %d on %s does not chain to an unconsumed allowance of %s", i, admit.Describe(obj), admit.Describe(xr)), nil
-		}
-		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) && a.Within(x) }) {
-			return fmt.Sprintf("allowance %d on %s grants more than the allowance of %s it chains to (relation, target or verbs)", i, admit.Describe(obj), admit.Describe(xr)), nil
-		}
-		if f := unshippable(a, xrAllowances, parent, obj); f != "" {
-			return fmt.Sprintf("allowance %d on %s ships %s, which no allowance of %s it chains to lets through", i, admit.Describe(obj), f, admit.Describe(xr)), nil
-		}
-	}
-	return "", nil
-}
-
-// unshippable names the first field External allowance a ships that the
-// composite allowances of its chain (parent) do not let reach obj, or ""
-// (DESIGN §4a: a pipeline step after Kausality must not name a field it
-// changed itself, or the gate would ship it).
-func unshippable(a allowance.Allowance, xrAllowances []allowance.Allowance, parent allowance.Trace, obj *unstructured.Unstructured) string {
-	if a.Relation != v1alpha1.RelationExternal || len(a.Mutations) == 0 {
-		return ""
-	}
-	var chain []allowance.Allowance
-	for _, x := range xrAllowances {
-		if parent.Continues(x.Trace) {
-			chain = append(chain, x)
-		}
-	}
-	var ms []mutation.Mutation
-	for _, b := range a.Mutations {
-		for _, v := range b.Verbs {
-			ms = append(ms, mutation.Mutation{Path: b.JSONPath, Verb: v})
-		}
-		if len(b.Verbs) == 0 {
-			ms = append(ms, mutation.Mutation{Path: b.JSONPath, Verb: v1alpha1.MutationAll})
-		}
-	}
-	ok := policy.Shippable(chain, policy.ChildOf(obj.GetAPIVersion(), obj.GetKind()), ms)
-	for _, m := range ms {
-		if !slices.Contains(ok, m) {
-			return m.Path
-		}
-	}
-	return ""
 }
 
 // upgrade reports whether the named UpgradeAllowance covers the managed

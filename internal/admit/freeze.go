@@ -1,21 +1,19 @@
-package admission
+package admit
 
 import (
 	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
-// freezeChanged reports whether a write sets, changes or lifts
+// FreezeChanged reports whether a write sets, changes or lifts
 // kausality.io/freeze.
-func freezeChanged(old, obj *unstructured.Unstructured) bool {
+func FreezeChanged(old, obj *unstructured.Unstructured) bool {
 	var was string
 	var had bool
 	if old != nil {
@@ -25,7 +23,7 @@ func freezeChanged(old, obj *unstructured.Unstructured) bool {
 	return had != has || was != is
 }
 
-// freeze settles a user's write of kausality.io/freeze (DESIGN §3): anyone
+// Freeze settles a user's write of kausality.io/freeze (DESIGN §3): anyone
 // may set one, and admission records who and when, whatever the value
 // claims; only the user who set it, or a user a policy for the kind names
 // as a subject who may initiate changes, may lift or replace it. A freeze
@@ -33,32 +31,32 @@ func freezeChanged(old, obj *unstructured.Unstructured) bool {
 // Crossplane and Kausality pass unchanged (Crossplane copies a Claim's
 // freeze to its XR and back); a provider's change is undone. It returns a
 // denial, or "" after updating obj.
-func freeze(t admit.Writers, req admission.Request, old, obj *unstructured.Unstructured, set policy.Set, now time.Time) string {
-	if t.Has(req.UserInfo.Username) || !freezeChanged(old, obj) {
+func (t Writers) Freeze(user policy.Identity, old, obj *unstructured.Unstructured, set policy.Set, now time.Time) string {
+	if t.Has(user.Username) || !FreezeChanged(old, obj) {
 		return ""
 	}
-	if t.Controller(req.UserInfo.Username) {
+	if t.Controller(user.Username) {
 		// A provider never sets or lifts a freeze: a change is its older
 		// copy written back (crossplane-runtime's critical annotation
 		// updater after a conflict), so the stored freeze stays.
-		admit.KeepStored(obj, old, v1alpha1.AnnotationFreeze)
+		KeepStored(obj, old, v1alpha1.AnnotationFreeze)
 		return ""
 	}
 	if old != nil {
 		if v, ok := old.GetAnnotations()[v1alpha1.AnnotationFreeze]; ok {
 			f, err := allowance.ParseFreeze(v)
-			if (err != nil || f.User != req.UserInfo.Username) && !set.NamesInitiator(identity(req.UserInfo)) {
+			if (err != nil || f.User != user.Username) && !set.NamesInitiator(user) {
 				by := f.User
 				if err != nil {
 					by = "nobody readable"
 				}
 				return fmt.Sprintf("annotation %s of %s was set by %s: only that user, or a subject an AllowancePolicy for %s lets initiate changes, may lift or replace it",
-					v1alpha1.AnnotationFreeze, admit.Describe(obj), by, obj.GetKind())
+					v1alpha1.AnnotationFreeze, Describe(obj), by, obj.GetKind())
 			}
 		}
 	}
 	if v, ok := obj.GetAnnotations()[v1alpha1.AnnotationFreeze]; ok {
-		admit.SetAnnotation(obj, v1alpha1.AnnotationFreeze, allowance.FormatFreeze(allowance.FreezeSetBy(v, req.UserInfo.Username, now)))
+		SetAnnotation(obj, v1alpha1.AnnotationFreeze, allowance.FormatFreeze(allowance.FreezeSetBy(v, user.Username, now)))
 	}
 	return ""
 }

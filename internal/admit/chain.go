@@ -1,0 +1,139 @@
+package admit
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+// Chain is what decides whether Crossplane may stamp allowances on a
+// managed resource: the resource as stored (Old, nil while created) and as
+// written (Obj), the time, and how to look up what its allowances chain to.
+type Chain struct {
+	Old, Obj *unstructured.Unstructured
+	Now      time.Time
+	// Composite returns the resource's controlling composite, nil when it
+	// has none; it is asked at most once.
+	Composite func() (*unstructured.Unstructured, error)
+	// Upgrades reports whether the named UpgradeAllowance covers the
+	// resource's composition revision.
+	Upgrades func(name string) (bool, error)
+}
+
+// Refuse says why Crossplane may not stamp these allowances, or "" when
+// every new one continues a chain: an unconsumed allowance of the
+// controlling composite that grants at least as much, a Create while the
+// resource is being created, or an UpgradeAllowance naming the resource's
+// composition revision. Each must also fit the resource's next generation
+// and carry a timestamp that is not in the future, or it would never be
+// consumed or expire, and name as what its gate ships only fields its
+// chain lets through. An error is a failed lookup, not a refusal.
+func (c Chain) Refuse(as []allowance.Allowance) (string, error) {
+	old, obj := c.Old, c.Obj
+	var stored []allowance.Allowance
+	if old != nil {
+		stored, _ = allowance.Parse(old.GetAnnotations()[v1alpha1.AnnotationAllowances])
+	}
+	var xr *unstructured.Unstructured
+	var xrAllowances []allowance.Allowance
+	var storedObj map[string]any
+	var storedGen int64
+	if old != nil {
+		storedObj, storedGen = old.Object, old.GetGeneration()
+	}
+	for i, a := range as {
+		if slices.ContainsFunc(stored, a.Same) {
+			continue
+		}
+		if len(a.Trace) < 2 {
+			return fmt.Sprintf("allowance %d on %s has no parent hop in its trace", i, Describe(obj)), nil
+		}
+		if err := a.Stampable(storedGen, c.Now); err != nil {
+			return fmt.Sprintf("allowance %d on %s cannot be stamped: %v", i, Describe(obj), err), nil
+		}
+		parent := a.Trace.Parent()
+		if parent[0].Kind == v1alpha1.UpgradeAllowanceKind {
+			ok, err := c.Upgrades(parent[0].Name)
+			if err != nil {
+				return "", err
+			}
+			if ok {
+				continue // the others must chain too
+			}
+			return fmt.Sprintf("allowance %d on %s starts at UpgradeAllowance %s, which does not name composition revision %q", i, Describe(obj), parent[0].Name, obj.GetAnnotations()[v1alpha1.AnnotationCompositionRevision]), nil
+		}
+		if xr == nil {
+			var err error
+			if xr, err = c.Composite(); err != nil {
+				return "", err
+			}
+			if xr == nil {
+				return fmt.Sprintf("allowance %d on %s: the resource has no controlling composite to chain to", i, Describe(obj)), nil
+			}
+			xas, err := allowance.Parse(xr.GetAnnotations()[v1alpha1.AnnotationAllowances])
+			if err != nil {
+				return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, Describe(xr)).Error(), nil
+			}
+			// Those not yet used up for this resource: Crossplane's write
+			// carries what the function composed from them.
+			xrAllowances = allowance.UncomposedFor(allowance.OnComposite(xas, xr.Object), storedObj)
+		}
+		last := parent.Last()
+		if last.Kind != xr.GetKind() || last.Name != xr.GetName() {
+			return fmt.Sprintf("allowance %d on %s: its trace names %s %s as parent, not the controlling %s", i, Describe(obj), last.Kind, last.Name, Describe(xr)), nil
+		}
+		if old == nil && slices.Equal(a.Verbs, []string{v1alpha1.VerbCreate}) {
+			continue // creation, bounded by the composite's initializing phase
+		}
+		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) }) {
+			return fmt.Sprintf("allowance %d on %s does not chain to an unconsumed allowance of %s", i, Describe(obj), Describe(xr)), nil
+		}
+		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) && a.Within(x) }) {
+			return fmt.Sprintf("allowance %d on %s grants more than the allowance of %s it chains to (relation, target or verbs)", i, Describe(obj), Describe(xr)), nil
+		}
+		if f := unshippable(a, xrAllowances, parent, obj); f != "" {
+			return fmt.Sprintf("allowance %d on %s ships %s, which no allowance of %s it chains to lets through", i, Describe(obj), f, Describe(xr)), nil
+		}
+	}
+	return "", nil
+}
+
+// unshippable names the first field External allowance a ships that the
+// composite allowances of its chain (parent) do not let reach obj, or ""
+// (DESIGN §4a: a pipeline step after Kausality must not name a field it
+// changed itself, or the gate would ship it).
+func unshippable(a allowance.Allowance, xrAllowances []allowance.Allowance, parent allowance.Trace, obj *unstructured.Unstructured) string {
+	if a.Relation != v1alpha1.RelationExternal || len(a.Mutations) == 0 {
+		return ""
+	}
+	var chain []allowance.Allowance
+	for _, x := range xrAllowances {
+		if parent.Continues(x.Trace) {
+			chain = append(chain, x)
+		}
+	}
+	var ms []mutation.Mutation
+	for _, b := range a.Mutations {
+		for _, v := range b.Verbs {
+			ms = append(ms, mutation.Mutation{Path: b.JSONPath, Verb: v})
+		}
+		if len(b.Verbs) == 0 {
+			ms = append(ms, mutation.Mutation{Path: b.JSONPath, Verb: v1alpha1.MutationAll})
+		}
+	}
+	ok := policy.Shippable(chain, policy.ChildOf(obj.GetAPIVersion(), obj.GetKind()), ms)
+	for _, m := range ms {
+		if !slices.Contains(ok, m) {
+			return m.Path
+		}
+	}
+	return ""
+}

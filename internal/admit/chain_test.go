@@ -1,0 +1,110 @@
+package admit
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+)
+
+func TestChainRefuse(t *testing.T) {
+	ts := allowance.Timestamp(now)
+	claimHop := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "orders", Generation: 2, Field: "spec.size", User: alice, Timestamp: ts}
+	xrHop := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 4, Field: "spec.size", User: crossplane, Timestamp: ts}
+	mrHop := func(gen int64, at string) allowance.Hop {
+		return allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "orders-data", Generation: gen, Field: "spec.forProvider.size", Timestamp: at}
+	}
+	size := []v1alpha1.MutationBound{{JSONPath: "spec.forProvider.size", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}}
+	bucketExt := v1alpha1.Target{External: map[string]string{"apiGroup": "recorder.kausality.io", "kind": "Bucket"}}
+	xrAllowances := []allowance.Allowance{
+		{Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{APIGroup: "recorder.kausality.io", APIVersion: "v1alpha1", Resource: "buckets"},
+			Verbs: []string{v1alpha1.VerbUpdate}, Mutations: size, Generation: 4, Initiator: alice, Trace: allowance.Trace{claimHop, xrHop}},
+		{Relation: v1alpha1.RelationExternal, Target: bucketExt, Verbs: []string{v1alpha1.VerbUpdate}, Generation: 4, Initiator: alice, Trace: allowance.Trace{claimHop, xrHop}},
+	}
+	xr := &unstructured.Unstructured{}
+	xr.SetAPIVersion("example.com/v1alpha1")
+	xr.SetKind("XDatabase")
+	xr.SetName("orders-x1")
+	xr.SetGeneration(4)
+	xr.SetAnnotations(map[string]string{v1alpha1.AnnotationAllowances: allowance.Format(xrAllowances)})
+
+	// resize is the External allowance the function stamps for the resize.
+	resize := func(mods ...func(*allowance.Allowance)) allowance.Allowance {
+		a := allowance.Allowance{Relation: v1alpha1.RelationExternal, Target: bucketExt, Verbs: []string{v1alpha1.VerbUpdate}, Mutations: size,
+			Generation: 6, Initiator: alice, Trace: allowance.Trace{claimHop, xrHop, mrHop(6, ts)}}
+		for _, m := range mods {
+			m(&a)
+		}
+		return a
+	}
+	upgradeHop := allowance.Hop{APIVersion: "kausality.io/v1alpha1", Kind: v1alpha1.UpgradeAllowanceKind, Name: "buckets-2", Generation: 1}
+	upgraded := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbUpdate, 6, allowance.Trace{upgradeHop, xrHop, mrHop(6, ts)})
+	creation := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 1, allowance.Trace{xrHop, mrHop(1, ts)})
+	stored := bucket(map[string]any{"size": "small"})
+	errBoom := errors.New("boom")
+
+	cases := map[string]struct {
+		reason    string
+		old       *unstructured.Unstructured
+		as        []allowance.Allowance
+		composite *unstructured.Unstructured
+		lookupErr error
+		upgrades  bool
+		want      string // a part of the refusal, "" when every allowance chains
+		wantErr   bool
+	}{
+		"Chained":       {reason: "The resize continues the XR's allowance and grants no more.", old: stored, as: []allowance.Allowance{resize()}, composite: xr},
+		"AlreadyStored": {reason: "An allowance already stored was checked when it was stamped.", old: bucket(nil, v1alpha1.AnnotationAllowances, allowance.Format([]allowance.Allowance{resize()})), as: []allowance.Allowance{resize()}},
+		"NoParentHop": {reason: "An allowance must name where it comes from.", old: stored, composite: xr,
+			as: []allowance.Allowance{resize(func(a *allowance.Allowance) { a.Trace = allowance.Trace{mrHop(6, ts)} })}, want: "has no parent hop"},
+		"StampedInTheFuture": {reason: "One stamped in the future would never expire.", old: stored, composite: xr,
+			as: []allowance.Allowance{resize(func(a *allowance.Allowance) { a.Trace[2] = mrHop(6, allowance.Timestamp(now.Add(time.Hour))) })}, want: "in the future"},
+		"LaterGeneration": {reason: "One for a later generation than the next would never be consumed.", old: stored, composite: xr,
+			as: []allowance.Allowance{resize(func(a *allowance.Allowance) { a.Generation = 1e9 })}, want: "is not one the object's next write"},
+		"NoComposite": {reason: "Without a controlling composite there is nothing to chain to.", old: stored,
+			as: []allowance.Allowance{resize()}, want: "no controlling composite"},
+		"OtherParent": {reason: "The trace must name the controlling composite as parent.", old: stored, composite: xr,
+			as: []allowance.Allowance{resize(func(a *allowance.Allowance) {
+				h := xrHop
+				h.Name = "payments-x1"
+				a.Trace = allowance.Trace{claimHop, h, mrHop(6, ts)}
+			})}, want: "not the controlling XDatabase orders-x1"},
+		"NotChained": {reason: "A chain the composite holds no allowance for is forged.", old: stored, composite: xr,
+			as: []allowance.Allowance{resize(func(a *allowance.Allowance) {
+				h := claimHop
+				h.Name = "other"
+				a.Trace = allowance.Trace{h, xrHop, mrHop(6, ts)}
+			})}, want: "does not chain to an unconsumed allowance"},
+		"WiderVerbs": {reason: "A composed resource's allowance never grants more than its composite's.", old: stored, composite: xr,
+			as: []allowance.Allowance{resize(func(a *allowance.Allowance) { a.Verbs = []string{v1alpha1.VerbUpdate, v1alpha1.VerbDelete} })}, want: "grants more than"},
+		"ShipsAFieldItChanged": {reason: "A step after Kausality may not name a field no allowance let through.", old: stored, composite: xr,
+			as: []allowance.Allowance{resize(func(a *allowance.Allowance) {
+				a.Mutations = append(a.Mutations, v1alpha1.MutationBound{JSONPath: "spec.forProvider.region", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}})
+			})}, want: "ships spec.forProvider.region"},
+		"UpgradeNamesRevision": {reason: "An UpgradeAllowance naming the revision roots a chain of its own.", old: stored, as: []allowance.Allowance{upgraded}, upgrades: true},
+		"UpgradeOtherRevision": {reason: "One not naming the revision covers nothing.", old: stored, as: []allowance.Allowance{upgraded}, want: "does not name composition revision"},
+		"CreationWhileCreated": {reason: "A Create while the resource is created is bounded by the composite's initializing phase.", as: []allowance.Allowance{creation}, composite: xr},
+		"CreateOnAnUpdate": {reason: "A Create on an existing resource must chain like any other.", old: stored, composite: xr,
+			as: []allowance.Allowance{allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 6, allowance.Trace{xrHop, mrHop(6, ts)})}, want: "does not chain"},
+		"LookupFails": {reason: "A failed lookup is an error, not a refusal.", old: stored, as: []allowance.Allowance{resize()}, lookupErr: errBoom, wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := Chain{Old: tc.old, Obj: bucket(map[string]any{"size": "large"}), Now: now,
+				Composite: func() (*unstructured.Unstructured, error) { return tc.composite, tc.lookupErr },
+				Upgrades:  func(string) (bool, error) { return tc.upgrades, nil }}
+			got, err := c.Refuse(tc.as)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("%s\nRefuse(...) error = %v, want error %t", tc.reason, err, tc.wantErr)
+			}
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("%s\nRefuse(...) = %q, want a refusal containing %q", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
