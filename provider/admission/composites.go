@@ -3,14 +3,11 @@ package admission
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -18,7 +15,6 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
-	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
 )
@@ -58,8 +54,8 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if denied := refuseBroken(broken, old, obj); denied != nil {
-		return *denied
+	if msg := admit.RefuseBroken(broken, old, obj); msg != "" {
+		return admission.Denied(msg)
 	}
 	if msg := h.Trusted.Freeze(identity(req.UserInfo), old, obj, set, h.Now()); msg != "" {
 		return admission.Denied(msg)
@@ -89,7 +85,7 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
 		if claim != nil {
-			r.Parent, parentNote, err = parentFor(claim, old, obj, req.Resource.Resource)
+			r.Parent, parentNote, err = admit.ParentFor(claim, old, obj, req.Resource.Resource)
 			if err != nil {
 				return admission.Denied(err.Error())
 			}
@@ -107,115 +103,13 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 	}
 	warnings = append(warnings, warned...)
 
-	if err := inject(old, obj, d, parentTrace); err != nil {
+	if err := admit.Inject(old, obj, d, parentTrace); err != nil {
 		return admission.Denied(err.Error())
 	}
 	if len(d.Allowances) > 0 {
 		audit[auditInitiator] = d.Allowances[0].Initiator
 	}
 	return withAudit(patched(req, obj), audit).WithWarnings(warnings...)
-}
-
-// inject writes the decision's allowances and trace onto obj. Both start
-// from the stored object, never from the request: Crossplane's claim
-// controller copies a Claim's annotations onto its composite, and those are
-// the Claim's, not the composite's. Consumed allowances are pruned; the
-// trace changes when the write earned something or created the object.
-func inject(old, obj *unstructured.Unstructured, d policy.Decision, parentTrace allowance.Trace) error {
-	var stored map[string]string
-	if old != nil {
-		stored = old.GetAnnotations()
-	}
-	have, err := allowance.Parse(stored[v1alpha1.AnnotationAllowances])
-	if err != nil {
-		_, kept := obj.GetAnnotations()[v1alpha1.AnnotationAllowances]
-		switch {
-		case !kept:
-			// The repair: removing an unreadable annotation loses nothing.
-			have = nil
-		case len(d.Changed) == 0 && len(d.Allowances) == 0:
-			// A write that changes and earns nothing (a finalizer
-			// removed) passes, so nothing gets stuck, and leaves the
-			// annotations as stored, whatever the writer sent (the
-			// Claim's copy, from Crossplane).
-			admit.KeepStored(obj, old, v1alpha1.AnnotationAllowances, v1alpha1.AnnotationTrace)
-			return nil
-		default:
-			return errors.Wrapf(err, "cannot parse annotation %s on %s; it is kept as it is and writes that change the spec are denied until it is removed (an unreadable annotation counts as no allowances)", v1alpha1.AnnotationAllowances, admit.Describe(old))
-		}
-	}
-	var kept []allowance.Allowance
-	if old != nil {
-		// The stored status decides what is consumed, never the status a
-		// client sends with its write; an allowance stays until the object
-		// has moved past its generation (see allowance.OnComposite).
-		kept = allowance.OnComposite(have, old.Object)
-	}
-	kept = append(kept, d.Allowances...)
-	ann := maps.Clone(obj.GetAnnotations())
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	if len(kept) > 0 {
-		ann[v1alpha1.AnnotationAllowances] = allowance.Format(kept)
-	} else {
-		delete(ann, v1alpha1.AnnotationAllowances)
-	}
-	earned := len(d.Allowances) > 0 || old == nil
-	if earned {
-		ann[v1alpha1.AnnotationTrace] = allowance.FormatTrace(parentTrace.Then(d.Hop))
-	}
-	obj.SetAnnotations(ann)
-	if !earned {
-		admit.KeepStored(obj, old, v1alpha1.AnnotationTrace)
-	}
-	return nil
-}
-
-// crossplaneFields are composite spec fields Crossplane itself manages;
-// they are never a change a Claim must allow.
-var crossplaneFields = []string{
-	"spec.crossplane", "spec.claimRef", "spec.compositionRef", "spec.compositionRevisionRef", "spec.compositionSelector",
-	"spec.compositionUpdatePolicy", "spec.compositionRevisionSelector", "spec.resourceRefs", "spec.writeConnectionSecretToRef",
-	"spec.publishConnectionDetailsTo", "spec.environmentConfigRefs",
-}
-
-func crossplaneField(p string) bool {
-	return slices.ContainsFunc(crossplaneFields, func(f string) bool { return mutation.Under(p, f) })
-}
-
-// parentFor picks the Claim's unconsumed allowance for this composite that
-// covers every spec change, first in trace order. note says why none did.
-func parentFor(claim, old, xr *unstructured.Unstructured, resource string) (*allowance.Allowance, string, error) {
-	as, err := allowance.Parse(claim.GetAnnotations()[v1alpha1.AnnotationAllowances])
-	if err != nil {
-		return nil, "", errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(claim))
-	}
-	var oldSpec any
-	if old != nil {
-		oldSpec = old.Object["spec"]
-	}
-	changed := mutation.Diff("spec", oldSpec, xr.Object["spec"], mutation.WithSkip(crossplaneField))
-	child := policy.ChildOf(xr.GetAPIVersion(), xr.GetKind())
-	if resource != "" {
-		child.Resource = resource
-	}
-	as = allowance.Unconsumed(as, claim.Object)
-	allowance.Sort(as)
-	for i, a := range as {
-		if a.Relation != v1alpha1.RelationControllerChild || !policy.MatchesChild(a.Target, child) {
-			continue
-		}
-		if !slices.ContainsFunc(changed, func(m mutation.Mutation) bool {
-			return !(a.HasVerb(v1alpha1.VerbUpdate) && (len(a.Mutations) == 0 || mutation.CoveredBy(m, a.Mutations)))
-		}) {
-			return &as[i], "", nil
-		}
-	}
-	if len(changed) == 0 {
-		return nil, "", nil
-	}
-	return nil, fmt.Sprintf("no unconsumed allowance on %s covers %s", admit.Describe(claim), changed[0].Path), nil
 }
 
 // policiesFor is the compiled policy set for obj's kind, and why any policy
@@ -242,26 +136,6 @@ func listPolicies(ctx context.Context, r client.Reader) ([]v1alpha1.AllowancePol
 		return nil, errors.Wrap(err, "cannot list AllowancePolicies")
 	}
 	return l.Items, nil
-}
-
-// refuseBroken is the denial of a write that changes obj's spec (or creates
-// it) while an AllowancePolicy for its kind does not compile: what that
-// policy would permit is unknown, so nothing is (DESIGN §4a, fail closed, as
-// the function does). Writes that leave the spec alone (finalizers, labels,
-// annotations) pass, so no deletion gets stuck.
-func refuseBroken(broken []string, old, obj *unstructured.Unstructured) *admission.Response {
-	if len(broken) == 0 {
-		return nil
-	}
-	if old != nil {
-		o, _, _ := unstructured.NestedFieldNoCopy(old.Object, "spec")
-		n, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec")
-		if equality.Semantic.DeepEqual(o, n) {
-			return nil
-		}
-	}
-	r := admission.Denied(fmt.Sprintf("%s: its spec cannot change while an AllowancePolicy for %s does not compile: %s", admit.Describe(obj), obj.GetKind(), strings.Join(broken, "; ")))
-	return &r
 }
 
 // evaluate decides a write under the policies of its kind; denied is the

@@ -123,7 +123,7 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 	origin := allowance.HopOf(obj, obj.GetGeneration()).By(user.Username, h.Now())
 	var opened []string
 	managed := h.managed()
-	for _, mr := range composed(xr) {
+	for _, mr := range admit.Composed(xr) {
 		// Only the resources the composite references, which Crossplane
 		// writes: the crossplane.io/composite label and an owner reference
 		// are anyone's to set on their own resource. Read each by name, not
@@ -157,37 +157,6 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 		opened = append(opened, admit.Describe(mr))
 	}
 	return opened, nil
-}
-
-// composed are the resources the composite references among its composed
-// resources, spec.resourceRefs (legacy) or spec.crossplane.resourceRefs,
-// each named by kind, namespace (the composite's unless the reference
-// says) and name.
-func composed(xr *unstructured.Unstructured) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, path := range [][]string{{"spec", "resourceRefs"}, {"spec", "crossplane", "resourceRefs"}} {
-		refs, _, _ := unstructured.NestedSlice(xr.Object, path...)
-		for _, r := range refs {
-			ref, _ := r.(map[string]any)
-			apiVersion, _ := ref["apiVersion"].(string)
-			kind, _ := ref["kind"].(string)
-			name, _ := ref["name"].(string)
-			if kind == "" || name == "" {
-				continue
-			}
-			ns, _ := ref["namespace"].(string)
-			if ns == "" {
-				ns = xr.GetNamespace()
-			}
-			u := &unstructured.Unstructured{}
-			u.SetAPIVersion(apiVersion)
-			u.SetKind(kind)
-			u.SetNamespace(ns)
-			u.SetName(name)
-			out = append(out, u)
-		}
-	}
-	return out
 }
 
 // managed are the managed resource kinds, none when not known.

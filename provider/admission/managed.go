@@ -86,8 +86,8 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
-		if denied := refuseBroken(broken, old, obj); denied != nil {
-			return *denied
+		if msg := admit.RefuseBroken(broken, old, obj); msg != "" {
+			return admission.Denied(msg)
 		}
 		// The gate is Kausality's to set, below: it is no part of the edit.
 		edited := obj.DeepCopy()
