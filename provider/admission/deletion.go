@@ -195,29 +195,14 @@ func (h *Deletion) managedDeleted(ctx context.Context, req admission.Request, ol
 // stored, and closes its gate for them; it writes nothing when there are
 // none.
 func (h *Deletion) revokeDelete(ctx context.Context, mr *unstructured.Unstructured) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := h.Reader.Get(ctx, client.ObjectKeyFromObject(mr), mr); err != nil {
-			return err
-		}
-		as, err := allowance.Parse(mr.GetAnnotations()[v1alpha1.AnnotationAllowances])
-		if err != nil {
-			return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(mr))
-		}
+	return h.regate(ctx, mr, func(as []allowance.Allowance) ([]allowance.Allowance, bool) {
 		open := false
 		for i := range as {
 			if as[i].OpensDelete() && !as[i].Consumed {
 				as[i].Consumed, open = true, true
 			}
 		}
-		if !open {
-			return nil
-		}
-		d := h.Gate.For(mr.Object).Decide(mr.Object, mr.Object, as, h.Now(), "")
-		admit.SetAnnotation(mr, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
-		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
-			return errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, admit.Describe(mr))
-		}
-		return h.Kube.Update(ctx, mr)
+		return as, open
 	})
 }
 
@@ -230,6 +215,23 @@ func storedAllowances(obj *unstructured.Unstructured) []allowance.Allowance {
 // openDelete stamps an External Delete allowance on mr, traced to the
 // deletion, and opens its gate for it.
 func (h *Deletion) openDelete(ctx context.Context, mr *unstructured.Unstructured, origin allowance.Hop) error {
+	return h.regate(ctx, mr, func(as []allowance.Allowance) ([]allowance.Allowance, bool) {
+		if slices.ContainsFunc(as, func(a allowance.Allowance) bool { return a.OpensDelete() && !a.Consumed }) {
+			return as, false // an earlier deletion (the Claim's) opened it
+		}
+		gen := allowance.NextGeneration(mr.GetGeneration())
+		c := policy.ChildOf(mr.GetAPIVersion(), mr.GetKind())
+		own := allowance.HopOf(mr, gen)
+		own.Timestamp = origin.Timestamp
+		return append(as, allowance.ExternalGrant(c.APIGroup, c.Kind, v1alpha1.VerbDelete, gen, allowance.Trace{origin, own})), true
+	})
+}
+
+// regate reads mr fresh, lets edit change its allowances (write false:
+// leave it as it is), and writes them with the gate they decide, retrying
+// on conflicts. The approval is the managed resource webhook's to record
+// on that write: a Delete gate ships no spec.
+func (h *Deletion) regate(ctx context.Context, mr *unstructured.Unstructured, edit func([]allowance.Allowance) ([]allowance.Allowance, bool)) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := h.Reader.Get(ctx, client.ObjectKeyFromObject(mr), mr); err != nil {
 			return err
@@ -238,20 +240,14 @@ func (h *Deletion) openDelete(ctx context.Context, mr *unstructured.Unstructured
 		if err != nil {
 			return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(mr))
 		}
-		if slices.ContainsFunc(as, func(a allowance.Allowance) bool { return a.OpensDelete() && !a.Consumed }) {
-			return nil // an earlier deletion (the Claim's) opened it
+		as, write := edit(as)
+		if !write {
+			return nil
 		}
-		gen := allowance.NextGeneration(mr.GetGeneration())
-		c := policy.ChildOf(mr.GetAPIVersion(), mr.GetKind())
-		own := allowance.HopOf(mr, gen)
-		own.Timestamp = origin.Timestamp
-		as = append(as, allowance.ExternalGrant(c.APIGroup, c.Kind, v1alpha1.VerbDelete, gen, allowance.Trace{origin, own}))
 		d := h.Gate.For(mr.Object).Decide(mr.Object, mr.Object, as, h.Now(), "")
 		if d.Err != nil {
-			return errors.Wrapf(d.Err, "cannot open the Delete gate of %s", admit.Describe(mr))
+			return errors.Wrapf(d.Err, "cannot decide the gate of %s", admit.Describe(mr))
 		}
-		// The approval is the managed resource webhook's to record on
-		// this write: a Delete gate ships no spec.
 		admit.SetAnnotation(mr, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
 		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
 			return errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, admit.Describe(mr))

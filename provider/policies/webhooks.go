@@ -251,33 +251,37 @@ var (
 	}}
 )
 
+// mutating is one of Kausality's mutating webhooks, failing closed.
+func mutating(name string, cc admissionregistrationv1.WebhookClientConfig, rs []admissionregistrationv1.RuleWithOperations, selector *metav1.LabelSelector) admissionregistrationv1.MutatingWebhook {
+	return admissionregistrationv1.MutatingWebhook{
+		Name: name, ClientConfig: cc, Rules: rs, ObjectSelector: selector,
+		SideEffects: sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions,
+		ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
+	}
+}
+
+// deleting is one of Kausality's deletion webhooks, failing closed: they
+// write gates, never on a dry run.
+func deleting(name string, cc admissionregistrationv1.WebhookClientConfig, rs []admissionregistrationv1.RuleWithOperations, selector *metav1.LabelSelector) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{
+		Name: name, ClientConfig: cc, Rules: rs, ObjectSelector: selector,
+		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
+	}
+}
+
 func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.WebhookClientConfig, t target) error {
 	var hooks []admissionregistrationv1.MutatingWebhook
 	if len(t.composites) > 0 {
-		hooks = append(hooks, admissionregistrationv1.MutatingWebhook{
-			Name: "composites.kausality.io", ClientConfig: clientConfig(cc, PathComposites),
-			Rules:       rules(t.composites, admissionregistrationv1.Create, admissionregistrationv1.Update),
-			SideEffects: sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions,
-			ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
-		})
+		hooks = append(hooks, mutating("composites.kausality.io", clientConfig(cc, PathComposites), rules(t.composites, admissionregistrationv1.Create, admissionregistrationv1.Update), nil))
 	}
 	if len(t.managed) > 0 {
 		// Updates of gated resources only (the API server matches the
 		// selector against the old object too, so a write dropping the
 		// label is still seen), and every creation: a restricted kind is
 		// gated however it is created.
-		hooks = append(hooks, admissionregistrationv1.MutatingWebhook{
-			Name: "managed.kausality.io", ClientConfig: clientConfig(cc, PathManaged),
-			Rules:          rules(t.managed, admissionregistrationv1.Update),
-			ObjectSelector: gatedSelector,
-			SideEffects:    sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions,
-			ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
-		}, admissionregistrationv1.MutatingWebhook{
-			Name: "create.managed.kausality.io", ClientConfig: clientConfig(cc, PathManaged),
-			Rules:       rules(t.managed, admissionregistrationv1.Create),
-			SideEffects: sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions,
-			ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
-		})
+		hooks = append(hooks,
+			mutating("managed.kausality.io", clientConfig(cc, PathManaged), rules(t.managed, admissionregistrationv1.Update), gatedSelector),
+			mutating("create.managed.kausality.io", clientConfig(cc, PathManaged), rules(t.managed, admissionregistrationv1.Create), nil))
 	}
 	if len(t.restricted) > 0 {
 		// Updates of ungated resources of the kinds the policies restrict:
@@ -285,13 +289,7 @@ func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.
 		// their next write. Only those kinds, so a policy restricting one
 		// kind does not put every managed resource's writes behind the
 		// webhook.
-		hooks = append(hooks, admissionregistrationv1.MutatingWebhook{
-			Name: "restricted.managed.kausality.io", ClientConfig: clientConfig(cc, PathManaged),
-			Rules:          rules(t.restricted, admissionregistrationv1.Update),
-			ObjectSelector: ungatedSelector,
-			SideEffects:    sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions,
-			ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
-		})
+		hooks = append(hooks, mutating("restricted.managed.kausality.io", clientConfig(cc, PathManaged), rules(t.restricted, admissionregistrationv1.Update), ungatedSelector))
 	}
 	c := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DynamicName}}
 	if len(hooks) == 0 {
@@ -312,21 +310,12 @@ func (w *Webhooks) syncValidating(ctx context.Context, cc admissionregistrationv
 	// Deleting any Claim or composite a policy names decides what happens
 	// to the cloud below it: the webhook opens Delete gates (never on a
 	// dry run).
-	hooks := []admissionregistrationv1.ValidatingWebhook{{
-		Name: "deletion.kausality.io", ClientConfig: clientConfig(cc, PathDeletion),
-		Rules:       rules(t.composites, admissionregistrationv1.Delete),
-		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
-	}}
+	hooks := []admissionregistrationv1.ValidatingWebhook{deleting("deletion.kausality.io", clientConfig(cc, PathDeletion), rules(t.composites, admissionregistrationv1.Delete), nil)}
 	if len(t.managed) > 0 {
 		// Deleting a gated managed resource by itself while its Delete
 		// gate is open for a deletion above it that is not final revokes
 		// that gate first.
-		hooks = append(hooks, admissionregistrationv1.ValidatingWebhook{
-			Name: "managed-deletion.kausality.io", ClientConfig: clientConfig(cc, PathDeletion),
-			Rules:          rules(t.managed, admissionregistrationv1.Delete),
-			ObjectSelector: gatedSelector,
-			SideEffects:    ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
-		})
+		hooks = append(hooks, deleting("managed-deletion.kausality.io", clientConfig(cc, PathDeletion), rules(t.managed, admissionregistrationv1.Delete), gatedSelector))
 	}
 	return w.apply(ctx, c, "ValidatingWebhookConfiguration", func() {
 		if !equality.Semantic.DeepEqual(c.Webhooks, hooks) {
