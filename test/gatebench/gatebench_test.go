@@ -296,8 +296,12 @@ func measure(t testing.TB, n int, run string) *result {
 			xr := xrs[i/perComposite].GetName()
 			own := allowance.HopOf(b, gen)
 			own.Field, own.Timestamp = "spec.forProvider.size", allowance.Timestamp(time.Now())
+			// The Buckets were created with the gate closed, so nothing of
+			// their spec (the CRD's defaults included) was let through yet:
+			// the allowance ships all of it.
 			ann[v1alpha1.AnnotationAllowances] = allowance.Format([]allowance.Allowance{
-				allowance.ExternalGrant(buckets.Group, "Bucket", v1alpha1.VerbUpdate, gen, allowance.Trace{xrHop(xr), own}),
+				allowance.ExternalGrant(buckets.Group, "Bucket", v1alpha1.VerbUpdate, gen, allowance.Trace{xrHop(xr), own}).
+					Shipping([]v1alpha1.MutationBound{{JSONPath: "spec", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationAll}}}),
 			})
 			b.SetAnnotations(ann)
 			if err := cp.Update(ctx, b); err != nil {
