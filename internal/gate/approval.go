@@ -85,16 +85,31 @@ func nextGeneration(obj, stored map[string]any, policies []string) int64 {
 	gen := generation(stored)
 	spec, _ := obj["spec"].(map[string]any)
 	was, _ := stored["spec"].(map[string]any)
-	if !equality.Semantic.DeepEqual(beyondGate(spec), beyondGate(was)) || !sameStrings(was["managementPolicies"], policies) {
+	if !sameBeyondGate(spec, was) || !sameStrings(was["managementPolicies"], policies) {
 		return allowance.NextGeneration(gen)
 	}
 	return gen
 }
 
-func beyondGate(spec map[string]any) map[string]any {
-	out := maps.Clone(spec)
-	delete(out, "managementPolicies")
-	return out
+// sameBeyondGate reports whether two specs agree on every field but the
+// gate, without copying them.
+func sameBeyondGate(a, b map[string]any) bool {
+	n := 0
+	for k, v := range a {
+		if k == "managementPolicies" {
+			continue
+		}
+		w, ok := b[k]
+		if !ok || !equality.Semantic.DeepEqual(v, w) {
+			return false
+		}
+		n++
+	}
+	_, gated := b["managementPolicies"]
+	if gated {
+		n++
+	}
+	return n == len(b)
 }
 
 func sameStrings(v any, ss []string) bool {

@@ -174,3 +174,35 @@ func TestApprovalLateInitialized(t *testing.T) {
 		t.Errorf("LateInitialized modified its receiver: %v", a.Spec)
 	}
 }
+
+func TestNextGeneration(t *testing.T) {
+	stored := bucket(3, "eu", 1, 3, -1, nil)
+	cases := map[string]struct {
+		reason   string
+		obj      map[string]any
+		policies []string
+		want     int64
+	}{
+		"Unchanged":    {reason: "Neither spec nor gate changes: the generation stays.", obj: bucket(3, "eu", 1, 3, -1, nil), policies: DefaultReadOnly, want: 3},
+		"GateOpens":    {reason: "The gate is spec: opening it raises the generation.", obj: bucket(3, "eu", 1, 3, -1, nil), policies: []string{Observe, Update, LateInitialize}, want: 4},
+		"FieldChanges": {reason: "A spec field change raises it.", obj: bucket(3, "us", 1, 3, -1, nil), policies: DefaultReadOnly, want: 4},
+		"FieldRemoved": {reason: "A field the write drops raises it.", obj: map[string]any{"spec": map[string]any{"managementPolicies": []any{Observe, LateInitialize}}}, policies: DefaultReadOnly, want: 4},
+		"FieldAdded": {reason: "A field the write adds raises it.", obj: func() map[string]any {
+			o := bucket(3, "eu", 1, 3, -1, nil)
+			o["spec"].(map[string]any)["deletionPolicy"] = "Orphan"
+			return o
+		}(), policies: DefaultReadOnly, want: 4},
+		"BeingCreated": {reason: "A creation is generation 1.", obj: bucket(0, "eu", 1, 0, -1, nil), policies: DefaultReadOnly, want: 1},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := stored
+			if name == "BeingCreated" {
+				s = nil
+			}
+			if got := nextGeneration(tc.obj, s, tc.policies); got != tc.want {
+				t.Errorf("%s\nnextGeneration() = %d, want %d", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
