@@ -1,0 +1,144 @@
+package rollout
+
+import (
+	"maps"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+)
+
+// KeyState is the key under which a collection member carries what
+// Kausality knows of it: whether it applied the change (updated) and is
+// Ready. updated() and ready() read it.
+const KeyState = "kausality"
+
+// Member is obj as a collection member in CEL: a shallow copy of the
+// observed object with its state under KeyState.
+func Member(obj map[string]any, updated, ready bool) map[string]any {
+	m := maps.Clone(obj)
+	if m == nil {
+		m = map[string]any{}
+	}
+	m[KeyState] = map[string]any{"updated": updated, "ready": ready}
+	return m
+}
+
+// Library declares the propagation functions for a CEL environment:
+//
+//	exponentiallyUpdated(item, collection) bool
+//	linearlyUpdated(item, collection, n) bool
+//	member.updated() bool
+//	member.ready() bool
+//
+// item must be a member of collection (matched by metadata.namespace and
+// metadata.name, else by equality); collection is in roll-out order.
+func Library() cel.EnvOption { return cel.Lib(library{}) }
+
+type library struct{}
+
+func (library) CompileOptions() []cel.EnvOption {
+	members := cel.ListType(cel.DynType)
+	return []cel.EnvOption{
+		cel.Function("exponentiallyUpdated",
+			cel.Overload("exponentiallyUpdated_dyn_list", []*cel.Type{cel.DynType, members}, cel.BoolType,
+				cel.BinaryBinding(func(item, collection ref.Val) ref.Val {
+					i, u, err := position(item, collection)
+					if err != nil {
+						return err
+					}
+					return types.Bool(Exponential(i, u))
+				}))),
+		cel.Function("linearlyUpdated",
+			cel.Overload("linearlyUpdated_dyn_list_int", []*cel.Type{cel.DynType, members, cel.IntType}, cel.BoolType,
+				cel.FunctionBinding(func(args ...ref.Val) ref.Val {
+					i, u, err := position(args[0], args[1])
+					if err != nil {
+						return err
+					}
+					n, ok := args[2].(types.Int)
+					if !ok || n < 1 {
+						return types.NewErr("linearlyUpdated: the batch size must be at least 1, not %v", args[2])
+					}
+					return types.Bool(Linear(i, u, int(n)))
+				}))),
+		cel.Function("updated",
+			cel.MemberOverload("dyn_updated", []*cel.Type{cel.DynType}, cel.BoolType,
+				cel.UnaryBinding(func(m ref.Val) ref.Val { return state(m, "updated") }))),
+		cel.Function("ready",
+			cel.MemberOverload("dyn_ready", []*cel.Type{cel.DynType}, cel.BoolType,
+				cel.UnaryBinding(func(m ref.Val) ref.Val { return state(m, "ready") }))),
+	}
+}
+
+func (library) ProgramOptions() []cel.ProgramOption { return nil }
+
+// state reads the member's flag named f (see Member).
+func state(m ref.Val, f string) ref.Val {
+	mm, ok := m.(traits.Mapper)
+	if !ok {
+		return types.NewErr("%s() applies to a collection member, not %s", f, m.Type().TypeName())
+	}
+	s, found := mm.Find(types.String(KeyState))
+	if !found {
+		return types.NewErr("%s(): the object is no collection member (it has no %s)", f, KeyState)
+	}
+	sm, ok := s.(traits.Mapper)
+	if !ok {
+		return types.NewErr("%s(): %s is not a map", f, KeyState)
+	}
+	v, found := sm.Find(types.String(f))
+	if b, ok := v.(types.Bool); found && ok {
+		return b
+	}
+	return types.False
+}
+
+// position is item's index in collection and how many members updated.
+func position(item, collection ref.Val) (int, int, ref.Val) {
+	l, ok := collection.(traits.Lister)
+	if !ok {
+		return 0, 0, types.NewErr("the collection must be a list, not %s", collection.Type().TypeName())
+	}
+	index, updated := -1, 0
+	id := identity(item)
+	i := 0
+	for it := l.Iterator(); it.HasNext() == types.True; i++ {
+		m := it.Next()
+		if index < 0 && ((id != "" && identity(m) == id) || (id == "" && m.Equal(item) == types.True)) {
+			index = i
+		}
+		if state(m, "updated") == types.True {
+			updated++
+		}
+	}
+	if index < 0 {
+		return 0, 0, types.NewErr("the item is not a member of the collection")
+	}
+	return index, updated, nil
+}
+
+// identity is a member's namespace/name, "" without a name.
+func identity(v ref.Val) string {
+	m, ok := v.(traits.Mapper)
+	if !ok {
+		return ""
+	}
+	md, found := m.Find(types.String("metadata"))
+	if !found {
+		return ""
+	}
+	mdm, ok := md.(traits.Mapper)
+	if !ok {
+		return ""
+	}
+	name, _ := mdm.Find(types.String("name"))
+	ns, _ := mdm.Find(types.String("namespace"))
+	n, _ := name.(types.String)
+	if n == "" {
+		return ""
+	}
+	s, _ := ns.(types.String)
+	return string(s) + "/" + string(n)
+}
