@@ -53,6 +53,12 @@ func (c Config) Defaulted() Config {
 // write can widen a closed gate this way.
 func (c Config) For(mr map[string]any) Config {
 	written, _ := fieldpath.Pave(mr).GetStringArray(PathManagementPolicies)
+	if !slices.Contains(written, LateInitialize) && !Supported(append(slices.Clone(written), LateInitialize)) {
+		// An open gate Compute had to drop LateInitialize from ([Observe,
+		// Delete]): its closed part does not say whether the closed gate
+		// has it.
+		return c
+	}
 	ro := slices.DeleteFunc(slices.Clone(written), func(p string) bool { return p != Observe && p != LateInitialize })
 	if len(ro) > 0 && ValidateReadOnly(ro) == nil {
 		c.ReadOnly = ro

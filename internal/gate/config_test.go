@@ -24,6 +24,7 @@ func TestConfigFor(t *testing.T) {
 		"CompositionSetO": {reason: "A Composition whose Input closes gates to [Observe] is read off the resource, so the provider keeps it.", mr: mr("Observe"), want: []string{Observe}},
 		"OpenUpdateO":     {reason: "An open gate's closed part is what it closes back to.", mr: mr("Observe", "Update"), want: []string{Observe}},
 		"OpenUpdateOLI":   {reason: "The default closed part of an open Update gate.", mr: mr("Observe", "Update", "LateInitialize"), want: []string{Observe, LateInitialize}},
+		"OpenDelete":      {reason: "[Observe, Delete] lost LateInitialize to the supported combinations, not by choice: the configured closed gate holds.", mr: mr("Observe", "Delete"), want: DefaultReadOnly},
 		"StarIsNotClosed": {reason: "[*] has no closed part: the configured one holds, a write cannot widen it.", mr: mr("*"), want: DefaultReadOnly},
 		"LateInitOnly":    {reason: "A closed gate must observe; [LateInitialize] alone is not one.", mr: mr("LateInitialize", "Create"), want: DefaultReadOnly},
 		"ConfiguredO":     {reason: "The configured closed gate is the fallback.", cfg: Config{ReadOnly: []string{Observe}}, mr: mr(), want: []string{Observe}},

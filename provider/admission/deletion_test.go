@@ -208,7 +208,7 @@ func TestDeletion(t *testing.T) {
 					b := opened(data, byAlice)
 					as, _ := allowance.Parse(b.GetAnnotations()[v1alpha1.AnnotationAllowances])
 					allowances(consumed(as[0]))(b)
-					policies(gate.Observe)(b) // the closed part of [Observe, Delete]
+					policies(gate.Observe, gate.LateInitialize)(b) // closed again
 					return b
 				}()),
 			},
@@ -221,7 +221,7 @@ func TestDeletion(t *testing.T) {
 				for _, b := range []*unstructured.Unstructured{opened(data, byAlice), opened(logs, byAlice)} {
 					as, _ := allowance.Parse(b.GetAnnotations()[v1alpha1.AnnotationAllowances])
 					allowances(consumed(as[0]))(b)
-					policies(gate.Observe)(b)
+					policies(gate.Observe, gate.LateInitialize)(b)
 					out = append(out, b)
 				}
 				return out

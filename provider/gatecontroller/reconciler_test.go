@@ -424,8 +424,7 @@ func TestReconcile(t *testing.T) {
 				managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-2*time.Minute))), withObserved(3)),
 			}},
 			want: want{
-				// The closed part of [Observe, Delete] is what it closes to.
-				mr: managed(withController("XNop", "xnop"), withPolicies(gate.Observe), withAllowances(consumed(del(fixed.Add(-2*time.Minute)))), withObserved(3),
+				mr: managed(withController("XNop", "xnop"), withAllowances(consumed(del(fixed.Add(-2*time.Minute)))), withObserved(3),
 					withConditions(gateClosed(ReasonDeletionRefused, 3, fixed, refusedMsg))),
 				writes: []string{"Update", "Status"},
 				events: []string{"Warning DeletionRefused " + refusedMsg},
