@@ -2,7 +2,6 @@ package policies
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -324,65 +323,6 @@ func (w *Webhooks) syncValidating(ctx context.Context, cc admissionregistrationv
 	})
 }
 
-// allowDelete is the deletion protection rule in the CEL of
-// ValidatingAdmissionPolicy.
-const allowDelete = "has(oldObject.metadata.annotations) && '" + v1alpha1.AnnotationAllowDelete + "' in oldObject.metadata.annotations && oldObject.metadata.annotations['" + v1alpha1.AnnotationAllowDelete + "'] == 'true'"
-
-// objectName is the CEL for how messages name an object: Kind namespace/name.
-const objectName = "oldObject.kind + ' ' + (has(oldObject.metadata.namespace) ? oldObject.metadata.namespace + '/' : '') + oldObject.metadata.name"
-
-// syncDeletionPolicies keeps one ValidatingAdmissionPolicy and binding per
-// protected kind; they work inside the API server, so deletion protection
-// holds while the provider is down.
-func (w *Webhooks) syncDeletionPolicies(ctx context.Context, t target) error {
-	want := map[string]bool{}
-	for _, r := range t.protected {
-		name := fmt.Sprintf("kausality-protect-%s.%s", r.Resource, r.Group)
-		want[name] = true
-		msg := policy.DeletionMessage("\x00", t.protectedBy[r])
-		_, suffix, _ := strings.Cut(msg, "\x00")
-		vap := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if err := w.apply(ctx, vap, "ValidatingAdmissionPolicy", func() {
-			vap.Spec = admissionregistrationv1.ValidatingAdmissionPolicySpec{
-				FailurePolicy: failClosed,
-				MatchConstraints: &admissionregistrationv1.MatchResources{
-					ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: rules([]schema.GroupVersionResource{r}, admissionregistrationv1.Delete)[0]}},
-				},
-				Validations: []admissionregistrationv1.Validation{{
-					Expression: allowDelete, MessageExpression: objectName + " + " + celString(suffix), Reason: ptr.To(metav1.StatusReasonForbidden),
-				}},
-			}
-		}); err != nil {
-			return err
-		}
-		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if err := w.apply(ctx, b, "ValidatingAdmissionPolicyBinding", func() {
-			b.Spec = admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-				PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			}
-		}); err != nil {
-			return err
-		}
-	}
-	l := &admissionregistrationv1.ValidatingAdmissionPolicyList{}
-	if err := w.Reader.List(ctx, l, client.MatchingLabels{labelManaged: managedBy}); err != nil {
-		return errors.Wrap(err, "cannot list ValidatingAdmissionPolicies")
-	}
-	for i := range l.Items {
-		name := l.Items[i].GetName()
-		if want[name] {
-			continue
-		}
-		if err := w.remove(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}, "ValidatingAdmissionPolicyBinding"); err != nil {
-			return err
-		}
-		if err := w.remove(ctx, &l.Items[i], "ValidatingAdmissionPolicy"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // apply creates or updates obj, labelled as the provider's own, with
 // mutate setting what the provider wants of it.
 func (w *Webhooks) apply(ctx context.Context, obj client.Object, kind string, mutate func()) error {
@@ -397,9 +337,4 @@ func (w *Webhooks) apply(ctx context.Context, obj client.Object, kind string, mu
 // remove deletes obj if it exists.
 func (w *Webhooks) remove(ctx context.Context, obj client.Object, kind string) error {
 	return client.IgnoreNotFound(errors.Wrapf(w.Kube.Delete(ctx, obj), "cannot delete %s %s", kind, obj.GetName()))
-}
-
-// celString quotes s as a CEL string literal.
-func celString(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }
