@@ -44,6 +44,7 @@ type change struct {
 	chosen   *allowance.Allowance // the XR allowance that justifies them
 	upgraded bool                 // let through by an UpgradeAllowance
 	applied  mutation.Applied     // the record of what was let through, after this run
+	owned    mutation.Applied     // the record before this run: what Crossplane's apply owns
 }
 
 // composed gates one desired composed resource against its observed state
@@ -158,6 +159,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any) change 
 		ch.passed = nil
 	}
 	ch.applied = nextApplied(applied, wanted, withheld)
+	ch.owned = applied
 	return ch
 }
 
@@ -173,7 +175,7 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 		}
 	}
 	as := r.stampExternal(dm, om, have, ch)
-	g := r.cfg.gate.Decide(desired, observed, as, r.now, r.frozen)
+	g := r.cfg.gate.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied { return appliedSpec(desired, observed, ch.owned) }, as, r.now, r.frozen)
 	if len(g.Withheld) > 0 {
 		r.withhold(dm, "open gate", "", fmt.Sprintf("%s is frozen by %s", ref(r.xr.Object), r.frozen))
 	}
@@ -228,6 +230,24 @@ func setManagementPolicies(obj map[string]any, ps []string) error {
 	}
 	spec["managementPolicies"] = l
 	return nil
+}
+
+// appliedSpec is the record of the spec Crossplane's server-side apply of
+// desired leaves on observed: desired's fields, and those of observed's the
+// pipeline never set (owned is what it last applied), such as defaults the
+// API server filled in, which the apply does not remove. The gate compares
+// it with what was approved, so those fields are not pending changes.
+func appliedSpec(desired, observed map[string]any, owned mutation.Applied) mutation.Applied {
+	rec := gate.SpecRecord(desired)
+	if observed == nil {
+		return rec
+	}
+	for k, h := range gate.SpecRecord(observed) {
+		if _, ok := rec[k]; !ok && !owned.Owns(k) {
+			rec[k] = h
+		}
+	}
+	return rec
 }
 
 // skipManaged leaves the gate out of diffs and applied records: Kausality

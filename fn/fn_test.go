@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strconv"
 	"strings"
@@ -458,5 +459,30 @@ func TestRunFunctionFailsClosed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDefaultsAreNotPending: the API server fills in fields the pipeline
+// never sets (a provider's CRD defaults spec.deletionPolicy). Crossplane's
+// apply leaves them, so they are no pending change: the permitted change
+// opens the gate and nothing is reported withheld.
+func TestDefaultsAreNotPending(t *testing.T) {
+	observed := observedRDS(t, "db.t3.small", 1, 1, map[string]string{
+		v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+	}, "[Observe, LateInitialize]")
+	observed.Fields["spec"].GetStructValue().Fields["deletionPolicy"] = structpb.NewStringValue("Delete")
+	req := newRequest(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}), observed, obj(t, rds("db.t3.large", "")), policyDB)
+	rsp, err := newTestFunction().RunFunction(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rsp.GetResults() {
+		if strings.Contains(r.GetMessage(), "open gate") {
+			t.Errorf("result %q: a field the API server defaulted is reported pending", r.GetMessage())
+		}
+	}
+	mp := rsp.GetDesired().GetResources()["rds"].GetResource().GetFields()["spec"].GetStructValue().GetFields()["managementPolicies"].GetListValue().AsSlice()
+	if fmt.Sprint(mp) != "[Observe Update LateInitialize]" {
+		t.Errorf("gate = %v, want [Observe Update LateInitialize]", mp)
 	}
 }

@@ -79,10 +79,18 @@ func (c Config) For(mr map[string]any) Config {
 // could ship the spec: otherwise the decision's Approved is empty, and a
 // caller that writes the approval does so when the decision Approves.
 func (c Config) Decide(obj, stored map[string]any, as []allowance.Allowance, now time.Time, frozen string) Decision {
+	return c.DecideRecording(obj, stored, SpecRecord, as, now, frozen)
+}
+
+// DecideRecording is Decide with record making the record of the spec obj
+// will store. The function passes one that keeps the fields its pipeline
+// does not set (defaults the API server filled in, say): Crossplane's
+// server-side apply leaves them, so they are not pending.
+func (c Config) DecideRecording(obj, stored map[string]any, record func(obj map[string]any) mutation.Applied, as []allowance.Allowance, now time.Time, frozen string) Decision {
 	if !slices.ContainsFunc(as, func(a allowance.Allowance) bool { return !a.Consumed && a.ShipsSpec() }) {
 		return c.decide(obj, stored, Approval{}, nil, as, now, frozen)
 	}
-	return c.DecideFrom(obj, stored, ApprovalOf(stored), as, now, frozen)
+	return c.decide(obj, stored, ApprovalOf(stored), record(obj), as, now, frozen)
 }
 
 // DecideFrom is Decide with the approval given: stored's, extended for a
