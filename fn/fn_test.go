@@ -261,7 +261,7 @@ func TestRunFunction(t *testing.T) {
 				observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
 				obj(t, rds("db.t3.large", "")), policyDB),
 			want: want{rsp: &fnv1.RunFunctionResponse{
-				Meta: &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(time.Minute)},
+				Meta: &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(WithheldTTL)},
 				Desired: &fnv1.State{Resources: map[string]*fnv1.Resource{"rds": {
 					Ready: fnv1.Ready_READY_TRUE,
 					Resource: desiredRDS(t, "db.t3.small", map[string]string{

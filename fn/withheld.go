@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/function-sdk-go/response"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -93,8 +95,18 @@ func (r *run) report(rsp *fnv1.RunFunctionResponse) {
 		response.ConditionTrue(rsp, ConditionAllowed, ReasonLogOnly).WithMessage(strings.Join(lines, "; ")).TargetCompositeAndClaim()
 	default:
 		response.ConditionFalse(rsp, ConditionAllowed, ReasonWithheld).WithMessage(strings.Join(lines, "; ")).TargetCompositeAndClaim()
+		// A withheld change waits for something Crossplane does not watch
+		// (an UpgradeAllowance, a policy, a freeze lifted): come back soon.
+		if rsp.Meta == nil {
+			rsp.Meta = &fnv1.ResponseMeta{}
+		}
+		rsp.Meta.Ttl = durationpb.New(WithheldTTL)
 	}
 }
+
+// WithheldTTL is how soon Crossplane runs the pipeline again while a change
+// is withheld, instead of the SDK's default minute.
+const WithheldTTL = 15 * time.Second
 
 // ref names an object for messages: Kind/name.
 func ref(obj map[string]any) string {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 )
@@ -67,8 +68,9 @@ func TestReport(t *testing.T) {
 			cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAnnotationsValid, "", fnv1.Target_TARGET_COMPOSITE),
 			cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAllAllowed, "", fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
 		}}},
-		"Withheld": {reason: "A withheld change is a warning and a False condition the Claim sees too.", r: run{withheld: []withheld{w}, problems: []string{"bad annotation"}},
+		"Withheld": {reason: "A withheld change is a warning and a False condition the Claim sees too, and Crossplane comes back soon: what releases it (an UpgradeAllowance, a policy) is nothing it watches.", r: run{withheld: []withheld{w}, problems: []string{"bad annotation"}},
 			want: &fnv1.RunFunctionResponse{
+				Meta:    &fnv1.ResponseMeta{Ttl: durationpb.New(WithheldTTL)},
 				Results: []*fnv1.Result{warn("bad annotation"), warn(w.String())},
 				Conditions: []*fnv1.Condition{
 					cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_FALSE, ReasonMalformed, "bad annotation", fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
