@@ -242,8 +242,13 @@ func appliedSpec(desired, observed map[string]any, owned mutation.Applied) mutat
 	if observed == nil {
 		return rec
 	}
-	for k, h := range gate.SpecRecord(observed) {
-		if _, ok := rec[k]; !ok && !owned.Owns(k) {
+	// Only observed's leaves desired lacks are read (and hashed).
+	kept := mutation.Record("spec", observed["spec"], func(p string) bool {
+		_, set := rec[p]
+		return set || gate.IsGatePath(p)
+	})
+	for k, h := range kept {
+		if !owned.Owns(k) {
 			rec[k] = h
 		}
 	}
