@@ -29,7 +29,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	if ch.create {
 		verb = v1alpha1.VerbCreate
 	} else {
-		ships = shipped(ch.covered)
+		ships = mutation.BoundsFor(ch.covered)
 	}
 	kindWide := ships
 	found := false
@@ -39,7 +39,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 		}
 		found = true
 		if !ch.create {
-			if ships = shipped(policy.Shippable(r.chainOf(xa), dm.child, ch.covered)); len(ships) == 0 {
+			if ships = mutation.BoundsFor(policy.Shippable(r.chainOf(xa), dm.child, ch.covered)); len(ships) == 0 {
 				continue // its chain let nothing through to this resource
 			}
 		}
@@ -59,7 +59,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	// What a new composition revision changes ships under its
 	// UpgradeAllowance, beside whatever XR allowance ships the rest.
 	if ch.upgraded && v1alpha1.GrantsVerb(r.upgrade.ExternalVerbs(dm.child), v1alpha1.VerbUpdate) {
-		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, v1alpha1.VerbUpdate, gen, r.upgradeBase.Then(hop)).Shipping(shipped(ch.upgrades)))
+		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, v1alpha1.VerbUpdate, gen, r.upgradeBase.Then(hop)).Shipping(mutation.BoundsFor(ch.upgrades)))
 	}
 	return out
 }
@@ -72,16 +72,6 @@ func (r *run) chainOf(xa allowance.Allowance) []allowance.Allowance {
 		if a.Generation > r.from && a.Trace.Same(xa.Trace) {
 			out = append(out, a)
 		}
-	}
-	return out
-}
-
-// shipped are the spec fields of ms, as an External allowance names what
-// its gate may ship (DESIGN §4a).
-func shipped(ms []mutation.Mutation) []v1alpha1.MutationBound {
-	out := make([]v1alpha1.MutationBound, 0, len(ms))
-	for _, m := range ms {
-		out = append(out, v1alpha1.MutationBound{JSONPath: m.Path, Verbs: []v1alpha1.MutationVerb{m.Verb}})
 	}
 	return out
 }

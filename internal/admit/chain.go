@@ -120,15 +120,7 @@ func unshippable(a allowance.Allowance, xrAllowances []allowance.Allowance, pare
 			chain = append(chain, x)
 		}
 	}
-	var ms []mutation.Mutation
-	for _, b := range a.Mutations {
-		for _, v := range b.Verbs {
-			ms = append(ms, mutation.Mutation{Path: b.JSONPath, Verb: v})
-		}
-		if len(b.Verbs) == 0 {
-			ms = append(ms, mutation.Mutation{Path: b.JSONPath, Verb: v1alpha1.MutationAll})
-		}
-	}
+	ms := mutation.Named(a.Mutations)
 	ok := policy.Shippable(chain, policy.ChildOf(obj.GetAPIVersion(), obj.GetKind()), ms)
 	for _, m := range ms {
 		if !slices.Contains(ok, m) {

@@ -244,3 +244,28 @@ func (b Bounds) Covers(m Mutation) bool {
 	}
 	return false
 }
+
+// BoundsFor are bounds permitting exactly ms, one per mutation: how an
+// External allowance names the spec fields its gate ships.
+func BoundsFor(ms []Mutation) []v1alpha1.MutationBound {
+	out := make([]v1alpha1.MutationBound, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, v1alpha1.MutationBound{JSONPath: m.Path, Verbs: []v1alpha1.MutationVerb{m.Verb}})
+	}
+	return out
+}
+
+// Named are the mutations bounds name, one per path and verb; a bound
+// without verbs names its path with every verb ("*").
+func Named(bounds []v1alpha1.MutationBound) []Mutation {
+	var out []Mutation
+	for _, b := range bounds {
+		for _, v := range b.Verbs {
+			out = append(out, Mutation{Path: b.JSONPath, Verb: v})
+		}
+		if len(b.Verbs) == 0 {
+			out = append(out, Mutation{Path: b.JSONPath, Verb: v1alpha1.MutationAll})
+		}
+	}
+	return out
+}

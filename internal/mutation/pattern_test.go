@@ -1,6 +1,7 @@
 package mutation
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -192,5 +193,20 @@ func TestPatternOverlaps(t *testing.T) {
 				t.Errorf("ParsePattern(%q).Overlaps(%q) = %v, want %v", tc.pattern, tc.path, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestBoundsForNamed(t *testing.T) {
+	ms := []Mutation{{Path: "spec.forProvider.size", Verb: v1alpha1.MutationMutate}, {Path: "spec.forProvider.tags.tier", Verb: v1alpha1.MutationInsert}}
+	if got := Named(BoundsFor(ms)); !slices.Equal(got, ms) {
+		t.Errorf("Named(BoundsFor(ms)) = %v, want %v", got, ms)
+	}
+	for _, m := range ms {
+		if !CoveredBy(m, BoundsFor(ms)) {
+			t.Errorf("BoundsFor(ms) does not cover %v", m)
+		}
+	}
+	if got := Named([]v1alpha1.MutationBound{{JSONPath: "spec"}}); !slices.Equal(got, []Mutation{{Path: "spec", Verb: v1alpha1.MutationAll}}) {
+		t.Errorf("Named of a bound without verbs = %v, want every verb", got)
 	}
 }

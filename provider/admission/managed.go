@@ -18,6 +18,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
 )
@@ -116,10 +117,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		admit.SetAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{hop}))
 		// What the edit's External allowances ship: the fields the
 		// policies permit, not those Log mode lets in regardless.
-		ships := make([]v1alpha1.MutationBound, 0, len(d.Changed))
-		for _, m := range d.Permitted() {
-			ships = append(ships, v1alpha1.MutationBound{JSONPath: m.Path, Verbs: []v1alpha1.MutationVerb{m.Verb}})
-		}
+		ships := mutation.BoundsFor(d.Permitted())
 		for _, a := range d.Allowances {
 			if a.Relation == v1alpha1.RelationExternal {
 				as = append(as, a.Shipping(ships))
