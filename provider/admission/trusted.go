@@ -1,9 +1,11 @@
 package admission
 
 import (
+	"fmt"
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -29,11 +31,16 @@ func write(t admit.Writers, req admission.Request, restore bool) (old, obj *unst
 	}
 	if old != nil && obj.GetResourceVersion() != "" && obj.GetResourceVersion() != old.GetResourceVersion() {
 		// A write from a stale copy. The API server calls mutating
-		// webhooks before it compares resource versions, and refuses this
-		// one with a Conflict right after, whatever is decided here:
-		// denying it (its protected annotations differ from the newer
-		// stored ones) would turn the writer's retry into a failure.
-		return respond(admission.Allowed(""))
+		// webhooks before it compares resource versions. Denying it as a
+		// protected change (its annotations differ from the newer stored
+		// ones) would turn the writer's retry into a failure; letting it
+		// through unchecked would trust the API server's comparison to
+		// come. It gets the Conflict it would get anyway, and nothing
+		// passes unchecked.
+		return respond(admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Result: &metav1.Status{
+			Code: http.StatusConflict, Reason: metav1.StatusReasonConflict,
+			Message: fmt.Sprintf("%s has been modified since resource version %s; read it again and retry", admit.Describe(obj), obj.GetResourceVersion()),
+		}}})
 	}
 	if msg := t.Protect(req.UserInfo.Username, old, obj); msg != "" && !(restore && admit.RestoreStale(old, obj)) {
 		return respond(admission.Denied(msg))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -229,5 +230,32 @@ func TestGateOpenTooLongExpires(t *testing.T) {
 	waitForEvent(t, "expiring-1", string(gatecontroller.ReasonExpired), corev1.EventTypeWarning)
 	if n := cloud.Count(recorder.VerbUpdate, "expiring-1"); n != 0 {
 		t.Errorf("external Updates of a paused resource = %d, want 0", n)
+	}
+}
+
+// TestStaleCopyIsAConflict: Bob writes a Bucket from a copy older than a
+// Crossplane write that changed a protected annotation. He gets a
+// Conflict, which clients retry, not a refusal for annotations he never
+// touched.
+func TestStaleCopyIsAConflict(t *testing.T) {
+	ctx := context.Background()
+	_, b, _ := gatedPair(t, "stale-copy-1", nil)
+	bobC, cp := as(t, bob), as(t, crossplane, "system:serviceaccounts")
+	stale := b.DeepCopy()
+	if err := cp.Get(ctx, client.ObjectKeyFromObject(stale), stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := controlplane.Update(cp, b, func() {
+		ann := b.GetAnnotations()
+		ann[v1alpha1.AnnotationCompositionRevision] = "xdatabases-buckets-2"
+		b.SetAnnotations(ann)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ann := stale.GetAnnotations()
+	ann[v1alpha1.AnnotationTraceLabelPrefix+"team"] = "a"
+	stale.SetAnnotations(ann)
+	if err := bobC.Update(ctx, stale); !kerrors.IsConflict(err) {
+		t.Errorf("bob's write from a stale copy: got %v, want a Conflict", err)
 	}
 }
