@@ -42,6 +42,45 @@ type Allowance struct {
 	// Consumed marks an allowance whose change has been applied. A consumed
 	// allowance is never reopened.
 	Consumed bool `json:"consumed,omitempty"`
+	// Pending marks an External allowance whose change propagation control
+	// holds back (DESIGN §6): it maps each field its Mutations name to the
+	// hash of the value the change sets there (the applied record's codec;
+	// Absent for a field it removes), so the change it was issued for, and
+	// no later one, is what it lets through once released. A pending
+	// allowance opens no gate, is never used up by a generation and never
+	// expires; the function releases it (Release) when the resource's
+	// propagateWhen holds.
+	Pending map[string]string `json:"pending,omitempty"`
+	// Held marks an External allowance a freeze keeps shut. It does not
+	// expire while held, and its clock restarts when the freeze lifts, so a
+	// change held by a freeze of any length still applies afterwards.
+	Held bool `json:"held,omitempty"`
+}
+
+// Absent is the Pending value of a field the held change removes.
+const Absent = "-"
+
+// IsPending reports whether propagation control holds a back.
+func (a Allowance) IsPending() bool { return len(a.Pending) > 0 }
+
+// Released is a let through: no longer pending, and stamped at now, so
+// its gate's time limit counts from its release rather than from when the
+// change arrived.
+func (a Allowance) Released(now time.Time) Allowance {
+	a.Pending = nil
+	return a.Restamped(now)
+}
+
+// Restamped is a with its last hop stamped at now: the clock of its time
+// limit restarts (a released or unfrozen allowance). The hop's identity
+// (Hop.Same) does not change, so admission sees the same allowance.
+func (a Allowance) Restamped(now time.Time) Allowance {
+	if len(a.Trace) == 0 {
+		return a
+	}
+	a.Trace = slices.Clone(a.Trace)
+	a.Trace[len(a.Trace)-1].Timestamp = Timestamp(now)
+	return a
 }
 
 // ExternalGrant is an External allowance for verb on the cloud resource
@@ -108,7 +147,7 @@ func ProgressOf(carrier map[string]any) Progress {
 // nothing, so the change still waits. Delete alone is used up only by the
 // deletion (see ConsumedAt).
 func (a Allowance) ConsumedBy(p Progress) bool {
-	if a.Consumed || a.OpensDelete() {
+	if a.Consumed || a.OpensDelete() || a.IsPending() {
 		return a.Consumed
 	}
 	if !p.Reconciled || p.Observed < a.Generation {
@@ -256,6 +295,14 @@ func (a Allowance) Validate() error {
 			}
 		}
 	}
+	if len(a.Pending) > 0 && a.Relation != v1alpha1.RelationExternal {
+		return errors.New("only an External allowance can be pending")
+	}
+	for k := range a.Pending {
+		if k == "" {
+			return errors.New("pending names an empty field")
+		}
+	}
 	if a.Generation < 0 {
 		return errors.Errorf("generation %d is negative", a.Generation)
 	}
@@ -306,11 +353,15 @@ func (a Allowance) Within(parent Allowance) bool {
 }
 
 // ExpiredAt reports whether the allowance's gate has been open longer than
-// limit at now, counting from when it was stamped. Without a readable
+// limit at now, counting from when it was stamped. One that is pending or
+// held by a freeze never expires: its gate has not opened. Without a readable
 // timestamp it never expires: the consumption rule still closes the gate.
 // The function and the gate controller both close gates by this rule, so
 // they agree on when.
 func (a Allowance) ExpiredAt(now time.Time, limit time.Duration) bool {
+	if a.IsPending() || a.Held {
+		return false
+	}
 	ts, ok := a.StampedAt()
 	if !ok || limit <= 0 {
 		return false

@@ -68,6 +68,13 @@ func appendAllowance(b []byte, a *Allowance) []byte {
 	if a.Consumed {
 		b = append(b, `,"consumed":true`...)
 	}
+	if len(a.Pending) > 0 {
+		b = append(b, `,"pending":`...)
+		b = appendStringMap(b, a.Pending)
+	}
+	if a.Held {
+		b = append(b, `,"held":true`...)
+	}
 	return append(b, '}')
 }
 

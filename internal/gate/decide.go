@@ -51,6 +51,8 @@ type Decision struct {
 	Consumed, Expired, Open []allowance.Allowance
 	// Withheld are the unconsumed External allowances a freeze keeps shut.
 	Withheld []allowance.Allowance
+	// Pending are those propagation control holds back (Allowance.Pending).
+	Pending []allowance.Allowance
 	// Held are the unconsumed External allowances that stay shut because
 	// the spec differs from what was last approved by fields in Uncovered,
 	// which no allowance opening the gate covers, or because the verbs
@@ -84,7 +86,10 @@ type Decision struct {
 // consumed by generations the provider only observed: each decision during
 // the freeze moves them past the stored generation, so once the freeze
 // lifts they are still unconsumed and the write that opens the gate is the
-// generation that applies them.
+// generation that applies them. It also marks them Held, so they do not
+// expire however long it lasts, and restamps them when it lifts, so their
+// time limit counts from then. Pending allowances (propagation control)
+// are moved alike and open nothing until the function releases them.
 //
 // An open gate ships the whole spec, so an allowance that ships the spec
 // opens only when the allowances opening the gate cover every leaf the
@@ -96,13 +101,23 @@ func Decide(in Inputs) Decision {
 	d := Decision{Allowances: make([]allowance.Allowance, 0, len(in.Allowances)), Approved: in.Approved}
 	var candidates []allowance.Allowance
 	for _, a := range in.Allowances {
-		withheld := in.Frozen != "" && !a.Consumed && a.Relation == v1alpha1.RelationExternal && !a.ExpiredAt(in.Now, in.Limit)
+		live := !a.Consumed && a.Relation == v1alpha1.RelationExternal
+		withheld := in.Frozen != "" && live && !a.ExpiredAt(in.Now, in.Limit)
 		switch {
-		case withheld:
+		case withheld || (live && a.IsPending()):
 			if a.Generation <= in.Generation {
 				a.Generation = in.Generation + 1
 				d.Changed = true
 			}
+			if withheld && !a.Held && !a.IsPending() {
+				a.Held = true
+				d.Changed = true
+			}
+		case live && a.Held:
+			// The freeze lifted: the gate's time limit counts from now.
+			a.Held = false
+			a = a.Restamped(in.Now)
+			d.Changed = true
 		case !a.Consumed && a.ConsumedBy(in.Progress):
 			a.Consumed = true
 			d.Changed = true
@@ -111,6 +126,8 @@ func Decide(in Inputs) Decision {
 		d.Allowances = append(d.Allowances, a)
 		switch {
 		case a.Consumed || a.Relation != v1alpha1.RelationExternal:
+		case a.IsPending():
+			d.Pending = append(d.Pending, a)
 		case a.ExpiredAt(in.Now, in.Limit):
 			d.Expired = append(d.Expired, a)
 		case withheld:

@@ -19,6 +19,11 @@ func TestDecide(t *testing.T) {
 			Trace: allowance.Trace{{APIVersion: "v1", Kind: "Bucket", Name: "b", Generation: gen, Timestamp: allowance.Timestamp(at)}},
 		}
 	}
+	held := func(a allowance.Allowance) allowance.Allowance { a.Held = true; return a }
+	pending := func(a allowance.Allowance) allowance.Allowance {
+		a.Pending = map[string]string{"spec.size": "abc"}
+		return a
+	}
 	child := allowance.Allowance{Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{APIGroup: "g", Resource: "r"}, Verbs: []string{"Update"}, Generation: 9}
 
 	cases := map[string]struct {
@@ -27,6 +32,7 @@ func TestDecide(t *testing.T) {
 		wantConsumed int
 		wantExpired  int
 		wantWithheld int
+		wantPending  int
 		// wantGeneration is the first allowance's generation afterwards,
 		// when it must have moved.
 		wantGeneration int64
@@ -56,6 +62,14 @@ func TestDecide(t *testing.T) {
 			in:           Inputs{Allowances: []allowance.Allowance{ext(3, now, "Update")}, Progress: allowance.Progress{Observed: 4, Reconciled: true}, Generation: 4, Frozen: "oncall"},
 			wantPolicies: DefaultReadOnly, wantWithheld: 1, wantGeneration: 5,
 		},
+		"FreezeLongerThanTheLimitKeepsTheChange": {
+			in:           Inputs{Allowances: []allowance.Allowance{held(ext(3, now.Add(-3*time.Hour), "Update"))}, Progress: allowance.Progress{Observed: 2, Reconciled: true}, Limit: time.Hour, Frozen: "oncall"},
+			wantPolicies: DefaultReadOnly, wantWithheld: 1,
+		},
+		"PendingOpensNothingAndIsNotConsumed": {
+			in:           Inputs{Allowances: []allowance.Allowance{pending(ext(3, now.Add(-3*time.Hour), "Update"))}, Progress: allowance.Progress{Observed: 4, Reconciled: true}, Generation: 4, Limit: time.Hour},
+			wantPolicies: DefaultReadOnly, wantPending: 1, wantGeneration: 5,
+		},
 		"ControllerChildOpensNothing": {
 			in:           Inputs{Allowances: []allowance.Allowance{child}, Progress: allowance.Progress{Observed: 2, Reconciled: true}},
 			wantPolicies: DefaultReadOnly,
@@ -81,6 +95,9 @@ func TestDecide(t *testing.T) {
 			if len(d.Consumed) != tc.wantConsumed || len(d.Expired) != tc.wantExpired || len(d.Withheld) != tc.wantWithheld {
 				t.Errorf("consumed/expired/withheld = %d/%d/%d, want %d/%d/%d", len(d.Consumed), len(d.Expired), len(d.Withheld), tc.wantConsumed, tc.wantExpired, tc.wantWithheld)
 			}
+			if len(d.Pending) != tc.wantPending {
+				t.Errorf("pending = %d, want %d", len(d.Pending), tc.wantPending)
+			}
 			if len(d.Allowances) != len(tc.in.Allowances) {
 				t.Fatalf("Decide dropped allowances: %d of %d kept", len(d.Allowances), len(tc.in.Allowances))
 			}
@@ -94,5 +111,46 @@ func TestDecide(t *testing.T) {
 				t.Error("Decide modified its input")
 			}
 		})
+	}
+}
+
+// TestFreezeOfAnyLength is the freeze defect of issue 12: a freeze longer
+// than the gate's time limit must not expire the change it holds; once it
+// lifts, the gate opens and its limit counts from then.
+func TestFreezeOfAnyLength(t *testing.T) {
+	start := time.Date(2026, 1, 24, 10, 0, 0, 0, time.UTC)
+	a := allowance.Allowance{
+		Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "Bucket"}},
+		Verbs: []string{"Update"}, Generation: 3,
+		Trace: allowance.Trace{{APIVersion: "v1", Kind: "Bucket", Name: "b", Generation: 3, Timestamp: allowance.Timestamp(start)}},
+	}
+	in := Inputs{Allowances: []allowance.Allowance{a}, Progress: allowance.Progress{Observed: 2, Reconciled: true}, Generation: 2, ReadOnly: DefaultReadOnly, Limit: time.Hour}
+
+	in.Now, in.Frozen = start.Add(time.Minute), "oncall"
+	d := Decide(in)
+	if len(d.Withheld) != 1 || !d.Allowances[0].Held || !d.Changed {
+		t.Fatalf("at the freeze: withheld %d, held %v, changed %v; want 1, true, true", len(d.Withheld), d.Allowances[0].Held, d.Changed)
+	}
+
+	in.Allowances, in.Now = d.Allowances, start.Add(2*time.Hour) // twice the limit, still frozen
+	if d = Decide(in); len(d.Withheld) != 1 || len(d.Expired) != 0 {
+		t.Fatalf("frozen for twice the limit: withheld %d expired %d; want 1, 0", len(d.Withheld), len(d.Expired))
+	}
+
+	in.Allowances, in.Frozen = d.Allowances, ""
+	d = Decide(in)
+	if diff := cmp.Diff([]string{Observe, Update, LateInitialize}, d.Policies); diff != "" {
+		t.Fatalf("after the freeze lifted: -want +got:\n%s", diff)
+	}
+	if got := d.Allowances[0]; got.Held || got.Trace.Last().Timestamp != allowance.Timestamp(in.Now) || !d.Changed {
+		t.Fatalf("after the freeze lifted: held %v, stamped %s; want false, %s", got.Held, got.Trace.Last().Timestamp, allowance.Timestamp(in.Now))
+	}
+	in.Allowances, in.Now = d.Allowances, in.Now.Add(30*time.Minute)
+	if d = Decide(in); len(d.Open) != 1 {
+		t.Fatalf("within the limit after the freeze: open %d, want 1", len(d.Open))
+	}
+	in.Allowances, in.Now = d.Allowances, in.Now.Add(time.Hour)
+	if d = Decide(in); len(d.Expired) != 1 {
+		t.Fatalf("past the limit after the freeze: expired %d, want 1", len(d.Expired))
 	}
 }
