@@ -50,6 +50,11 @@ func TestManaged(t *testing.T) {
 	applied := func(mods ...mod) *unstructured.Unstructured {
 		return bucket(t, append([]mod{generation(6), synced("True", 6), set("spec.forProvider.size", "large"), trace(claimHop(), xrHop(), bucketHop())}, mods...)...)
 	}
+	// heldBy is a as a freeze holds it: it does not expire meanwhile.
+	heldBy := func(a allowance.Allowance) allowance.Allowance {
+		a.Held = true
+		return a
+	}
 	withTrace := func(tr ...allowance.Hop) allowance.Allowance {
 		a := bucketAllowance()
 		a.Trace = tr
@@ -365,20 +370,20 @@ func TestManaged(t *testing.T) {
 			reason: "A freeze on the composite keeps the gate closed for a chained allowance; the allowance is kept for when the freeze lifts.",
 			args: args{objs: []client.Object{parentXR(annotate(v1alpha1.AnnotationFreeze, frozenBy)), parentClaim()},
 				req: update(asCrossplane, bucket(t), carry(openedU))},
-			want: result{Allowed: true, Object: carry(closed).Object},
+			want: result{Allowed: true, Object: carry(closed, allowances(heldBy(bucketAllowance()))).Object},
 		},
 		"FreezeOnClaim": {
 			reason: "A freeze on the composite's Claim keeps the gate closed too.",
 			args: args{objs: []client.Object{parentXR(), parentClaim(annotate(v1alpha1.AnnotationFreeze, frozenBy))},
 				req: update(asCrossplane, bucket(t), carry(openedU))},
-			want: result{Allowed: true, Object: carry(closed).Object},
+			want: result{Allowed: true, Object: carry(closed, allowances(heldBy(bucketAllowance()))).Object},
 		},
 		"FreezeHoldsAllowancePastGeneration": {
 			reason: "While frozen, an unconsumed allowance for a generation the provider may observe without applying is moved past the stored generation, so the freeze does not consume it.",
 			args: args{objs: []client.Object{parentXR(annotate(v1alpha1.AnnotationFreeze, frozenBy)), parentClaim()},
 				req: update(asCrossplane, carry(closed, generation(6), synced("True", 5)), carry(closed, generation(6), synced("True", 5)))},
 			want: func() result {
-				a := bucketAllowance()
+				a := heldBy(bucketAllowance())
 				a.Generation = 7
 				return result{Allowed: true, Object: carry(closed, generation(6), synced("True", 5), allowances(a)).Object}
 			}(),

@@ -73,6 +73,12 @@ func consumed(a allowance.Allowance) allowance.Allowance {
 	return a
 }
 
+// held is a as a freeze holds it.
+func held(a allowance.Allowance) allowance.Allowance {
+	a.Held = true
+	return a
+}
+
 func regen(a allowance.Allowance, gen int64) allowance.Allowance {
 	a.Generation = gen
 	return a
@@ -382,7 +388,7 @@ func TestReconcile(t *testing.T) {
 				withConditions(gateOpen(3, recent, openMsg)))}},
 			want: want{
 				result: ctrl.Result{RequeueAfter: 15 * time.Second},
-				mr: managed(withFreeze(carol), withAllowances(regen(upd, 4)), withObserved(2),
+				mr: managed(withFreeze(carol), withAllowances(held(regen(upd, 4))), withObserved(2),
 					withConditions(gateClosed(ReasonFrozen, 3, fixed, frozenMsg))),
 				writes:  []string{"Update", "Status"},
 				events:  []string{"Warning Frozen " + frozenMsg},
@@ -397,7 +403,7 @@ func TestReconcile(t *testing.T) {
 			}},
 			want: want{
 				result: ctrl.Result{RequeueAfter: 15 * time.Second},
-				mr: managed(withController("XNop", "xnop"), withAllowances(regen(upd, 4)), withObserved(2),
+				mr: managed(withController("XNop", "xnop"), withAllowances(held(regen(upd, 4))), withObserved(2),
 					withConditions(gateClosed(ReasonFrozen, 3, fixed, frozenMsg))),
 				writes: []string{"Update", "Status"},
 				events: []string{"Warning Frozen " + frozenMsg},
