@@ -48,4 +48,97 @@ type Input struct {
 	// it counts as closed, e.g. 30m. Default 1h.
 	// +optional
 	MaxGateOpen *metav1.Duration `json:"maxGateOpen,omitempty"`
+
+	// Propagation paces permitted changes through the composed resources.
+	// Without it a permitted change reaches every resource at once.
+	// +optional
+	Propagation *Propagation `json:"propagation,omitempty"`
+}
+
+// Propagation paces a permitted change through the composed resources
+// (DESIGN §6, seed 001): a change reaches a resource only once all of its
+// propagateWhen expressions hold; until then the resource keeps its
+// observed spec and a closed gate, and carries the change as a pending
+// allowance.
+type Propagation struct {
+	// Resources sets propagateWhen for single composed resources, by
+	// composition resource name. A resource named here and matched by a
+	// collection must pass both.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Resources []ResourcePropagation `json:"resources,omitempty"`
+
+	// Collections are sets of composed resources rolled out in batches.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Collections []Collection `json:"collections,omitempty"`
+
+	// Blockers are objects that halt every change propagation control
+	// paces while they exist and their when holds: an alarm, a release
+	// blocker. Each is also a CEL variable of the propagateWhen
+	// expressions, by its name (null while it does not exist).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Blockers []Blocker `json:"blockers,omitempty"`
+}
+
+// ResourcePropagation is the propagateWhen of one composed resource.
+type ResourcePropagation struct {
+	// Name is the composition resource name.
+	Name string `json:"name"`
+
+	// PropagateWhen are CEL expressions that must all be true for a change
+	// to reach the resource. Variables: item (the resource as observed,
+	// with updated() and ready()), xr, now, and each blocker. Default [].
+	PropagateWhen []string `json:"propagateWhen,omitempty"`
+}
+
+// Collection is a set of composed resources that take a change in batches.
+type Collection struct {
+	// Name is the collection's CEL variable: its members in roll-out order.
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z_][a-zA-Z0-9_]*$`
+	Name string `json:"name"`
+
+	// MatchResourceName selects members by composition resource name, a
+	// shell pattern such as pool-*.
+	// +optional
+	MatchResourceName string `json:"matchResourceName,omitempty"`
+
+	// MatchLabels selects members by the labels the pipeline gives them.
+	// +optional
+	MatchLabels map[string]string `json:"matchLabels,omitempty"`
+
+	// PropagateWhen are CEL expressions that must all be true for a change
+	// to reach a member. Variables: item (the member), the collection by
+	// its name, xr, now, and each blocker. Default
+	// [exponentiallyUpdated(item, <name>)].
+	// +optional
+	PropagateWhen []string `json:"propagateWhen,omitempty"`
+}
+
+// Blocker is an object whose existence halts propagation.
+type Blocker struct {
+	// Name is the blocker's CEL variable.
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z_][a-zA-Z0-9_]*$`
+	Name string `json:"name"`
+
+	// APIVersion and Kind of the object.
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+
+	// MatchName is the object's name.
+	MatchName string `json:"matchName"`
+
+	// Namespace of the object; default the XR's namespace for a
+	// namespaced XR. Leave empty for cluster-scoped kinds.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// When is a CEL expression over object (the blocker) that says
+	// whether it blocks now; default true: it blocks while it exists.
+	// +optional
+	When string `json:"when,omitempty"`
 }

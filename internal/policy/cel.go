@@ -43,50 +43,73 @@ var (
 // object and oldObject declared.
 func celEnv() (*cel.Env, error) {
 	envOnce.Do(func() {
-		base := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
-		set, err := base.Extend(environment.VersionedOptions{
-			IntroducedVersion: version.MajorMinor(1, 0),
-			EnvOptions: []cel.EnvOption{
-				cel.Variable(varObject, cel.DynType),
-				cel.Variable(varOldObject, cel.DynType),
-			},
-		})
-		if err != nil {
-			envErr = errors.Wrap(err, "cannot build CEL environment")
-			return
-		}
-		env, envErr = set.Env(environment.StoredExpressions)
+		env, envErr = NewEnv(cel.Variable(varObject, cel.DynType), cel.Variable(varOldObject, cel.DynType))
 	})
 	return env, envErr
 }
 
+// NewEnv is the Kubernetes CEL environment every Kausality expression is
+// written in (the libraries and language settings ValidatingAdmissionPolicy
+// uses for stored expressions), extended by opts: AllowancePolicy rules and
+// propagateWhen alike, so policy authors write one dialect.
+func NewEnv(opts ...cel.EnvOption) (*cel.Env, error) {
+	base := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+	set, err := base.Extend(environment.VersionedOptions{IntroducedVersion: version.MajorMinor(1, 0), EnvOptions: opts})
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot build CEL environment")
+	}
+	e, err := set.Env(environment.StoredExpressions)
+	return e, errors.Wrap(err, "cannot build CEL environment")
+}
+
 // program is a compiled boolean CEL expression.
-type program struct {
+type program = Expression
+
+// Expression is a compiled boolean CEL expression, bounded by CostLimit at
+// runtime and MaxExpressionBytes at compile time.
+type Expression struct {
 	expr string
+	ast  *cel.Ast
 	prg  cel.Program
 }
 
 // compileBool compiles a CEL expression that must yield a bool.
 func compileBool(expr string) (program, error) {
-	if len(expr) > MaxExpressionBytes {
-		return program{}, errors.Errorf("expression is %d bytes, more than the limit of %d", len(expr), MaxExpressionBytes)
-	}
 	e, err := celEnv()
 	if err != nil {
 		return program{}, err
 	}
+	return CompileBool(e, expr)
+}
+
+// CompileBool compiles expr in e (see NewEnv); it must yield a bool.
+func CompileBool(e *cel.Env, expr string) (Expression, error) {
+	if len(expr) > MaxExpressionBytes {
+		return Expression{}, errors.Errorf("expression is %d bytes, more than the limit of %d", len(expr), MaxExpressionBytes)
+	}
 	ast, iss := e.Compile(expr)
 	if iss.Err() != nil {
-		return program{}, errors.New(iss.Err().Error())
+		return Expression{}, errors.New(iss.Err().Error())
 	}
 	if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
-		return program{}, errors.Errorf("expression yields %s, want bool", ast.OutputType())
+		return Expression{}, errors.Errorf("expression yields %s, want bool", ast.OutputType())
 	}
 	prg, err := e.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100))
 	if err != nil {
-		return program{}, errors.Wrap(err, "cannot plan expression")
+		return Expression{}, errors.Wrap(err, "cannot plan expression")
 	}
-	return program{expr: expr, prg: prg}, nil
+	return Expression{expr: expr, ast: ast, prg: prg}, nil
+}
+
+// String is the expression's source.
+func (p Expression) String() string { return p.expr }
+
+// AST is the checked expression, for callers that read its constants.
+func (p Expression) AST() *cel.Ast { return p.ast }
+
+// Eval runs the expression on the variables vars.
+func (p Expression) Eval(vars map[string]any) (bool, error) {
+	return p.eval(vars)
 }
 
 // vars are the variables of one evaluation: object and oldObject as CEL

@@ -15,13 +15,15 @@ import (
 const KeyState = "kausality"
 
 // Member is obj as a collection member in CEL: a shallow copy of the
-// observed object with its state under KeyState.
-func Member(obj map[string]any, updated, ready bool) map[string]any {
+// object with its state under KeyState. id identifies it within its
+// collection (the composition resource name: a resource not created yet
+// has no metadata.name); empty, its namespace and name do.
+func Member(obj map[string]any, id string, updated, ready bool) map[string]any {
 	m := maps.Clone(obj)
 	if m == nil {
 		m = map[string]any{}
 	}
-	m[KeyState] = map[string]any{"updated": updated, "ready": ready}
+	m[KeyState] = map[string]any{"updated": updated, "ready": ready, "id": id}
 	return m
 }
 
@@ -31,9 +33,13 @@ func Member(obj map[string]any, updated, ready bool) map[string]any {
 //	linearlyUpdated(item, collection, n) bool
 //	member.updated() bool
 //	member.ready() bool
+//	inWindow(now, "Mon-Fri 09:00-17:00", "Europe/Berlin") bool
 //
-// item must be a member of collection (matched by metadata.namespace and
-// metadata.name, else by equality); collection is in roll-out order.
+// item must be a member of collection (matched by its id, see Member, else
+// by equality); collection is in roll-out order. The batch functions count
+// the members that are updated() and ready(): a batch that applied its
+// change but is not healthy halts the roll-out (the seed counts updated
+// members only; Kausality takes the safe reading).
 func Library() cel.EnvOption { return cel.Lib(library{}) }
 
 type library struct{}
@@ -63,6 +69,9 @@ func (library) CompileOptions() []cel.EnvOption {
 					}
 					return types.Bool(Linear(i, u, int(n)))
 				}))),
+		cel.Function(fnInWindow,
+			cel.Overload("inWindow_timestamp_string_string", []*cel.Type{cel.TimestampType, cel.StringType, cel.StringType}, cel.BoolType,
+				cel.FunctionBinding(inWindow))),
 		cel.Function("updated",
 			cel.MemberOverload("dyn_updated", []*cel.Type{cel.DynType}, cel.BoolType,
 				cel.UnaryBinding(func(m ref.Val) ref.Val { return state(m, "updated") }))),
@@ -95,7 +104,8 @@ func state(m ref.Val, f string) ref.Val {
 	return types.False
 }
 
-// position is item's index in collection and how many members updated.
+// position is item's index in collection and how many members are
+// updated and ready.
 func position(item, collection ref.Val) (int, int, ref.Val) {
 	l, ok := collection.(traits.Lister)
 	if !ok {
@@ -109,7 +119,7 @@ func position(item, collection ref.Val) (int, int, ref.Val) {
 		if index < 0 && ((id != "" && identity(m) == id) || (id == "" && m.Equal(item) == types.True)) {
 			index = i
 		}
-		if state(m, "updated") == types.True {
+		if state(m, "updated") == types.True && state(m, "ready") == types.True {
 			updated++
 		}
 	}
@@ -119,11 +129,21 @@ func position(item, collection ref.Val) (int, int, ref.Val) {
 	return index, updated, nil
 }
 
-// identity is a member's namespace/name, "" without a name.
+// identity is a member's id (see Member), else its namespace/name, ""
+// without either.
 func identity(v ref.Val) string {
 	m, ok := v.(traits.Mapper)
 	if !ok {
 		return ""
+	}
+	if s, found := m.Find(types.String(KeyState)); found {
+		if sm, ok := s.(traits.Mapper); ok {
+			if id, found := sm.Find(types.String("id")); found {
+				if ids, ok := id.(types.String); ok && ids != "" {
+					return "id:" + string(ids)
+				}
+			}
+		}
 	}
 	md, found := m.Find(types.String("metadata"))
 	if !found {

@@ -50,7 +50,7 @@ func eval(t *testing.T, e *cel.Env, expr string, vars map[string]any) (any, erro
 func pools(u, r int) []any {
 	out := make([]any, 6)
 	for i := range out {
-		out[i] = Member(map[string]any{"metadata": map[string]any{"name": fmt.Sprintf("pool-%d", i)}, "spec": map[string]any{"size": int64(3)}}, i < u, i < r)
+		out[i] = Member(map[string]any{"metadata": map[string]any{"name": fmt.Sprintf("pool-%d", i)}, "spec": map[string]any{"size": int64(3)}}, "", i < u, i < r)
 	}
 	return out
 }
@@ -61,7 +61,7 @@ func TestLibrary(t *testing.T) {
 		ps := pools(u, u)
 		for i := range ps {
 			// A copy of the item (as the function passes it) is found by name.
-			vars := map[string]any{"item": Member(map[string]any{"metadata": map[string]any{"name": fmt.Sprintf("pool-%d", i)}}, i < u, i < u), "pools": ps}
+			vars := map[string]any{"item": Member(map[string]any{"metadata": map[string]any{"name": fmt.Sprintf("pool-%d", i)}}, "", i < u, i < u), "pools": ps}
 			got, err := eval(t, e, "exponentiallyUpdated(item, pools)", vars)
 			if err != nil || got != Exponential(i, u) {
 				t.Errorf("exponentiallyUpdated(pool-%d) with %d updated = %v, %v; want %t", i, u, got, err, Exponential(i, u))
@@ -70,6 +70,25 @@ func TestLibrary(t *testing.T) {
 			if err != nil || got != Linear(i, u, 2) {
 				t.Errorf("linearlyUpdated(pool-%d, 2) with %d updated = %v, %v; want %t", i, u, got, err, Linear(i, u, 2))
 			}
+		}
+	}
+	// Only members both updated and ready count towards the next batch.
+	for _, c := range []struct{ u, r int }{{4, 1}, {4, 2}, {1, 4}, {4, 4}} {
+		ps := pools(c.u, c.r)
+		counted := min(c.u, c.r)
+		for i := range ps {
+			got, err := eval(t, e, "exponentiallyUpdated(item, pools)", map[string]any{"item": ps[i], "pools": ps})
+			if err != nil || got != Exponential(i, counted) {
+				t.Errorf("exponentiallyUpdated(pool-%d) with %d updated, %d ready = %v, %v; want %t", i, c.u, c.r, got, err, Exponential(i, counted))
+			}
+		}
+	}
+	// Members not created yet are found by id.
+	unnamed := []any{Member(map[string]any{}, "pool-a", true, true), Member(map[string]any{}, "pool-b", false, false), Member(map[string]any{}, "pool-c", false, false)}
+	for i, want := range []bool{true, true, false} {
+		got, err := eval(t, e, "exponentiallyUpdated(item, pools)", map[string]any{"item": unnamed[i], "pools": unnamed})
+		if err != nil || got != want {
+			t.Errorf("unnamed member %d: %v, %v; want %t", i, got, err, want)
 		}
 	}
 	vars := map[string]any{"item": pools(2, 1)[0], "pools": pools(2, 1)}
@@ -89,7 +108,7 @@ func TestLibrary(t *testing.T) {
 
 func TestLibraryErrors(t *testing.T) {
 	e := env(t)
-	stranger := Member(map[string]any{"metadata": map[string]any{"name": "stranger"}}, false, false)
+	stranger := Member(map[string]any{"metadata": map[string]any{"name": "stranger"}}, "", false, false)
 	for expr, c := range map[string]struct {
 		vars map[string]any
 		want string
