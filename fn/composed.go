@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -45,27 +46,63 @@ type change struct {
 	upgraded bool                 // let through by an UpgradeAllowance
 	applied  mutation.Applied     // the record of what was let through, after this run
 	owned    mutation.Applied     // the record before this run: what Crossplane's apply owns
+
+	wanted   mutation.Applied      // what the pipeline wants, before anything is withheld
+	withheld []mutation.Mutation   // mutations no allowance covers
+	released []allowance.Allowance // the resource's pending allowances that cover passed
+	// held are the covered mutations propagation control holds back, and
+	// pending the values they set (Allowance.Pending).
+	held    []mutation.Mutation
+	pending map[string]string
 }
 
-// composed gates one desired composed resource against its observed state
-// (nil: not created yet). It edits desired in place and returns false when
-// the resource must not be created at all.
-func (r *run) composed(resName string, observed, desired map[string]any) bool {
-	dm := metaOf(resName, desired)
-	var om childMeta
+// item is one desired composed resource between deciding its change and
+// stamping its gate, so propagation control can see all of them at once.
+type item struct {
+	resName           string
+	observed, desired map[string]any
+	dm, om            childMeta
+	from              int64                 // the XR generation it was last composed from
+	have              []allowance.Allowance // its allowances as observed
+	ch                change
+	ok                bool // false: it must not be created
+}
+
+// decide works out what may change in one desired composed resource
+// against its observed state (nil: not created yet). It edits desired in
+// place (withheld fields keep their observed value).
+func (r *run) decide(resName string, observed, desired map[string]any) *item {
+	it := &item{resName: resName, observed: observed, desired: desired, dm: metaOf(resName, desired), ok: true}
 	r.from = 0
 	if observed != nil {
-		om = metaOf(resName, observed)
-		r.from = allowance.ComposedGeneration(observed)
-	}
-	var ch change
-	if observed == nil {
-		var ok bool
-		if ch, ok = r.create(dm, desired); !ok {
-			return false
+		it.om = metaOf(resName, observed)
+		it.from = allowance.ComposedGeneration(observed)
+		r.from = it.from
+		var err error
+		if it.have, err = allowance.Parse(it.om.ann[v1alpha1.AnnotationAllowances]); err != nil {
+			r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; its gate stays closed", v1alpha1.AnnotationAllowances, ref(observed)))
 		}
+	}
+	if observed == nil {
+		it.ch, it.ok = r.create(it.dm, desired)
 	} else {
-		ch = r.update(dm, om, observed, desired)
+		it.ch = r.update(it.dm, it.om, observed, desired, it.have)
+	}
+	return it
+}
+
+// finish stamps what the change earns onto one decided composed resource
+// and returns false when it must not be created at all.
+func (r *run) finish(it *item) bool {
+	if !it.ok {
+		return false
+	}
+	r.from = it.from
+	dm, om, observed, desired, ch := it.dm, it.om, it.observed, it.desired, it.ch
+	if !ch.create {
+		// Before nextApplied, which edits ch.wanted.
+		it.have = supersede(it.have, ch.wanted, ch.released)
+		ch.applied = nextApplied(ch.owned, ch.wanted, append(slices.Clone(ch.withheld), ch.held...))
 	}
 
 	restricted := r.restricted(dm.child)
@@ -82,7 +119,7 @@ func (r *run) composed(resName string, observed, desired map[string]any) bool {
 	ann[v1alpha1.AnnotationComposedGeneration] = strconv.FormatInt(r.xr.GetGeneration(), 10)
 	switch {
 	case gated:
-		r.gate(dm, om, observed, desired, ann, ch)
+		r.gate(dm, om, observed, desired, ann, ch, it.have)
 	case restricted:
 		// Without a policy for its cloud resource the pipeline owns this
 		// resource's managementPolicies; Kausality still records what it
@@ -116,7 +153,7 @@ func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
 
 // update decides each mutation from observed to desired, keeps the observed
 // value of those withheld, and records what was let through.
-func (r *run) update(dm, om childMeta, observed, desired map[string]any) change {
+func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []allowance.Allowance) change {
 	applied, err := mutation.ParseApplied(om.ann[v1alpha1.AnnotationApplied])
 	if err != nil {
 		r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; treating every change as propagation", v1alpha1.AnnotationApplied, ref(observed)))
@@ -129,6 +166,17 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any) change 
 	for _, m := range mutation.Diff("spec", observed["spec"], desired["spec"], mutation.WithOwned(applied.Owns), mutation.WithSkip(skipManaged)) {
 		v, present := mutation.Value(desired, m.Path)
 		d := r.permitMutation(dm.child, m, applied.Unchanged(m.Path, v, present), observed)
+		if !d.ok {
+			if p := pendingCovering(have, m, v, present); p != nil {
+				// Its chain, up to the XR, is what the trace continues.
+				by := *p
+				by.Trace = p.Trace.Parent()
+				d = decision{ok: true, by: &by}
+				if !slices.ContainsFunc(ch.released, p.Same) {
+					ch.released = append(ch.released, *p)
+				}
+			}
+		}
 		switch {
 		case d.ok:
 			ch.passed = append(ch.passed, m)
@@ -148,32 +196,30 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any) change 
 			withheld = append(withheld, m)
 		}
 	}
-	if len(withheld) > 0 {
-		r.rewrote(dm.resName)
+	keepObserved(r, dm, observed, desired, withheld, &ch)
+	ch.wanted, ch.withheld, ch.owned = wanted, withheld, applied
+	return ch
+}
+
+// keepObserved reverts desired's mutations ms to their observed values.
+// When it cannot keep a field as observed it withholds the whole
+// resource's spec rather than let the field through.
+func keepObserved(r *run, dm childMeta, observed, desired map[string]any, ms []mutation.Mutation, ch *change) {
+	if len(ms) == 0 {
+		return
 	}
-	if err := mutation.Revert(desired, observed, withheld); err != nil {
-		// Revert could not keep a field as observed: withhold the whole
-		// resource's spec rather than let the field through.
+	r.rewrote(dm.resName)
+	if err := mutation.Revert(desired, observed, ms); err != nil {
 		r.problem(errors.Wrapf(err, "cannot withhold changes to %s", ref(observed)))
 		desired["spec"] = runtimeCopy(observed)["spec"]
 		ch.passed = nil
 	}
-	ch.applied = nextApplied(applied, wanted, withheld)
-	ch.owned = applied
-	return ch
 }
 
 // gate stamps the External allowances the change earns onto a gated
 // resource, prunes consumed ones and sets its managementPolicies by the
 // gate formula.
-func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change) {
-	var have []allowance.Allowance
-	if observed != nil {
-		var err error
-		if have, err = allowance.Parse(om.ann[v1alpha1.AnnotationAllowances]); err != nil {
-			r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; its gate stays closed", v1alpha1.AnnotationAllowances, ref(observed)))
-		}
-	}
+func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) {
 	as := r.stampExternal(dm, om, have, ch)
 	g := r.cfg.gate.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied { return appliedSpec(desired, observed, ch.owned) }, as, r.now, r.frozen)
 	if len(g.Withheld) > 0 {
@@ -196,7 +242,7 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 	ann[v1alpha1.AnnotationAllowances] = allowance.Format(allowance.Unconsumed(g.Allowances, observed))
 	ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
 	rev := r.revision
-	if len(ch.passed) == 0 && om.ann[v1alpha1.AnnotationCompositionRevision] != "" && r.hasWithheld(dm.resName) {
+	if len(ch.passed) == 0 && om.ann[v1alpha1.AnnotationCompositionRevision] != "" && (len(ch.held) > 0 || r.hasWithheld(dm.resName)) {
 		// Keep the old stamp while the new revision's output is withheld, so
 		// an UpgradeAllowance for the new revision still applies later.
 		rev = om.ann[v1alpha1.AnnotationCompositionRevision]

@@ -56,6 +56,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 	rsp.Requirements = requirements(oxr.Resource.Object)
+	blockerRequirements(rsp.Requirements, cfg.plan, oxr.Resource.Object)
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
@@ -76,7 +77,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		integers(d.Resource.Object)
 	}
 
-	run := &run{cfg: cfg, now: f.now().UTC(), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}}
+	run := &run{cfg: cfg, now: f.now().UTC(), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}, req: req}
 	run.load(f.policies, req)
 
 	names := make([]string, 0, len(desired)+len(observed))
@@ -91,6 +92,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	sort.Strings(names)
 
 	out := map[resource.Name]*resource.DesiredComposed{}
+	items := make([]*item, 0, len(desired))
 	for _, n := range names {
 		name := resource.Name(n)
 		var obs map[string]any
@@ -104,8 +106,12 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 			}
 			continue
 		}
-		if run.composed(n, obs, d.Resource.Object) {
-			out[name] = d
+		items = append(items, run.decide(n, obs, d.Resource.Object))
+	}
+	run.propagate(items)
+	for _, it := range items {
+		if run.finish(it) {
+			out[resource.Name(it.resName)] = desired[resource.Name(it.resName)]
 		}
 	}
 

@@ -11,6 +11,7 @@ import (
 type config struct {
 	mode v1beta1.Mode
 	gate gate.Config
+	plan *plan // propagation control; nil without
 }
 
 // configFrom validates the Input. What it leaves out takes the defaults the
@@ -37,5 +38,9 @@ func configFrom(in *v1beta1.Input) (config, error) {
 		c.gate.MaxOpen = in.MaxGateOpen.Duration
 	}
 	c.gate = c.gate.Defaulted()
+	var err error
+	if c.plan, err = planOf(in.Propagation); err != nil {
+		return c, err
+	}
 	return c, nil
 }

@@ -12,14 +12,31 @@ import (
 // stampExternal adds to have, the resource's allowances as observed, the
 // External allowances it earns for the change let through: those of the XR
 // allowances that match it or, without one, a kind-wide grant.
+//
+// A change propagation control holds back earns them pending, with the
+// values it sets (Allowance.Pending); one its pending allowances cover is
+// let through by releasing them.
 func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch change) []allowance.Allowance {
-	if len(ch.passed) == 0 {
+	if len(ch.passed) == 0 && len(ch.held) == 0 {
 		return have
 	}
 	out := slices.Clone(have)
 	gen := allowance.NextGeneration(om.generation)
 	hop := r.mrHop(dm, gen, ch)
+	for _, p := range ch.released {
+		if i := slices.IndexFunc(out, p.Same); i >= 0 {
+			out[i] = out[i].Released(r.now)
+			out[i].Generation = gen
+		}
+	}
+	covered := ch.covered
+	if len(ch.held) > 0 {
+		covered = ch.held
+	}
 	add := func(a allowance.Allowance) {
+		if len(ch.held) > 0 {
+			a.Pending = ch.pending
+		}
 		if !slices.ContainsFunc(out, a.SameOrigin) { // never issued twice
 			out = append(out, a)
 		}
@@ -29,7 +46,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	if ch.create {
 		verb = v1alpha1.VerbCreate
 	} else {
-		ships = mutation.BoundsFor(ch.covered)
+		ships = mutation.BoundsFor(covered)
 	}
 	kindWide := ships
 	found := false
@@ -39,7 +56,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 		}
 		found = true
 		if !ch.create {
-			if ships = mutation.BoundsFor(policy.Shippable(r.chainOf(xa), dm.child, ch.covered)); len(ships) == 0 {
+			if ships = mutation.BoundsFor(policy.Shippable(r.chainOf(xa), dm.child, covered)); len(ships) == 0 {
 				continue // its chain let nothing through to this resource
 			}
 		}
@@ -81,8 +98,11 @@ func (r *run) mrHop(dm childMeta, gen int64, ch change) allowance.Hop {
 	h := allowance.HopOf(dm.obj, gen)
 	h.Name = dm.name
 	h.Timestamp = allowance.Timestamp(r.now)
-	if len(ch.passed) > 0 {
+	switch {
+	case len(ch.passed) > 0:
 		h.Field = ch.passed[0].Path
+	case len(ch.held) > 0:
+		h.Field = ch.held[0].Path
 	}
 	h.Labels = allowance.TraceLabels(dm.ann)
 	return h

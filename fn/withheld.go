@@ -31,7 +31,16 @@ const (
 	ReasonLogOnly          = "WouldWithhold"
 	ReasonAnnotationsValid = "AnnotationsValid"
 	ReasonMalformed        = "MalformedAnnotation"
+	ReasonAllPropagated    = "AllPropagated"
+	ReasonHeld             = "PropagationHeld"
+	ReasonFrozen           = "Frozen"
 )
+
+// ConditionPropagated is False while propagation control holds a change
+// back from a composed resource or a freeze keeps gates shut, and says
+// which and why. The XR has it when its Input configures propagation or
+// it is frozen.
+const ConditionPropagated = "Propagated"
 
 // withheld records one change the function kept from a composed resource
 // (or, in Log mode, would have kept and let through).
@@ -101,6 +110,50 @@ func (r *run) report(rsp *fnv1.RunFunctionResponse) {
 			rsp.Meta = &fnv1.ResponseMeta{}
 		}
 		rsp.Meta.Ttl = durationpb.New(WithheldTTL)
+	}
+	r.reportPropagation(rsp)
+}
+
+// reportPropagation sets the Propagated condition and asks Crossplane to
+// come back soon while a batch applies, and when a closed maintenance
+// window opens while only windows hold changes back.
+func (r *run) reportPropagation(rsp *fnv1.RunFunctionResponse) {
+	if r.cfg.plan == nil && r.frozen == "" {
+		return
+	}
+	lines := make([]string, 0, len(r.holds)+1)
+	if r.frozen != "" {
+		lines = append(lines, fmt.Sprintf("frozen by %s: no gate opens until the freeze lifts, and held changes then apply", r.frozen))
+	}
+	var opens time.Time
+	windowsOnly := true
+	for _, h := range r.holds {
+		lines = append(lines, h.String())
+		switch {
+		case h.opens.IsZero():
+			windowsOnly = false
+		case opens.IsZero() || h.opens.Before(opens):
+			opens = h.opens
+		}
+	}
+	switch {
+	case len(lines) == 0:
+		response.ConditionTrue(rsp, ConditionPropagated, ReasonAllPropagated).TargetCompositeAndClaim()
+		return
+	case r.frozen != "":
+		response.ConditionFalse(rsp, ConditionPropagated, ReasonFrozen).WithMessage(strings.Join(lines, "; ")).TargetCompositeAndClaim()
+	default:
+		response.ConditionFalse(rsp, ConditionPropagated, ReasonHeld).WithMessage(strings.Join(lines, "; ")).TargetCompositeAndClaim()
+	}
+	ttl := WithheldTTL
+	if len(r.holds) > 0 && windowsOnly && r.frozen == "" {
+		ttl = max(opens.Sub(r.now), time.Second)
+	}
+	if rsp.Meta == nil {
+		rsp.Meta = &fnv1.ResponseMeta{}
+	}
+	if cur := rsp.GetMeta().GetTtl(); cur == nil || ttl < cur.AsDuration() || len(r.withheld) == 0 {
+		rsp.Meta.Ttl = durationpb.New(ttl)
 	}
 }
 

@@ -47,7 +47,10 @@ type run struct {
 	frozen  string            // who froze the XR or its Namespace, empty if not frozen
 	ns      map[string]any    // the Namespace whose mode and freeze apply, nil when unknown
 
+	req *fnv1.RunFunctionRequest
+
 	withheld  []withheld
+	holds     []hold          // changes propagation control holds back
 	rewritten map[string]bool // composed resources whose spec this run changed beyond managementPolicies
 	problems  []string        // malformed input, one line each
 }

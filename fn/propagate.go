@@ -1,0 +1,472 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+	"github.com/kausality-io/kausality-crossplane/internal/rollout"
+)
+
+// plan is the Input's propagation, compiled.
+type plan struct {
+	resources   map[string]rollout.Rule
+	collections []collection
+	blockers    []blocker
+}
+
+type collection struct {
+	v1beta1.Collection
+	rule rollout.Rule
+}
+
+type blocker struct {
+	v1beta1.Blocker
+	when rollout.Rule
+}
+
+// plans caches compiled plans by their Input, so a Composition's
+// expressions are compiled once, not on every call.
+var plans sync.Map
+
+// planOf compiles p. An error names the Input field.
+func planOf(p *v1beta1.Propagation) (*plan, error) {
+	if p == nil {
+		return nil, nil
+	}
+	key, err := json.Marshal(p)
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot encode input propagation")
+	}
+	if c, ok := plans.Load(string(key)); ok {
+		return c.(*plan), nil
+	}
+	var names []string
+	seen := map[string]string{}
+	for i, c := range p.Collections {
+		if err := name(seen, c.Name, fmt.Sprintf("input propagation.collections[%d]", i)); err != nil {
+			return nil, err
+		}
+		if c.MatchResourceName == "" && len(c.MatchLabels) == 0 {
+			return nil, errors.Errorf("input propagation.collections[%d] (%s) selects nothing: set matchResourceName or matchLabels", i, c.Name)
+		}
+		if _, err := path.Match(c.MatchResourceName, ""); err != nil {
+			return nil, errors.Wrapf(err, "input propagation.collections[%d].matchResourceName %q", i, c.MatchResourceName)
+		}
+		names = append(names, c.Name)
+	}
+	for i, b := range p.Blockers {
+		if err := name(seen, b.Name, fmt.Sprintf("input propagation.blockers[%d]", i)); err != nil {
+			return nil, err
+		}
+		if b.APIVersion == "" || b.Kind == "" || b.MatchName == "" {
+			return nil, errors.Errorf("input propagation.blockers[%d] (%s) needs apiVersion, kind and matchName", i, b.Name)
+		}
+		names = append(names, b.Name)
+	}
+	env, err := rollout.NewEnv(names...)
+	if err != nil {
+		return nil, err
+	}
+	out := &plan{resources: map[string]rollout.Rule{}}
+	for i, rp := range p.Resources {
+		r, err := rollout.Compile(env, rp.PropagateWhen)
+		if err != nil {
+			return nil, errors.Wrapf(err, "input propagation.resources[%d] (%s)", i, rp.Name)
+		}
+		out.resources[rp.Name] = r
+	}
+	for i, c := range p.Collections {
+		when := c.PropagateWhen
+		if when == nil {
+			when = []string{fmt.Sprintf("exponentiallyUpdated(item, %s)", c.Name)}
+		}
+		r, err := rollout.Compile(env, when)
+		if err != nil {
+			return nil, errors.Wrapf(err, "input propagation.collections[%d] (%s)", i, c.Name)
+		}
+		out.collections = append(out.collections, collection{Collection: c, rule: r})
+	}
+	for i, b := range p.Blockers {
+		when := []string{}
+		if b.When != "" {
+			when = []string{b.When}
+		}
+		r, err := rollout.Compile(env, when)
+		if err != nil {
+			return nil, errors.Wrapf(err, "input propagation.blockers[%d] (%s) when", i, b.Name)
+		}
+		out.blockers = append(out.blockers, blocker{Blocker: b, when: r})
+	}
+	plans.Store(string(key), out)
+	return out, nil
+}
+
+// name checks a CEL variable name is free.
+func name(seen map[string]string, n, field string) error {
+	switch n {
+	case rollout.VarItem, rollout.VarXR, rollout.VarNow, rollout.VarObject:
+		return errors.Errorf("%s: name %q is a variable every expression has", field, n)
+	}
+	if n == "" {
+		return errors.Errorf("%s: name is empty", field)
+	}
+	if other, ok := seen[n]; ok {
+		return errors.Errorf("%s: name %q is taken by %s", field, n, other)
+	}
+	seen[n] = field
+	return nil
+}
+
+// RequirementBlockerPrefix names the required resource of each blocker.
+const RequirementBlockerPrefix = "kausality-blocker-"
+
+// blockerRequirements asks Crossplane for the plan's blockers.
+func blockerRequirements(rs *fnv1.Requirements, p *plan, xr map[string]any) {
+	if p == nil {
+		return
+	}
+	for _, b := range p.blockers {
+		sel := &fnv1.ResourceSelector{ApiVersion: b.APIVersion, Kind: b.Kind, Match: &fnv1.ResourceSelector_MatchName{MatchName: b.MatchName}}
+		ns := b.Namespace
+		if ns == "" && xr != nil {
+			ns = (&unstructured.Unstructured{Object: xr}).GetNamespace()
+		}
+		if ns != "" {
+			sel.Namespace = &ns
+		}
+		rs.Resources[RequirementBlockerPrefix+b.Name] = sel
+	}
+}
+
+// hold is why propagation control keeps a change from a composed resource.
+type hold struct {
+	resource, kind, name string
+	why                  string
+	opens                time.Time // when a closed maintenance window opens; zero otherwise
+}
+
+func (h hold) String() string {
+	s := fmt.Sprintf("resource %s (%s %s): held: %s", h.resource, h.kind, h.name, h.why)
+	if !h.opens.IsZero() {
+		s += fmt.Sprintf("; the window opens at %s", h.opens.UTC().Format(time.RFC3339))
+	}
+	return s
+}
+
+// propagate holds back the changes propagateWhen does not let through yet
+// (DESIGN §6). A held resource keeps its observed spec and a closed gate;
+// its change is stamped as a pending allowance on it (stampExternal), so
+// that the XR's generation moving on cannot lose it.
+func (r *run) propagate(items []*item) {
+	p := r.cfg.plan
+	if p == nil || r.log {
+		return
+	}
+	vars := map[string]any{rollout.VarXR: celObject(r.xr.Object), rollout.VarNow: r.now, rollout.VarObject: nil}
+	blocked := r.loadBlockers(p, vars)
+
+	members := map[string][]any{} // collection name -> members in roll-out order
+	inColl := map[string][]collection{}
+	cel := map[*item]map[string]any{}
+	for _, it := range items {
+		updated, ready := r.memberState(it)
+		obj := it.observed
+		if obj == nil {
+			obj = it.desired
+		}
+		cel[it] = rollout.Member(celObject(obj), it.resName, updated, ready)
+	}
+	ordered := slices.Clone(items)
+	sort.SliceStable(ordered, func(i, j int) bool { return naturalLess(ordered[i].resName, ordered[j].resName) })
+	for _, c := range p.collections {
+		members[c.Name] = []any{}
+		for _, it := range ordered {
+			if c.selects(it) {
+				members[c.Name] = append(members[c.Name], cel[it])
+				inColl[it.resName] = append(inColl[it.resName], c)
+			}
+		}
+		vars[c.Name] = members[c.Name]
+	}
+
+	for _, it := range items {
+		if !it.ok || (!it.ch.create && len(it.ch.passed) == 0) {
+			continue // nothing to propagate
+		}
+		rules := map[string]rollout.Rule{}
+		if rule, ok := p.resources[it.resName]; ok {
+			rules["resource"] = rule
+		}
+		for _, c := range inColl[it.resName] {
+			rules["collection "+c.Name] = c.rule
+		}
+		if len(rules) == 0 {
+			continue
+		}
+		h := hold{resource: it.resName, kind: it.dm.child.Kind, name: it.dm.name, why: blocked}
+		if h.why == "" {
+			vars[rollout.VarItem] = cel[it]
+			keys := make([]string, 0, len(rules))
+			for k := range rules {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				v, err := rules[k].Check(vars, r.now)
+				if err != nil {
+					r.problem(errors.Wrapf(err, "cannot evaluate propagateWhen of %s %s; holding its change", k, it.resName))
+					h.why = fmt.Sprintf("propagateWhen %q of %s failed to evaluate", v.Failed, k)
+					break
+				}
+				if !v.OK {
+					h.why, h.opens = fmt.Sprintf("propagateWhen %q of %s is false", v.Failed, k), v.Opens
+					break
+				}
+			}
+		}
+		if h.why == "" {
+			continue
+		}
+		r.holds = append(r.holds, h)
+		r.holdBack(it)
+	}
+}
+
+// holdBack keeps it's change from reaching it: a creation waits, an update
+// keeps the observed values and is recorded as pending.
+func (r *run) holdBack(it *item) {
+	if it.ch.create {
+		it.ok = false
+		return
+	}
+	ch := &it.ch
+	ch.pending = map[string]string{}
+	for _, m := range ch.covered {
+		v, present := mutation.Value(it.desired, m.Path)
+		if !present {
+			ch.pending[m.Path] = allowance.Absent
+			continue
+		}
+		for k, h := range mutation.Record(m.Path, v, skipManaged) {
+			ch.pending[k] = h
+		}
+	}
+	keepObserved(r, it.dm, it.observed, it.desired, ch.passed, ch)
+	ch.held = ch.covered
+	ch.passed, ch.covered, ch.upgrades, ch.released, ch.upgraded = nil, nil, nil, nil, false
+}
+
+// loadBlockers reads each blocker into vars and names the first that
+// blocks now, or "".
+func (r *run) loadBlockers(p *plan, vars map[string]any) string {
+	why := ""
+	for _, b := range p.blockers {
+		objs, _, err := required(r.req, RequirementBlockerPrefix+b.Name)
+		if err != nil {
+			r.problem(errors.Wrapf(err, "cannot read blocker %s", b.Name))
+			if why == "" {
+				why = fmt.Sprintf("blocker %s cannot be read", b.Name)
+			}
+			continue
+		}
+		if len(objs) == 0 {
+			vars[b.Name] = nil
+			continue
+		}
+		obj := celObject(objs[0].Object)
+		vars[b.Name] = obj
+		if why != "" {
+			continue
+		}
+		vars[rollout.VarObject] = obj
+		v, err := b.when.Check(vars, r.now)
+		vars[rollout.VarObject] = nil
+		switch {
+		case err != nil:
+			r.problem(errors.Wrapf(err, "cannot evaluate when of blocker %s; it blocks", b.Name))
+			why = fmt.Sprintf("blocker %s (%s %s) exists and its when failed to evaluate", b.Name, b.Kind, b.MatchName)
+		case v.OK:
+			why = fmt.Sprintf("blocker %s (%s %s) exists", b.Name, b.Kind, b.MatchName)
+			if b.When != "" {
+				why += fmt.Sprintf(" and %q holds", b.When)
+			}
+		}
+	}
+	return why
+}
+
+// selects reports whether it is a member of c.
+func (c collection) selects(it *item) bool {
+	if c.MatchResourceName != "" {
+		if ok, _ := path.Match(c.MatchResourceName, it.resName); !ok {
+			return false
+		}
+	}
+	labels := (&unstructured.Unstructured{Object: it.desired}).GetLabels()
+	for k, v := range c.MatchLabels {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// memberState is a composed resource's updated() and ready(): updated
+// means applied in the cloud, not merely written: nothing let through,
+// withheld or held this run, no allowance that ships its spec left
+// unconsumed (pending, or open and not yet applied), and its provider has
+// observed its generation and is Synced.
+func (r *run) memberState(it *item) (updated, ready bool) {
+	if it.observed == nil {
+		return false, false
+	}
+	ready = conditionTrue(it.observed, "Ready")
+	if !it.ok || len(it.ch.passed) > 0 || len(it.ch.withheld) > 0 || len(it.ch.held) > 0 {
+		return false, ready
+	}
+	for _, a := range allowance.Unconsumed(it.have, it.observed) {
+		if a.ShipsSpec() {
+			return false, ready
+		}
+	}
+	og, ok := allowance.ObservedGeneration(it.observed)
+	return ok && og == it.om.generation && conditionTrue(it.observed, "Synced"), ready
+}
+
+// conditionTrue reports whether obj's condition of type t is True.
+func conditionTrue(obj map[string]any, t string) bool {
+	cs, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
+	for _, c := range cs {
+		m, _ := c.(map[string]any)
+		if m["type"] == t {
+			return m["status"] == "True"
+		}
+	}
+	return false
+}
+
+// celObject is obj as expressions see it: metadata.labels and annotations
+// and status present, as in AllowancePolicy expressions.
+func celObject(obj map[string]any) map[string]any {
+	out := make(map[string]any, len(obj)+1)
+	for k, v := range obj {
+		out[k] = v
+	}
+	if _, ok := out["status"].(map[string]any); !ok {
+		out["status"] = map[string]any{}
+	}
+	return out
+}
+
+// pendingCovering is the pending allowance of have that covers mutation
+// m with the value desired now has at its path (v, present), or nil: the
+// change it was issued for, and no other.
+func pendingCovering(have []allowance.Allowance, m mutation.Mutation, v any, present bool) *allowance.Allowance {
+	for i, a := range have {
+		if !a.IsPending() || a.Consumed || !mutation.BoundsOf(a.Mutations).Covers(m) {
+			continue
+		}
+		if !present {
+			if a.Pending[m.Path] == allowance.Absent {
+				return &have[i]
+			}
+			continue
+		}
+		rec := mutation.Applied{}
+		for k, h := range a.Pending {
+			if h != allowance.Absent {
+				rec[k] = h
+			}
+		}
+		if rec.Unchanged(m.Path, v, true) {
+			return &have[i]
+		}
+	}
+	return nil
+}
+
+// supersede marks consumed the pending allowances of have whose change
+// desired no longer wants (the latest desired state wins, as with a
+// Deployment: a revert or a newer change halts the older one), so they
+// neither wait for ever nor keep the resource from counting as updated.
+// Those released this run are let through instead.
+//
+// rec is the record of the spec the pipeline wants.
+func supersede(have []allowance.Allowance, rec mutation.Applied, released []allowance.Allowance) []allowance.Allowance {
+	out := have
+	for i, a := range have {
+		if !a.IsPending() || a.Consumed || slices.ContainsFunc(released, a.Same) {
+			continue
+		}
+		if wants(rec, a.Pending) {
+			continue
+		}
+		if &out[0] == &have[0] { // copy on first write
+			out = slices.Clone(have)
+		}
+		out[i].Consumed = true
+	}
+	return out
+}
+
+// wants reports whether rec, the record of a desired spec, still sets
+// every value of a pending record.
+func wants(rec mutation.Applied, pending map[string]string) bool {
+	for k, h := range pending {
+		if h != allowance.Absent {
+			if rec[k] != h {
+				return false
+			}
+			continue
+		}
+		if rec.Owns(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// naturalLess orders names as people do: pool-2 before pool-10.
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if len(na) != len(nb) {
+				return len(na) < len(nb)
+			}
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
+}
