@@ -204,6 +204,9 @@ type Case struct {
 	Example string
 	Name    string
 	Dir     string
+	// XR and Observed, when set, replace the case's xr.yaml and
+	// observed.yaml: a roll-out renders one case step by step.
+	XR, Observed string
 }
 
 // ID is example/case.
@@ -231,7 +234,11 @@ func (c Case) Args(t Tools) []string {
 	if exists(filepath.Join(c.Dir, "composition.yaml")) {
 		comp = filepath.Join(c.Dir, "composition.yaml")
 	}
-	args := []string{"render", filepath.Join(c.Dir, "xr.yaml"), comp, filepath.Join(ex, "functions.yaml"),
+	xr := filepath.Join(c.Dir, "xr.yaml")
+	if c.XR != "" {
+		xr = c.XR
+	}
+	args := []string{"render", xr, comp, filepath.Join(ex, "functions.yaml"),
 		"--crossplane-binary", t.CrossplaneCore, "--include-function-results", "--include-full-xr",
 		"--required-resources", filepath.Join(ex, "policies.yaml")}
 	if exists(filepath.Join(ex, "xrd.yaml")) {
@@ -240,7 +247,10 @@ func (c Case) Args(t Tools) []string {
 	if exists(filepath.Join(c.Dir, "required.yaml")) {
 		args = append(args, "--required-resources", filepath.Join(c.Dir, "required.yaml"))
 	}
-	if exists(filepath.Join(c.Dir, "observed.yaml")) {
+	switch {
+	case c.Observed != "":
+		args = append(args, "--observed-resources", c.Observed)
+	case exists(filepath.Join(c.Dir, "observed.yaml")):
 		args = append(args, "--observed-resources", filepath.Join(c.Dir, "observed.yaml"))
 	}
 	return args

@@ -329,6 +329,26 @@ func TestBehaviour(t *testing.T) {
 			expectSlice(t, "cluster gate", gate(t, r.mr(t, "cluster")), closed)
 			noWarnings(t, r)
 		},
+		"cluster/4-rollout": func(t *testing.T, r rendering) {
+			expect(t, "pool-1 desiredSize", str(t, r.mr(t, "pool-1"), "spec.forProvider.scalingConfig.desiredSize"), "4")
+			expectSlice(t, "pool-1 gate", gate(t, r.mr(t, "pool-1")), openUpdate)
+			for i := 2; i <= 6; i++ {
+				p := r.mr(t, fmt.Sprintf("pool-%d", i))
+				expect(t, p.GetName()+" desiredSize", str(t, p, "spec.forProvider.scalingConfig.desiredSize"), "2")
+				expectSlice(t, p.GetName()+" gate", gate(t, p), closed)
+				as, err := allowance.Parse(p.GetAnnotations()[v1alpha1.AnnotationAllowances])
+				if err != nil || len(as) != 1 || !as[0].IsPending() || as[0].Initiator != "alice@example.com" {
+					t.Errorf("pool-%d allowances = %+v (%v), want one pending allowance initiated by alice", i, as, err)
+				}
+			}
+			c := condition(t, r.xr, "Propagated")
+			expect(t, "Propagated status", c["status"], any("False"))
+			if m, _ := c["message"].(string); !strings.Contains(m, "pool-6") || !strings.Contains(m, "exponentiallyUpdated(item, pools)") {
+				t.Errorf("Propagated message %q does not name the held pools and the expression", m)
+			}
+			noWarnings(t, r)
+			allowedTrue(t, r)
+		},
 		"cluster/3-gpu-scale-with-drift": func(t *testing.T, r rendering) {
 			gpu, sys := r.mr(t, "gpu-pool"), r.mr(t, "system-pool")
 			expect(t, "gpu desiredSize", str(t, gpu, "spec.forProvider.scalingConfig.desiredSize"), "4")
