@@ -53,6 +53,14 @@ func (c Chain) Refuse(as []allowance.Allowance) (string, error) {
 		if slices.ContainsFunc(stored, a.Same) {
 			continue
 		}
+		if slices.ContainsFunc(stored, a.Releases) {
+			// A pending allowance let through: its chain was checked
+			// when it was stamped.
+			if err := a.Stampable(storedGen, c.Now); err != nil {
+				return fmt.Sprintf("allowance %d on %s cannot be released: %v", i, Describe(obj), err), nil
+			}
+			continue
+		}
 		if len(a.Trace) < 2 {
 			return fmt.Sprintf("allowance %d on %s has no parent hop in its trace", i, Describe(obj)), nil
 		}

@@ -60,6 +60,12 @@ func TestChainRefuse(t *testing.T) {
 	}{
 		"Chained":       {reason: "The resize continues the XR's allowance and grants no more.", old: stored, as: []allowance.Allowance{resize()}, composite: xr},
 		"AlreadyStored": {reason: "An allowance already stored was checked when it was stamped.", old: bucket(nil, v1alpha1.AnnotationAllowances, allowance.Format([]allowance.Allowance{resize()})), as: []allowance.Allowance{resize()}},
+		"ReleasedPending": {reason: "A pending allowance let through was checked when it was stamped, though the composite's allowance is used up for the resource by now.",
+			old: bucket(nil, v1alpha1.AnnotationAllowances, allowance.Format([]allowance.Allowance{resize(func(a *allowance.Allowance) { a.Pending = map[string]string{"spec.forProvider.size": "abc"} })})),
+			as: []allowance.Allowance{resize(func(a *allowance.Allowance) { a.Generation = 5; a.Trace[2] = mrHop(5, allowance.Timestamp(now)) })}},
+		"ReleasedPendingForALaterGeneration": {reason: "A release must still fit the resource's next generation.",
+			old: bucket(nil, v1alpha1.AnnotationAllowances, allowance.Format([]allowance.Allowance{resize(func(a *allowance.Allowance) { a.Pending = map[string]string{"spec.forProvider.size": "abc"} })})),
+			as: []allowance.Allowance{resize(func(a *allowance.Allowance) { a.Generation = 1e9 })}, want: "cannot be released"},
 		"NoParentHop": {reason: "An allowance must name where it comes from.", old: stored, composite: xr,
 			as: []allowance.Allowance{resize(func(a *allowance.Allowance) { a.Trace = allowance.Trace{mrHop(6, ts)} })}, want: "has no parent hop"},
 		"StampedInTheFuture": {reason: "One stamped in the future would never expire.", old: stored, composite: xr,

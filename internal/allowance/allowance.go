@@ -213,6 +213,36 @@ func KeepUnconsumed(as, stored []Allowance, storedObj map[string]any) (out []All
 	return out, changed
 }
 
+// KeepPending is as with the values of every allowance still pending
+// restored from the stored allowance it is the same as, and whether any
+// was restored: the change a pending allowance was issued for is fixed,
+// or a writer (a buggy pipeline step) could make it cover another.
+func KeepPending(as, stored []Allowance) (out []Allowance, changed bool) {
+	out = as
+	for i, a := range as {
+		if !a.IsPending() {
+			continue
+		}
+		j := slices.IndexFunc(stored, func(s Allowance) bool { return s.IsPending() && s.Same(a) })
+		if j < 0 || maps.Equal(stored[j].Pending, a.Pending) {
+			continue
+		}
+		if !changed {
+			out = slices.Clone(as)
+		}
+		out[i].Pending = stored[j].Pending
+		changed = true
+	}
+	return out, changed
+}
+
+// Releases reports whether a is stored, a pending allowance, let through:
+// the same grant from the same origin, no longer pending. Its generation
+// and timestamp may have moved (Released).
+func (a Allowance) Releases(stored Allowance) bool {
+	return stored.IsPending() && !a.IsPending() && a.SameGrant(stored) && a.SameOrigin(stored)
+}
+
 // HasVerb reports whether the allowance grants verb, directly or through "*".
 func (a Allowance) HasVerb(verb string) bool {
 	return v1alpha1.GrantsVerb(a.Verbs, verb)

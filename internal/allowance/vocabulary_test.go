@@ -3,6 +3,7 @@ package allowance
 import (
 	"slices"
 	"testing"
+	"strings"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -323,5 +324,45 @@ func TestExternalGrant(t *testing.T) {
 	}
 	if !got.OpensDelete() {
 		t.Errorf("an External Delete grant opens the Delete gate")
+	}
+}
+
+func TestKeepPendingAndReleases(t *testing.T) {
+	tr := Trace{
+		{APIVersion: "v1", Kind: "XDatabase", Name: "x", Generation: 2, Timestamp: "2026-11-22T12:00:00Z"},
+		{APIVersion: "v1", Kind: "Bucket", Name: "b", Generation: 3, Timestamp: "2026-11-22T12:00:00Z"},
+	}
+	pending := Allowance{Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "Bucket"}}, Verbs: []string{"Update"},
+		Generation: 3, Trace: tr, Pending: map[string]string{"spec.size": "aaa"}}
+	forged := pending
+	forged.Pending = map[string]string{"spec.size": "bbb"}
+	out, changed := KeepPending([]Allowance{forged}, []Allowance{pending})
+	if !changed || out[0].Pending["spec.size"] != "aaa" || forged.Pending["spec.size"] != "bbb" {
+		t.Errorf("KeepPending = %v, %t; want the stored values back, the input untouched", out, changed)
+	}
+	if _, changed := KeepPending([]Allowance{pending}, []Allowance{pending}); changed {
+		t.Error("KeepPending changed an unchanged pending allowance")
+	}
+	released := pending.Released(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	released.Generation = 4
+	if !released.Releases(pending) || pending.Releases(pending) || released.Releases(released) {
+		t.Error("Releases: want only the let-through copy of a pending allowance to release it")
+	}
+	if released.IsPending() || released.Trace.Last().Timestamp != "2026-11-23T09:00:00Z" || pending.Trace.Last().Timestamp != "2026-11-22T12:00:00Z" {
+		t.Errorf("Released = %+v; want no longer pending, restamped, the original untouched", released)
+	}
+	other := released
+	other.Verbs = []string{"Update", "Delete"}
+	if other.Releases(pending) {
+		t.Error("Releases: a wider grant releases nothing")
+	}
+	if (Allowance{Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{Resource: "r"}, Pending: map[string]string{"a": "b"}}).Validate() == nil {
+		t.Error("Validate: only an External allowance can be pending")
+	}
+	if s := Format([]Allowance{pending}); !strings.Contains(s, `"pending":{"spec.size":"aaa"}`) {
+		t.Errorf("Format = %s, want the pending values", s)
+	}
+	if as, err := Parse(Format([]Allowance{pending})); err != nil || !as[0].IsPending() {
+		t.Errorf("Parse(Format(pending)) = %v, %v", as, err)
 	}
 }

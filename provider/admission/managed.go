@@ -150,9 +150,10 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		// nothing was observed (a failed reconcile, a freeze).
 		was, _ := allowance.Parse(old.GetAnnotations()[v1alpha1.AnnotationAllowances])
 		as, reconsumed = allowance.KeepConsumed(as, was)
-		var kept bool
+		var kept, pinned bool
 		as, kept = allowance.KeepUnconsumed(as, was, old.Object)
-		reconsumed = reconsumed || kept
+		as, pinned = allowance.KeepPending(as, was)
+		reconsumed = reconsumed || kept || pinned
 	}
 	frozen, err := parents.Frozen(ctx, h.Reader, obj)
 	if err != nil {

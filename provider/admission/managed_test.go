@@ -50,6 +50,13 @@ func TestManaged(t *testing.T) {
 	applied := func(mods ...mod) *unstructured.Unstructured {
 		return bucket(t, append([]mod{generation(6), synced("True", 6), set("spec.forProvider.size", "large"), trace(claimHop(), xrHop(), bucketHop())}, mods...)...)
 	}
+	// pendingFor is the resize's allowance held back by propagation
+	// control for the value hashed h.
+	pendingFor := func(h string) allowance.Allowance {
+		a := bucketAllowance()
+		a.Pending = map[string]string{"spec.forProvider.size": h}
+		return a
+	}
 	// heldBy is a as a freeze holds it: it does not expire meanwhile.
 	heldBy := func(a allowance.Allowance) allowance.Allowance {
 		a.Held = true
@@ -365,6 +372,12 @@ func TestManaged(t *testing.T) {
 			args: args{objs: []client.Object{parentXR(), parentClaim()},
 				req: update(asBob, bucket(t, unlabel(v1alpha1.LabelGated)), bucket(t, unlabel(v1alpha1.LabelGated), set("spec.forProvider.size", "huge"), policies("*")))},
 			want: result{Allowed: true, Object: bucket(t, unlabel(v1alpha1.LabelGated), set("spec.forProvider.size", "huge"), policies("*")).Object},
+		},
+		"PendingValuesAreKept": {
+			reason: "A write that changes the values a pending allowance was issued for (a buggy step making it cover its own change) gets the stored values back.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t, allowances(pendingFor("abc"))), bucket(t, allowances(pendingFor("forged"))))},
+			want: result{Allowed: true, Object: bucket(t, allowances(pendingFor("abc")), policies(closed...)).Object},
 		},
 		"FreezeOnXR": {
 			reason: "A freeze on the composite keeps the gate closed for a chained allowance; the allowance is kept for when the freeze lifts.",

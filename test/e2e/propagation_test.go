@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/recorder"
+)
+
+// pools are the six pool buckets of a Claim in roll-out order.
+func pools(t *testing.T, key client.ObjectKey) []*unstructured.Unstructured {
+	t.Helper()
+	bs := buckets(t, key)
+	out := make([]*unstructured.Unstructured, 0, 6)
+	for i := 1; i <= 6; i++ {
+		b, ok := bs[fmt.Sprintf("pool-%d", i)]
+		if !ok {
+			t.Fatalf("no bucket pool-%d: %s", i, cp.Describe(context.Background(), key))
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// updateOrder is the position of each pool's first external Update in the
+// cloud's call log, -1 for none yet.
+func updateOrder(ps []*unstructured.Unstructured) []int {
+	calls := cp.Cloud.Calls()
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = slices.IndexFunc(calls, func(c recorder.Call) bool {
+			return c.Verb == recorder.VerbUpdate && c.Name == p.GetName()
+		})
+	}
+	return out
+}
+
+func updated(order []int) int {
+	n := 0
+	for _, o := range order {
+		if o >= 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRollOutInBatches is issue 12's scenario on real Crossplane: Alice's
+// permitted resize reaches six buckets one batch at a time, a blocker set
+// while the second batch is in flight halts it, and removing the blocker
+// resumes it in the seed's exponential batches.
+func TestRollOutInBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	comp := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if err := cp.Composition(ctx, filepath.Join("testdata", "composition-pools.yaml"), comp); err != nil {
+		t.Fatal(err)
+	}
+	key := created(t, comp, "rollout", "pools")
+	// Creation is paced too: the chain settles after each batch.
+	controlplane.Eventually(t, 3*settleTimeout, "all six pools created", func() (bool, string) {
+		return len(buckets(t, key)) == 6, cp.Describe(ctx, key)
+	})
+	settle(t, key)
+	ps := pools(t, key)
+	for i, p := range ps {
+		if got := counts(p.GetName()); got != [3]int{1, 0, 0} {
+			t.Fatalf("pool-%d after creation: Create/Update/Delete = %v, want one Create", i+1, got)
+		}
+	}
+
+	// Hold pool-2's cloud write in flight, so the blocker lands mid-roll-out.
+	release := cp.Cloud.Hold(ps[1].GetName())
+	defer release()
+	c := claim(key.Namespace, key.Name, "", nil)
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+		t.Fatalf("alice's permitted change: %v", err)
+	}
+	controlplane.Eventually(t, settleTimeout, "pool-1 updated and pool-2's gate open", func() (bool, string) {
+		ps := pools(t, key)
+		return updateOrder(ps)[0] >= 0 && slices.Contains(gate(ps[1]), "Update"), fmt.Sprintf("order %v, pool-2 gate %v", updateOrder(ps), gate(ps[1]))
+	})
+	if o := updateOrder(ps); updated(o) != 1 {
+		t.Fatalf("before the second batch applied: updates %v, want pool-1 only", o)
+	}
+
+	alarm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rollout", Name: "rollout-alarm"}, Data: map[string]string{"why": "error rate"}}
+	if err := as(t, "admin").Create(ctx, alarm); err != nil {
+		t.Fatal(err)
+	}
+	controlplane.Eventually(t, settleTimeout, "the Claim to name the blocker", func() (bool, string) {
+		cl, err := cp.Object(ctx, controlplane.ClaimGVK, key)
+		if err != nil || cl == nil {
+			return false, fmt.Sprint(err)
+		}
+		p := controlplane.Condition(cl, "Propagated")
+		return p.Status == "False" && strings.Contains(p.Message, "blocker alarm (ConfigMap rollout-alarm) exists"), controlplane.Conditions(cl)
+	})
+	release()
+	controlplane.Eventually(t, settleTimeout, "pool-2's held write to land", func() (bool, string) {
+		o := updateOrder(ps)
+		return o[1] >= 0, fmt.Sprint(o)
+	})
+	// The blocker holds pool-3 to pool-6 for three of the function's
+	// withheld TTLs and more, and every reconcile the buckets cause.
+	time.Sleep(50 * time.Second)
+	if o := updateOrder(ps); updated(o) != 2 {
+		t.Fatalf("with the blocker set: updates %v, want pool-1 and pool-2 only", o)
+	}
+
+	if err := as(t, "admin").Delete(ctx, alarm); err != nil {
+		t.Fatal(err)
+	}
+	controlplane.Eventually(t, 3*settleTimeout, "every pool updated", func() (bool, string) {
+		o := updateOrder(ps)
+		return updated(o) == 6, fmt.Sprint(o)
+	})
+	settle(t, key)
+	o := updateOrder(ps)
+	// Batches 1, 1, 2, 2: each starts after the one before.
+	if !(o[0] < o[1] && o[1] < min(o[2], o[3]) && max(o[2], o[3]) < min(o[4], o[5])) {
+		t.Errorf("update order by pool = %v, want pool-1, pool-2, then pool-3 and pool-4, then pool-5 and pool-6", o)
+	}
+	for i, p := range ps {
+		if got := counts(p.GetName()); got != [3]int{1, 1, 0} {
+			t.Errorf("pool-%d: Create/Update/Delete = %v, want one Create and one Update", i+1, got)
+		}
+		if s, _ := cp.Cloud.Get(p.GetName()); s.Size != 2 {
+			t.Errorf("pool-%d: cloud size %d, want 2", i+1, s.Size)
+		}
+	}
+	expectClosed(t, key)
+	controlplane.Eventually(t, settleTimeout, "the Claim to say all propagated", func() (bool, string) {
+		cl, err := cp.Object(ctx, controlplane.ClaimGVK, key)
+		if err != nil || cl == nil {
+			return false, fmt.Sprint(err)
+		}
+		return controlplane.Condition(cl, "Propagated").Status == "True", controlplane.Conditions(cl)
+	})
+}
