@@ -117,6 +117,7 @@ render: tools
 
 ## golden: re-record the render golden files after an intended change.
 golden: tools
+	$(GO) test -count=1 ./test/render/ -run TestRollOutSteps -update
 	$(GO) test -count=1 ./test/render/ -update
 
 ## demo: the main job: on real Crossplane on an embedded control plane, walk S1, S2 and S4 and print traces and gate timelines.

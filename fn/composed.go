@@ -66,6 +66,10 @@ type item struct {
 	have              []allowance.Allowance // its allowances as observed
 	ch                change
 	ok                bool // false: it must not be created
+	// pendingCreate is its pending Create allowance: its creation was held
+	// back, so it exists in Kubernetes behind a closed gate and not yet in
+	// the cloud.
+	pendingCreate *allowance.Allowance
 }
 
 // decide works out what may change in one desired composed resource
@@ -87,6 +91,12 @@ func (r *run) decide(resName string, observed, desired map[string]any) *item {
 		it.ch, it.ok = r.create(it.dm, desired)
 	} else {
 		it.ch = r.update(it.dm, it.om, observed, desired, it.have)
+		for i, a := range it.have {
+			if a.IsPending() && !a.Consumed && a.HasVerb(v1alpha1.VerbCreate) {
+				it.pendingCreate = &it.have[i]
+				break
+			}
+		}
 	}
 	return it
 }

@@ -204,7 +204,7 @@ func (r *run) propagate(items []*item) {
 	}
 
 	for _, it := range items {
-		if !it.ok || (!it.ch.create && len(it.ch.passed) == 0) {
+		if !it.ok || (!it.ch.create && len(it.ch.passed) == 0 && it.pendingCreate == nil) {
 			continue // nothing to propagate
 		}
 		rules := map[string]rollout.Rule{}
@@ -239,6 +239,9 @@ func (r *run) propagate(items []*item) {
 			}
 		}
 		if h.why == "" {
+			if it.pendingCreate != nil {
+				it.ch.released = append(it.ch.released, *it.pendingCreate)
+			}
 			continue
 		}
 		r.holds = append(r.holds, h)
@@ -246,14 +249,20 @@ func (r *run) propagate(items []*item) {
 	}
 }
 
-// holdBack keeps it's change from reaching it: a creation waits, an update
-// keeps the observed values and is recorded as pending.
+// holdBack keeps it's change from reaching the cloud: an update keeps the
+// observed values, and a creation creates the resource in Kubernetes only,
+// behind a closed gate; either is recorded as pending on the resource, so
+// its cause outlasts the XR's allowance or lifecycle phase.
 func (r *run) holdBack(it *item) {
-	if it.ch.create {
-		it.ok = false
+	ch := &it.ch
+	if ch.create {
+		ch.held, ch.passed, ch.covered = ch.passed, nil, nil
+		ch.pending = mutation.Record("spec", it.desired["spec"], skipManaged)
+		if len(ch.pending) == 0 {
+			ch.pending = map[string]string{"spec": allowance.Absent}
+		}
 		return
 	}
-	ch := &it.ch
 	ch.pending = map[string]string{}
 	for _, m := range ch.covered {
 		v, present := mutation.Value(it.desired, m.Path)

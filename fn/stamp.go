@@ -17,7 +17,7 @@ import (
 // values it sets (Allowance.Pending); one its pending allowances cover is
 // let through by releasing them.
 func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch change) []allowance.Allowance {
-	if len(ch.passed) == 0 && len(ch.held) == 0 {
+	if len(ch.passed) == 0 && len(ch.held) == 0 && len(ch.released) == 0 {
 		return have
 	}
 	out := slices.Clone(have)
@@ -28,6 +28,9 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 			out[i] = out[i].Released(r.now)
 			out[i].Generation = gen
 		}
+	}
+	if len(ch.passed) == 0 && len(ch.held) == 0 {
+		return out
 	}
 	covered := ch.covered
 	if len(ch.held) > 0 {
@@ -111,7 +114,9 @@ func (r *run) mrHop(dm childMeta, gen int64, ch change) allowance.Hop {
 // traceFor is the composed resource's trace annotation: the chain of the
 // change let through now, or the observed chain when nothing changed.
 func (r *run) traceFor(dm, om childMeta, ch change) string {
-	if len(ch.passed) == 0 {
+	// A held update keeps the chain of the spec it keeps; a held creation
+	// is traced as the creation it is.
+	if len(ch.passed) == 0 && (!ch.create || len(ch.held) == 0) {
 		if t, ok := om.ann[v1alpha1.AnnotationTrace]; ok {
 			if _, err := allowance.ParseTrace(t); err == nil {
 				return t
