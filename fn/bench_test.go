@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/crossplane/function-sdk-go/request"
@@ -75,5 +76,40 @@ func BenchmarkRunFunction(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkPropagation measures RunFunction on the request of
+// BenchmarkRunFunction at 100 resources with and without a collection of
+// all of them under the default exponentiallyUpdated: report propagated as
+// a ratio of plain. With no resource updated yet, the first is let through
+// and the other 99 are held with pending allowances.
+func BenchmarkPropagation(b *testing.B) {
+	const n = 100
+	plain := benchRequest(b, n)
+	propagated := benchRequest(b, n)
+	propagated.Input = obj(b, "apiVersion: kausality.fn.crossplane.io/v1beta1\nkind: Input\npropagation:\n  collections:\n  - {name: instances, matchResourceName: 'rds-*'}\n")
+	for name, req := range map[string]*fnv1.RunFunctionRequest{"plain": plain, "propagated": propagated} {
+		b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
+			f := newTestFunction()
+			b.ReportAllocs()
+			for b.Loop() {
+				rsp, err := f.RunFunction(context.Background(), req)
+				if err != nil || len(rsp.GetDesired().GetResources()) != n {
+					b.Fatalf("RunFunction() = %d resources, %v", len(rsp.GetDesired().GetResources()), err)
+				}
+			}
+		})
+	}
+	// The propagated request really holds: one let through, the rest held.
+	rsp, _ := newTestFunction().RunFunction(context.Background(), propagated)
+	open := 0
+	for _, r := range rsp.GetDesired().GetResources() {
+		if strings.Contains(fmt.Sprint(r.GetResource().AsMap()["spec"]), "Update") {
+			open++
+		}
+	}
+	if open != 1 {
+		b.Fatalf("propagated: %d gates open, want 1", open)
 	}
 }

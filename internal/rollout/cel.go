@@ -107,6 +107,16 @@ func state(m ref.Val, f string) ref.Val {
 // position is item's index in collection and how many members are
 // updated and ready.
 func position(item, collection ref.Val) (int, int, ref.Val) {
+	// The function passes members as Member builds them: read those
+	// natively, or every call would wrap each member of the collection as
+	// a CEL map, O(n²) over a roll-out.
+	if ms, ok := collection.Value().([]any); ok {
+		if it, ok := item.Value().(map[string]any); ok {
+			if i, u, ok := nativePosition(it, ms); ok {
+				return i, u, nil
+			}
+		}
+	}
 	l, ok := collection.(traits.Lister)
 	if !ok {
 		return 0, 0, types.NewErr("the collection must be a list, not %s", collection.Type().TypeName())
@@ -161,4 +171,33 @@ func identity(v ref.Val) string {
 	}
 	s, _ := ns.(types.String)
 	return string(s) + "/" + string(n)
+}
+
+// nativePosition is position over members as Member builds them; ok is
+// false when one is not such a member or item is not found.
+func nativePosition(item map[string]any, members []any) (index, updated int, ok bool) {
+	id, _ := nativeState(item)["id"].(string)
+	if id == "" {
+		return 0, 0, false
+	}
+	index = -1
+	for i, v := range members {
+		m, isMap := v.(map[string]any)
+		st := nativeState(m)
+		if !isMap || st == nil {
+			return 0, 0, false
+		}
+		if index < 0 && st["id"] == id {
+			index = i
+		}
+		if st["updated"] == true && st["ready"] == true {
+			updated++
+		}
+	}
+	return index, updated, index >= 0
+}
+
+func nativeState(m map[string]any) map[string]any {
+	st, _ := m[KeyState].(map[string]any)
+	return st
 }

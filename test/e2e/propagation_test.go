@@ -68,12 +68,29 @@ func TestRollOutInBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := created(t, comp, "rollout", "pools")
-	// Creation is paced too: the chain settles after each batch.
-	controlplane.Eventually(t, 3*settleTimeout, "all six pools created", func() (bool, string) {
-		return len(buckets(t, key)) == 6, cp.Describe(ctx, key)
+	// Creation is paced too: all six exist at once, behind closed gates,
+	// and reach the cloud in batches.
+	controlplane.Eventually(t, 3*settleTimeout, "all six pools created in the cloud", func() (bool, string) {
+		bs := buckets(t, key)
+		if len(bs) != 6 {
+			return false, cp.Describe(ctx, key)
+		}
+		for _, b := range bs {
+			if counts(b.GetName())[0] != 1 {
+				return false, cp.Describe(ctx, key)
+			}
+		}
+		return true, ""
 	})
 	settle(t, key)
 	ps := pools(t, key)
+	creates := make([]int, len(ps))
+	for i, p := range ps {
+		creates[i] = slices.IndexFunc(cp.Cloud.Calls(), func(c recorder.Call) bool { return c.Verb == recorder.VerbCreate && c.Name == p.GetName() })
+	}
+	if o := creates; !(o[0] < o[1] && o[1] < min(o[2], o[3]) && max(o[2], o[3]) < min(o[4], o[5])) {
+		t.Errorf("create order by pool = %v, want pool-1, pool-2, then pool-3 and pool-4, then pool-5 and pool-6", o)
+	}
 	for i, p := range ps {
 		if got := counts(p.GetName()); got != [3]int{1, 0, 0} {
 			t.Fatalf("pool-%d after creation: Create/Update/Delete = %v, want one Create", i+1, got)
