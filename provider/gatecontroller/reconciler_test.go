@@ -395,6 +395,35 @@ func TestReconcile(t *testing.T) {
 				metrics: map[string]float64{"kausality_gates_closed_total": 1, "kausality_gate_open_duration_seconds_count": 1},
 			},
 		},
+		"FrozenLongerThanTheLimit": {
+			reason: "A freeze that outlasts Options.Gate.MaxOpen keeps holding the change: a held allowance does not expire.",
+			args: args{
+				objs: []client.Object{managed(withFreeze(carol), withAllowances(held(regen(ext(3, fixed.Add(-2*time.Hour), gate.Update), 4))), withObserved(2),
+					withConditions(gateClosed(ReasonFrozen, 3, fixed.Add(-2*time.Hour), frozenMsg)))},
+				opts: Options{Gate: gate.Config{MaxOpen: 30 * time.Minute}},
+			},
+			want: want{
+				result: ctrl.Result{RequeueAfter: 15 * time.Second},
+				mr: managed(withFreeze(carol), withAllowances(held(regen(ext(3, fixed.Add(-2*time.Hour), gate.Update), 4))), withObserved(2),
+					withConditions(gateClosed(ReasonFrozen, 3, fixed.Add(-2*time.Hour), frozenMsg))),
+			},
+		},
+		"FreezeLifted": {
+			reason: "When the freeze lifts, the held allowance is restamped, so the gate opens for the change however long the freeze lasted.",
+			args: args{
+				objs: []client.Object{managed(withAllowances(held(regen(ext(3, fixed.Add(-2*time.Hour), gate.Update), 4))), withObserved(2),
+					withConditions(gateClosed(ReasonFrozen, 3, fixed.Add(-2*time.Hour), frozenMsg)))},
+				opts: Options{Gate: gate.Config{MaxOpen: 30 * time.Minute}},
+			},
+			want: want{
+				result: ctrl.Result{RequeueAfter: 30 * time.Minute},
+				mr: managed(withPolicies(updateGate...), withAllowances(regen(ext(3, fixed.Add(-2*time.Hour), gate.Update), 4).Restamped(fixed)), withObserved(2), withApprovedSize(2, 4),
+					withConditions(gateOpen(3, fixed, "gate open for Update: Update at generation 4 initiated by alice@example.com"))),
+				writes: []string{"Update", "Status"},
+				events: []string{"Normal Opened gate open for Update: Update at generation 4 initiated by alice@example.com"},
+				metrics: map[string]float64{"kausality_gates_opened_total": 1},
+			},
+		},
 		"FrozenOnComposite": {
 			reason: "A freeze on the controlling composite keeps the gate shut: the allowance is held past the stored generation.",
 			args: args{objs: []client.Object{

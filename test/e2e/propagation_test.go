@@ -166,3 +166,60 @@ func TestRollOutInBatches(t *testing.T) {
 		return controlplane.Condition(cl, "Propagated").Status == "True", controlplane.Conditions(cl)
 	})
 }
+
+// TestRevertMidRollOut: Alice reverts her resize after the first batch.
+// The roll-out converges to the reverted size, and no pool beyond the first
+// two is ever written with the stale one.
+func TestRevertMidRollOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	comp := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if err := cp.Composition(ctx, filepath.Join("testdata", "composition-pools.yaml"), comp); err != nil {
+		t.Fatal(err)
+	}
+	key := created(t, comp, "revert", "pools")
+	controlplane.Eventually(t, 3*settleTimeout, "all six pools created in the cloud", func() (bool, string) {
+		bs := buckets(t, key)
+		if len(bs) != 6 {
+			return false, cp.Describe(ctx, key)
+		}
+		for _, b := range bs {
+			if counts(b.GetName())[0] != 1 {
+				return false, cp.Describe(ctx, key)
+			}
+		}
+		return true, ""
+	})
+	settle(t, key)
+	ps := pools(t, key)
+	resize := func(size string) {
+		t.Helper()
+		c := claim(key.Namespace, key.Name, "", nil)
+		if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, size, "spec", "size") }); err != nil {
+			t.Fatalf("alice resizes to %s: %v", size, err)
+		}
+	}
+	resize("large")
+	controlplane.Eventually(t, settleTimeout, "pool-1 updated", func() (bool, string) {
+		o := updateOrder(ps)
+		return o[0] >= 0, fmt.Sprint(o)
+	})
+	resize("small")
+	controlplane.Eventually(t, 3*settleTimeout, "every pool back at size 1", func() (bool, string) {
+		for i, p := range ps {
+			if s, _ := cp.Cloud.Get(p.GetName()); s.Size != 1 {
+				return false, fmt.Sprintf("pool-%d at %d; %s", i+1, s.Size, cp.Describe(ctx, key))
+			}
+		}
+		return true, ""
+	})
+	settle(t, key)
+	for _, c := range cp.Cloud.Calls() {
+		for i, p := range ps[2:] {
+			if c.Name == p.GetName() && c.Verb == recorder.VerbUpdate {
+				t.Errorf("pool-%d was written (size %d) though it never took the reverted change", i+3, c.Size)
+			}
+		}
+	}
+	expectClosed(t, key)
+}
