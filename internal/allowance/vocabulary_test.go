@@ -2,8 +2,8 @@ package allowance
 
 import (
 	"slices"
-	"testing"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
