@@ -243,7 +243,7 @@ func TestRollOutInBatches(t *testing.T) {
 
 func sorted(bs [][]string) [][]string {
 	for _, b := range bs {
-		slices.SortFunc(b, func(x, y string) int { return strings.Compare(x, y) })
+		slices.Sort(b)
 	}
 	return bs
 }
