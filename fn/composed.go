@@ -50,6 +50,8 @@ type change struct {
 	wanted   mutation.Applied      // what the pipeline wants, before anything is withheld
 	withheld []mutation.Mutation   // mutations no allowance covers
 	released []allowance.Allowance // the resource's pending allowances that cover passed
+	// superseded are its pending allowances this run marked consumed.
+	superseded []allowance.Allowance
 	// held are the covered mutations propagation control holds back, and
 	// pending the values they set (Allowance.Pending).
 	held    []mutation.Mutation
@@ -111,7 +113,7 @@ func (r *run) finish(it *item) bool {
 	dm, om, observed, desired, ch := it.dm, it.om, it.observed, it.desired, it.ch
 	if !ch.create {
 		// Before nextApplied, which edits ch.wanted.
-		it.have = supersede(it.have, ch.wanted, ch.released)
+		it.have, ch.superseded = supersede(it.have, ch.wanted, ch.released)
 		ch.applied = nextApplied(ch.owned, ch.wanted, append(slices.Clone(ch.withheld), ch.held...))
 	}
 
@@ -249,7 +251,15 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 		r.problem(errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, ref(desired)))
 	}
 	// Consumed allowances never reopen a gate; the function prunes them.
-	ann[v1alpha1.AnnotationAllowances] = allowance.Format(allowance.Unconsumed(g.Allowances, observed))
+	kept := allowance.Unconsumed(g.Allowances, observed)
+	// Those marked consumed in this run stay one write, marked: admission
+	// puts back an allowance a write drops while it is stored unconsumed.
+	for _, a := range ch.superseded {
+		if !slices.ContainsFunc(kept, a.Same) {
+			kept = append(kept, a)
+		}
+	}
+	ann[v1alpha1.AnnotationAllowances] = allowance.Format(kept)
 	ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
 	rev := r.revision
 	if len(ch.passed) == 0 && om.ann[v1alpha1.AnnotationCompositionRevision] != "" && (len(ch.held) > 0 || r.hasWithheld(dm.resName)) {

@@ -415,8 +415,8 @@ func pendingCovering(have []allowance.Allowance, m mutation.Mutation, v any, pre
 // Those released this run are let through instead.
 //
 // rec is the record of the spec the pipeline wants.
-func supersede(have []allowance.Allowance, rec mutation.Applied, released []allowance.Allowance) []allowance.Allowance {
-	out := have
+func supersede(have []allowance.Allowance, rec mutation.Applied, released []allowance.Allowance) (out, superseded []allowance.Allowance) {
+	out = have
 	for i, a := range have {
 		if !a.IsPending() || a.Consumed || slices.ContainsFunc(released, a.Same) {
 			continue
@@ -428,8 +428,9 @@ func supersede(have []allowance.Allowance, rec mutation.Applied, released []allo
 			out = slices.Clone(have)
 		}
 		out[i].Consumed = true
+		superseded = append(superseded, out[i])
 	}
-	return out
+	return out, superseded
 }
 
 // wants reports whether rec, the record of a desired spec, still sets

@@ -146,7 +146,21 @@ func (p *pools) step() {
 		o := p.observed[name]
 		dmd := want["metadata"].(map[string]any)
 		omd := o["metadata"].(map[string]any)
-		omd["annotations"], omd["labels"] = dmd["annotations"], dmd["labels"]
+		// Admission: no write loses an unconsumed allowance or reopens a
+		// consumed one, and pending values stay as issued.
+		ann := dmd["annotations"].(map[string]any)
+		if stored, ok := omd["annotations"].(map[string]any)[v1alpha1.AnnotationAllowances].(string); ok {
+			was, _ := allowance.Parse(stored)
+			as, err := allowance.Parse(fmt.Sprint(ann[v1alpha1.AnnotationAllowances]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			as, _ = allowance.KeepConsumed(as, was)
+			as, _ = allowance.KeepUnconsumed(as, was, o)
+			as, _ = allowance.KeepPending(as, was)
+			ann[v1alpha1.AnnotationAllowances] = allowance.Format(as)
+		}
+		omd["annotations"], omd["labels"] = ann, dmd["labels"]
 		before := fmt.Sprint(o["spec"].(map[string]any)["forProvider"])
 		o["spec"] = want["spec"]
 		if fmt.Sprint(o["spec"].(map[string]any)["forProvider"]) != before {
@@ -343,6 +357,12 @@ func TestRevertMidRollOut(t *testing.T) {
 	for _, name := range p.updates {
 		if name != "pool-1" && name != "pool-2" {
 			t.Errorf("%s was written, but only pool-1 and pool-2 ever took the stale value (updates %v)", name, p.updates)
+		}
+	}
+	for name, o := range p.observed {
+		as, _ := allowance.Parse((&unstructured.Unstructured{Object: o}).GetAnnotations()[v1alpha1.AnnotationAllowances])
+		if open := allowance.Unconsumed(as, o); len(open) > 0 {
+			t.Errorf("%s keeps superseded allowances open: %v", name, open)
 		}
 	}
 }

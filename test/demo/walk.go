@@ -97,9 +97,61 @@ func walk(w io.Writer) error {
 	}, d.withheld("spec.forProvider.tags.tier")); err != nil {
 		return err
 	}
-	return d.step(ctx, "S4: an UpgradeAllowance for revision 2 of "+composition+" lets the tier change through", func() error {
+	if err := d.step(ctx, "S4: an UpgradeAllowance for revision 2 of "+composition+" lets the tier change through", func() error {
 		return create(ctx, admin, filepath.Join(data, "upgrade.yaml"))
-	}, d.updated("data", 2))
+	}, d.updated("data", 2)); err != nil {
+		return err
+	}
+	return rollOut(ctx, cp, admin, alice, data, w)
+}
+
+// rollOut walks propagation control: a Claim whose six pool buckets form
+// a collection takes its creation and alice's resize in batches.
+func rollOut(ctx context.Context, cp *controlplane.ControlPlane, admin, alice client.Client, data string, w io.Writer) error {
+	const pools = "xdatabases-pools"
+	if err := cp.Namespace(ctx, "rollout"); err != nil {
+		return err
+	}
+	if err := cp.Composition(ctx, filepath.Join(data, "composition-pools.yaml"), pools); err != nil {
+		return err
+	}
+	d := &demo{w: w, cp: cp, admin: admin, key: client.ObjectKey{Namespace: "rollout", Name: "pools"}}
+	claim := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": "small", "compositionRef": map[string]any{"name": pools}}}}
+	claim.SetGroupVersionKind(controlplane.ClaimGVK)
+	claim.SetNamespace("rollout")
+	claim.SetName("pools")
+	claim.SetAnnotations(map[string]string{"jira": "INFRA-2"})
+	if err := d.step(ctx, "P1: alice creates DatabaseClaim rollout/pools: six pool buckets in one collection, created in batches of 1, 1, 2, 2", func() error {
+		return alice.Create(ctx, claim)
+	}, d.all(recorder.VerbCreate)); err != nil {
+		return err
+	}
+	return d.step(ctx, "P2: alice resizes rollout/pools to large: each batch starts once the pools before it applied it and are Ready", func() error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := alice.Get(ctx, d.key, claim); err != nil {
+				return err
+			}
+			_ = unstructured.SetNestedField(claim.Object, "large", "spec", "size")
+			return alice.Update(ctx, claim)
+		})
+	}, d.all(recorder.VerbUpdate))
+}
+
+// all waits for the cloud to see verb once for every bucket of six.
+func (d *demo) all(verb string) func(context.Context) (bool, string, error) {
+	return func(ctx context.Context) (bool, string, error) {
+		bs, err := d.cp.Buckets(ctx, d.key)
+		if err != nil || len(bs) != 6 {
+			return false, fmt.Sprintf("%d buckets", len(bs)), err
+		}
+		n := 0
+		for _, b := range bs {
+			if d.cp.Cloud.Count(verb, b.GetName()) > 0 {
+				n++
+			}
+		}
+		return n == 6, fmt.Sprintf("%d of 6 buckets saw %s", n, verb), nil
+	}
 }
 
 type demo struct {
@@ -144,12 +196,15 @@ func (d *demo) step(ctx context.Context, title string, act func() error, done fu
 	wctx, stop := context.WithCancel(ctx)
 	seen := make(chan []gateChange, 1)
 	go func() { seen <- d.watchGates(wctx) }()
+	propagated := make(chan []gateChange, 1)
+	go func() { propagated <- d.watchPropagated(wctx) }()
 	err := act()
 	if err == nil {
 		err = d.settle(ctx, done)
 	}
 	stop()
 	changes := <-seen
+	changes = append(changes, <-propagated...)
 	if err != nil {
 		return err
 	}
@@ -263,6 +318,45 @@ func (d *demo) watchGates(ctx context.Context) []gateChange {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// watchPropagated records every change of the XR's Propagated condition
+// until ctx ends, as which resources it holds.
+func (d *demo) watchPropagated(ctx context.Context) []gateChange {
+	last := ""
+	var out []gateChange
+	for {
+		if xr, err := d.cp.XR(context.Background(), d.key); err == nil && xr != nil {
+			c := controlplane.Condition(xr, "Propagated")
+			now := ""
+			if c.Status != "" {
+				now = fmt.Sprintf("XR Propagated=%s %s", c.Status, c.Reason)
+				if held := heldIn(c.Message); held != "" {
+					now += ": holds " + held
+				}
+			}
+			if now != last && now != "" {
+				out = append(out, gateChange{at: time.Now(), what: now})
+			}
+			last = now
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// heldIn lists the resources a Propagated message names as held.
+func heldIn(msg string) string {
+	var held []string
+	for _, part := range strings.Split(msg, "; ") {
+		if r, ok := strings.CutPrefix(part, "resource "); ok && strings.Contains(part, "held:") {
+			held = append(held, strings.Fields(r)[0])
+		}
+	}
+	return strings.Join(held, ", ")
 }
 
 // create creates every object in a YAML file, retrying while the
