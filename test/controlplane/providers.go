@@ -43,13 +43,19 @@ func (p *providerProcess) exited() bool {
 	}
 }
 
+// MaxGateOpen is provider-kausality's --max-gate-open on the control
+// plane: short, so a scenario can outlast it (a freeze longer than a gate
+// may stay open), and long enough for every gate to be applied in time on
+// a loaded machine.
+const MaxGateOpen = 90 * time.Second
+
 // startProvider starts provider-kausality. The caller holds r.mu.
 func (r *externalRuntime) startProvider() error {
 	p := r.provider
 	pr, err := r.c.process(ProviderKausality, []string{"KUBECONFIG=" + p.kubeconfig}, p.bin,
 		"--webhook-host", webhookHost, "--webhook-port", "9443", "--webhook-certs", p.certs,
 		"--metrics-address", "0", "--health-address", "0", "--discovery-interval", "1s",
-		"--crossplane-service-account", CrossplaneSA, "--max-gate-open", "10m", "--debug")
+		"--crossplane-service-account", CrossplaneSA, "--max-gate-open", MaxGateOpen.String(), "--debug")
 	if err != nil {
 		return err
 	}

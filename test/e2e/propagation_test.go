@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,9 +15,30 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
+
+// poolsComposition applies testdata/composition-pools.yaml as the test's
+// own Composition, its blocker in Namespace ns, so tests running in
+// parallel do not block each other; it returns its name.
+func poolsComposition(t *testing.T, ns string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "composition-pools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "composition.yaml")
+	if err := os.WriteFile(f, []byte(strings.ReplaceAll(string(b), "namespace: rollout", "namespace: "+ns)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if err := cp.Composition(context.Background(), f, name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
 
 // pools are the six pool buckets of a Claim in roll-out order.
 func pools(t *testing.T, key client.ObjectKey) []*unstructured.Unstructured {
@@ -63,11 +85,7 @@ func updated(order []int) int {
 func TestRollOutInBatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	comp := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if err := cp.Composition(ctx, filepath.Join("testdata", "composition-pools.yaml"), comp); err != nil {
-		t.Fatal(err)
-	}
-	key := created(t, comp, "rollout", "pools")
+	key := created(t, poolsComposition(t, "rollout"), "rollout", "pools")
 	// Creation is paced too: all six exist at once, behind closed gates,
 	// and reach the cloud in batches.
 	controlplane.Eventually(t, 3*settleTimeout, "all six pools created in the cloud", func() (bool, string) {
@@ -173,11 +191,7 @@ func TestRollOutInBatches(t *testing.T) {
 func TestRevertMidRollOut(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	comp := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if err := cp.Composition(ctx, filepath.Join("testdata", "composition-pools.yaml"), comp); err != nil {
-		t.Fatal(err)
-	}
-	key := created(t, comp, "revert", "pools")
+	key := created(t, poolsComposition(t, "revert"), "revert", "pools")
 	controlplane.Eventually(t, 3*settleTimeout, "all six pools created in the cloud", func() (bool, string) {
 		bs := buckets(t, key)
 		if len(bs) != 6 {
@@ -222,4 +236,74 @@ func TestRevertMidRollOut(t *testing.T) {
 		}
 	}
 	expectClosed(t, key)
+}
+
+// TestNamespaceFreezeOutlastsTheGate is issue 12's freeze defect on real
+// Crossplane: Alice's resize lands while the Namespace is frozen for twice
+// the longest a gate may stay open. Nothing reaches the cloud meanwhile,
+// the Claim names the freeze and who set it, and once it lifts every pool
+// takes the change exactly once.
+func TestNamespaceFreezeOutlastsTheGate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	key := created(t, poolsComposition(t, "frozen"), "frozen", "pools")
+	controlplane.Eventually(t, 3*settleTimeout, "all six pools created in the cloud", func() (bool, string) {
+		bs := buckets(t, key)
+		if len(bs) != 6 {
+			return false, cp.Describe(ctx, key)
+		}
+		for _, b := range bs {
+			if counts(b.GetName())[0] != 1 {
+				return false, cp.Describe(ctx, key)
+			}
+		}
+		return true, ""
+	})
+	settle(t, key)
+	ps := pools(t, key)
+
+	freeze := func(on bool) {
+		t.Helper()
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}
+		if err := controlplane.Update(as(t, "admin"), ns, func() {
+			if !on {
+				delete(ns.Annotations, v1alpha1.AnnotationFreeze)
+				return
+			}
+			metav1.SetMetaDataAnnotation(&ns.ObjectMeta, v1alpha1.AnnotationFreeze, `{"user":"oncall@example.com","message":"incident 7"}`)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	freeze(true)
+	c := claim(key.Namespace, key.Name, "", nil)
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+		t.Fatalf("alice's permitted change: %v", err)
+	}
+	controlplane.Eventually(t, settleTimeout, "the Claim to name the freeze", func() (bool, string) {
+		cl, err := cp.Object(ctx, controlplane.ClaimGVK, key)
+		if err != nil || cl == nil {
+			return false, fmt.Sprint(err)
+		}
+		p := controlplane.Condition(cl, "Propagated")
+		return p.Status == "False" && p.Reason == "Frozen" && strings.Contains(p.Message, "oncall@example.com"), controlplane.Conditions(cl)
+	})
+	time.Sleep(2*controlplane.MaxGateOpen + 10*time.Second)
+	if o := updateOrder(ps); updated(o) != 0 {
+		t.Fatalf("during the freeze: updates %v, want none", o)
+	}
+	freeze(false)
+	controlplane.Eventually(t, 3*settleTimeout, "every pool updated after the freeze", func() (bool, string) {
+		o := updateOrder(ps)
+		return updated(o) == 6, fmt.Sprintf("%v — %s", o, cp.Describe(ctx, key))
+	})
+	settle(t, key)
+	for i, p := range ps {
+		if got := counts(p.GetName()); got != [3]int{1, 1, 0} {
+			t.Errorf("pool-%d: Create/Update/Delete = %v, want one Create and exactly one Update", i+1, got)
+		}
+		if s, _ := cp.Cloud.Get(p.GetName()); s.Size != 2 {
+			t.Errorf("pool-%d: cloud size %d, want 2", i+1, s.Size)
+		}
+	}
 }
