@@ -329,7 +329,7 @@ func (d *demo) watchPropagated(ctx context.Context) []gateChange {
 		if xr, err := d.cp.XR(context.Background(), d.key); err == nil && xr != nil {
 			c := controlplane.Condition(xr, "Propagated")
 			now := ""
-			if c.Status != "" {
+			if c.Reason != "" {
 				now = fmt.Sprintf("XR Propagated=%s %s", c.Status, c.Reason)
 				if held := heldIn(c.Message); held != "" {
 					now += ": holds " + held
