@@ -51,6 +51,18 @@ func noop(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
 	return rsp, response.SetDesiredComposedResources(rsp, desired)
 }
 
+// benchRun runs RunFunction on req, which must answer n resources.
+func benchRun(b *testing.B, req *fnv1.RunFunctionRequest, n int) {
+	f := newTestFunction()
+	b.ReportAllocs()
+	for b.Loop() {
+		rsp, err := f.RunFunction(context.Background(), req)
+		if err != nil || len(rsp.GetDesired().GetResources()) != n {
+			b.Fatalf("RunFunction() = %d resources, %v", len(rsp.GetDesired().GetResources()), err)
+		}
+	}
+}
+
 // BenchmarkRunFunction measures RunFunction at 10, 100 and 1000 composed
 // resources next to a no-op function body on the same request. Report
 // kausality/N as a ratio of noop/N.
@@ -66,16 +78,7 @@ func BenchmarkRunFunction(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("kausality/%d", n), func(b *testing.B) {
-			f := newTestFunction()
-			b.ReportAllocs()
-			for b.Loop() {
-				rsp, err := f.RunFunction(context.Background(), req)
-				if err != nil || len(rsp.GetDesired().GetResources()) != n {
-					b.Fatalf("RunFunction() = %d resources, %v", len(rsp.GetDesired().GetResources()), err)
-				}
-			}
-		})
+		b.Run(fmt.Sprintf("kausality/%d", n), func(b *testing.B) { benchRun(b, req, n) })
 	}
 }
 
@@ -90,16 +93,7 @@ func BenchmarkPropagation(b *testing.B) {
 	propagated := benchRequest(b, n)
 	propagated.Input = obj(b, "apiVersion: kausality.fn.crossplane.io/v1beta1\nkind: Input\npropagation:\n  collections:\n  - {name: instances, matchResourceName: 'rds-*'}\n")
 	for name, req := range map[string]*fnv1.RunFunctionRequest{"plain": plain, "propagated": propagated} {
-		b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
-			f := newTestFunction()
-			b.ReportAllocs()
-			for b.Loop() {
-				rsp, err := f.RunFunction(context.Background(), req)
-				if err != nil || len(rsp.GetDesired().GetResources()) != n {
-					b.Fatalf("RunFunction() = %d resources, %v", len(rsp.GetDesired().GetResources()), err)
-				}
-			}
-		})
+		b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) { benchRun(b, req, n) })
 	}
 	// The propagated request really holds: one let through, the rest held.
 	rsp, _ := newTestFunction().RunFunction(context.Background(), propagated)

@@ -55,17 +55,49 @@ func pools(t *testing.T, key client.ObjectKey) []*unstructured.Unstructured {
 	return out
 }
 
-// updateOrder is the position of each pool's first external Update in the
-// cloud's call log, -1 for none yet.
-func updateOrder(ps []*unstructured.Unstructured) []int {
+// createdPools creates the Claim pools in Namespace ns, composed by
+// poolsComposition, and waits until all six pools exist in the cloud
+// (creation is paced too: all six exist in Kubernetes at once, behind
+// closed gates, and reach the cloud in batches) and the chain settled.
+func createdPools(t *testing.T, ns string) (client.ObjectKey, []*unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	key := created(t, poolsComposition(t, ns), ns, "pools")
+	controlplane.Eventually(t, 3*settleTimeout, "all six pools created in the cloud", func() (bool, string) {
+		bs := buckets(t, key)
+		if len(bs) != 6 {
+			return false, cp.Describe(ctx, key)
+		}
+		for _, b := range bs {
+			if counts(b.GetName())[0] != 1 {
+				return false, cp.Describe(ctx, key)
+			}
+		}
+		return true, ""
+	})
+	settle(t, key)
+	return key, pools(t, key)
+}
+
+// callOrder is the position of each pool's first external call of verb in
+// the cloud's call log, -1 for none yet.
+func callOrder(ps []*unstructured.Unstructured, verb string) []int {
 	calls := cp.Cloud.Calls()
 	out := make([]int, len(ps))
 	for i, p := range ps {
-		out[i] = slices.IndexFunc(calls, func(c recorder.Call) bool {
-			return c.Verb == recorder.VerbUpdate && c.Name == p.GetName()
-		})
+		out[i] = slices.IndexFunc(calls, func(c recorder.Call) bool { return c.Verb == verb && c.Name == p.GetName() })
 	}
 	return out
+}
+
+// updateOrder is callOrder of the Updates.
+func updateOrder(ps []*unstructured.Unstructured) []int { return callOrder(ps, recorder.VerbUpdate) }
+
+// batched reports whether the calls at positions o came in the seed's
+// exponential batches of six: pool-1, pool-2, then pool-3 and pool-4, then
+// pool-5 and pool-6, each batch after the one before.
+func batched(o []int) bool {
+	return o[0] < o[1] && o[1] < min(o[2], o[3]) && max(o[2], o[3]) < min(o[4], o[5])
 }
 
 func updated(order []int) int {
@@ -85,28 +117,8 @@ func updated(order []int) int {
 func TestRollOutInBatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	key := created(t, poolsComposition(t, "rollout"), "rollout", "pools")
-	// Creation is paced too: all six exist at once, behind closed gates,
-	// and reach the cloud in batches.
-	controlplane.Eventually(t, 3*settleTimeout, "all six pools created in the cloud", func() (bool, string) {
-		bs := buckets(t, key)
-		if len(bs) != 6 {
-			return false, cp.Describe(ctx, key)
-		}
-		for _, b := range bs {
-			if counts(b.GetName())[0] != 1 {
-				return false, cp.Describe(ctx, key)
-			}
-		}
-		return true, ""
-	})
-	settle(t, key)
-	ps := pools(t, key)
-	creates := make([]int, len(ps))
-	for i, p := range ps {
-		creates[i] = slices.IndexFunc(cp.Cloud.Calls(), func(c recorder.Call) bool { return c.Verb == recorder.VerbCreate && c.Name == p.GetName() })
-	}
-	if o := creates; !(o[0] < o[1] && o[1] < min(o[2], o[3]) && max(o[2], o[3]) < min(o[4], o[5])) {
+	key, ps := createdPools(t, "rollout")
+	if o := callOrder(ps, recorder.VerbCreate); !batched(o) {
 		t.Errorf("create order by pool = %v, want pool-1, pool-2, then pool-3 and pool-4, then pool-5 and pool-6", o)
 	}
 	for i, p := range ps {
@@ -162,9 +174,7 @@ func TestRollOutInBatches(t *testing.T) {
 		return updated(o) == 6, fmt.Sprint(o)
 	})
 	settle(t, key)
-	o := updateOrder(ps)
-	// Batches 1, 1, 2, 2: each starts after the one before.
-	if !(o[0] < o[1] && o[1] < min(o[2], o[3]) && max(o[2], o[3]) < min(o[4], o[5])) {
+	if o := updateOrder(ps); !batched(o) {
 		t.Errorf("update order by pool = %v, want pool-1, pool-2, then pool-3 and pool-4, then pool-5 and pool-6", o)
 	}
 	for i, p := range ps {
@@ -191,21 +201,7 @@ func TestRollOutInBatches(t *testing.T) {
 func TestRevertMidRollOut(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	key := created(t, poolsComposition(t, "revert"), "revert", "pools")
-	controlplane.Eventually(t, 3*settleTimeout, "all six pools created in the cloud", func() (bool, string) {
-		bs := buckets(t, key)
-		if len(bs) != 6 {
-			return false, cp.Describe(ctx, key)
-		}
-		for _, b := range bs {
-			if counts(b.GetName())[0] != 1 {
-				return false, cp.Describe(ctx, key)
-			}
-		}
-		return true, ""
-	})
-	settle(t, key)
-	ps := pools(t, key)
+	key, ps := createdPools(t, "revert")
 	resize := func(size string) {
 		t.Helper()
 		c := claim(key.Namespace, key.Name, "", nil)
@@ -246,21 +242,7 @@ func TestRevertMidRollOut(t *testing.T) {
 func TestNamespaceFreezeOutlastsTheGate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	key := created(t, poolsComposition(t, "frozen"), "frozen", "pools")
-	controlplane.Eventually(t, 3*settleTimeout, "all six pools created in the cloud", func() (bool, string) {
-		bs := buckets(t, key)
-		if len(bs) != 6 {
-			return false, cp.Describe(ctx, key)
-		}
-		for _, b := range bs {
-			if counts(b.GetName())[0] != 1 {
-				return false, cp.Describe(ctx, key)
-			}
-		}
-		return true, ""
-	})
-	settle(t, key)
-	ps := pools(t, key)
+	key, ps := createdPools(t, "frozen")
 
 	freeze := func(on bool) {
 		t.Helper()

@@ -96,24 +96,29 @@ func allCases(t *testing.T) []Case {
 func TestGolden(t *testing.T) {
 	for _, c := range allCases(t) {
 		t.Run(c.ID(), func(t *testing.T) {
-			got := renderCase(t, c)
-			golden := filepath.Join("testdata", c.Example, c.Name+".yaml")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o750); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, got, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden) //nolint:gosec // test data
-			if err != nil {
-				t.Fatalf("cannot read golden file (run `make golden` to create it): %v", err)
-			}
-			if diff := cmp.Diff(string(want), string(got)); diff != "" {
-				t.Errorf("render output of %s differs from %s (-want +got); run `make golden` if intended:\n%s", c.ID(), golden, diff)
-			}
+			compareGolden(t, filepath.Join("testdata", c.Example, c.Name+".yaml"), renderCase(t, c))
 		})
+	}
+}
+
+// compareGolden compares render output got with the golden file, which
+// -update rewrites first.
+func compareGolden(t *testing.T, golden string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(golden), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, got, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden) //nolint:gosec // test data
+	if err != nil {
+		t.Fatalf("cannot read golden file (run `make golden` to create it): %v", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("render output differs from %s (-want +got); run `make golden` if intended:\n%s", golden, diff)
 	}
 }
 

@@ -199,19 +199,7 @@ func TestRollOutSteps(t *testing.T) {
 	var propagated []string
 	for i := 1; i <= 5; i++ {
 		out, wrote := step(fmt.Sprintf("4-rollout-step-%d", i), "", c)
-		golden := filepath.Join("testdata", "cluster", fmt.Sprintf("4-rollout-step-%d.yaml", i))
-		if *update {
-			if err := os.WriteFile(golden, out, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want, err := os.ReadFile(golden) //nolint:gosec // test data
-		if err != nil {
-			t.Fatalf("cannot read golden file (run `make golden`): %v", err)
-		}
-		if diff := cmp.Diff(string(want), string(out)); diff != "" {
-			t.Errorf("step %d differs from %s (-want +got); run `make golden` if intended:\n%s", i, golden, diff)
-		}
+		compareGolden(t, filepath.Join("testdata", "cluster", fmt.Sprintf("4-rollout-step-%d.yaml", i)), out)
 		batches = append(batches, wrote)
 		propagated = append(propagated, xrCondition(t, out, "Propagated"))
 		for name, o := range c.observed {
