@@ -171,6 +171,8 @@ func (h hold) String() string {
 // (DESIGN §6). A held resource keeps its observed spec and a closed gate;
 // its change is stamped as a pending allowance on it (stampExternal), so
 // that the XR's generation moving on cannot lose it.
+// In Log mode it paces nothing: changes flow as they would without
+// Kausality.
 func (r *run) propagate(items []*item) {
 	p := r.cfg.plan
 	if p == nil || r.log {
@@ -249,7 +251,7 @@ func (r *run) propagate(items []*item) {
 	}
 }
 
-// holdBack keeps it's change from reaching the cloud: an update keeps the
+// holdBack keeps its change from reaching the cloud: an update keeps the
 // observed values, and a creation creates the resource in Kubernetes only,
 // behind a closed gate; either is recorded as pending on the resource, so
 // its cause outlasts the XR's allowance or lifecycle phase.
