@@ -58,6 +58,22 @@ type change struct {
 	pending map[string]string
 }
 
+// desiredRecord is a copy of the record of the desired spec as it leaves
+// this run (gate.SpecRecord), when the run already made it: nothing was
+// withheld or held, so desired is what the pipeline wanted. Nil otherwise.
+// Hashing every leaf again is the largest cost of deciding a gate.
+func (ch change) desiredRecord() mutation.Applied {
+	switch {
+	case len(ch.withheld) > 0 || len(ch.held) > 0:
+		return nil
+	case ch.create:
+		return maps.Clone(ch.applied)
+	case ch.wanted != nil:
+		return maps.Clone(ch.wanted)
+	}
+	return nil
+}
+
 // item is one desired composed resource between deciding its change and
 // stamping its gate, so propagation control can see all of them at once.
 type item struct {
@@ -233,7 +249,7 @@ func keepObserved(r *run, dm childMeta, observed, desired map[string]any, ms []m
 // gate formula.
 func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) {
 	as := r.stampExternal(dm, om, have, ch)
-	g := r.cfg.gate.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied { return appliedSpec(desired, observed, ch.owned) }, as, r.now, r.frozen)
+	g := r.cfg.gate.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied { return appliedSpec(desired, observed, ch.owned, ch.desiredRecord()) }, as, r.now, r.frozen)
 	if len(g.Withheld) > 0 {
 		r.withhold(dm, "open gate", "", fmt.Sprintf("%s is frozen by %s", ref(r.xr.Object), r.frozen))
 	}
@@ -303,8 +319,13 @@ func setManagementPolicies(obj map[string]any, ps []string) error {
 // pipeline never set (owned is what it last applied), such as defaults the
 // API server filled in, which the apply does not remove. The gate compares
 // it with what was approved, so those fields are not pending changes.
-func appliedSpec(desired, observed map[string]any, owned mutation.Applied) mutation.Applied {
-	rec := gate.SpecRecord(desired)
+//
+// rec is the record of desired's spec when the caller has it (see
+// change.desiredRecord), nil to record it here.
+func appliedSpec(desired, observed map[string]any, owned mutation.Applied, rec mutation.Applied) mutation.Applied {
+	if rec == nil {
+		rec = gate.SpecRecord(desired)
+	}
 	if observed == nil {
 		return rec
 	}
