@@ -249,7 +249,9 @@ func keepObserved(r *run, dm childMeta, observed, desired map[string]any, ms []m
 // gate formula.
 func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) {
 	as := r.stampExternal(dm, om, have, ch)
-	g := r.cfg.gate.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied { return appliedSpec(desired, observed, ch.owned, ch.desiredRecord()) }, as, r.now, r.frozen)
+	g := r.cfg.gate.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied {
+		return appliedSpec(desired, observed, ch.owned, ch.desiredRecord())
+	}, as, r.now, r.frozen)
 	if len(g.Withheld) > 0 {
 		r.withhold(dm, "open gate", "", fmt.Sprintf("%s is frozen by %s", ref(r.xr.Object), r.frozen))
 	}
