@@ -1,156 +1,19 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"path"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
-
-	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
-
-// plan is the Input's propagation, compiled.
-type plan struct {
-	resources   map[string]rollout.Rule
-	collections []collection
-	blockers    []blocker
-}
-
-type collection struct {
-	v1beta1.Collection
-	rule rollout.Rule
-}
-
-type blocker struct {
-	v1beta1.Blocker
-	when rollout.Rule
-}
-
-// plans caches compiled plans by their Input, so a Composition's
-// expressions are compiled once, not on every call.
-var plans sync.Map
-
-// planOf compiles p. An error names the Input field.
-func planOf(p *v1beta1.Propagation) (*plan, error) {
-	if p == nil {
-		return nil, nil
-	}
-	key, err := json.Marshal(p)
-	if err != nil {
-		return nil, errors.Wrap(err, "cannot encode input propagation")
-	}
-	if c, ok := plans.Load(string(key)); ok {
-		return c.(*plan), nil
-	}
-	var names []string
-	seen := map[string]string{}
-	for i, c := range p.Collections {
-		if err := name(seen, c.Name, fmt.Sprintf("input propagation.collections[%d]", i)); err != nil {
-			return nil, err
-		}
-		if c.MatchResourceName == "" && len(c.MatchLabels) == 0 {
-			return nil, errors.Errorf("input propagation.collections[%d] (%s) selects nothing: set matchResourceName or matchLabels", i, c.Name)
-		}
-		if _, err := path.Match(c.MatchResourceName, ""); err != nil {
-			return nil, errors.Wrapf(err, "input propagation.collections[%d].matchResourceName %q", i, c.MatchResourceName)
-		}
-		names = append(names, c.Name)
-	}
-	for i, b := range p.Blockers {
-		if err := name(seen, b.Name, fmt.Sprintf("input propagation.blockers[%d]", i)); err != nil {
-			return nil, err
-		}
-		if b.APIVersion == "" || b.Kind == "" || b.MatchName == "" {
-			return nil, errors.Errorf("input propagation.blockers[%d] (%s) needs apiVersion, kind and matchName", i, b.Name)
-		}
-		names = append(names, b.Name)
-	}
-	env, err := rollout.NewEnv(names...)
-	if err != nil {
-		return nil, err
-	}
-	out := &plan{resources: map[string]rollout.Rule{}}
-	for i, rp := range p.Resources {
-		r, err := rollout.Compile(env, rp.PropagateWhen)
-		if err != nil {
-			return nil, errors.Wrapf(err, "input propagation.resources[%d] (%s)", i, rp.Name)
-		}
-		out.resources[rp.Name] = r
-	}
-	for i, c := range p.Collections {
-		when := c.PropagateWhen
-		if when == nil {
-			when = []string{fmt.Sprintf("exponentiallyUpdated(item, %s)", c.Name)}
-		}
-		r, err := rollout.Compile(env, when)
-		if err != nil {
-			return nil, errors.Wrapf(err, "input propagation.collections[%d] (%s)", i, c.Name)
-		}
-		out.collections = append(out.collections, collection{Collection: c, rule: r})
-	}
-	for i, b := range p.Blockers {
-		when := []string{}
-		if b.When != "" {
-			when = []string{b.When}
-		}
-		r, err := rollout.Compile(env, when)
-		if err != nil {
-			return nil, errors.Wrapf(err, "input propagation.blockers[%d] (%s) when", i, b.Name)
-		}
-		out.blockers = append(out.blockers, blocker{Blocker: b, when: r})
-	}
-	plans.Store(string(key), out)
-	return out, nil
-}
-
-// name checks a CEL variable name is free.
-func name(seen map[string]string, n, field string) error {
-	switch n {
-	case rollout.VarItem, rollout.VarXR, rollout.VarNow, rollout.VarObject:
-		return errors.Errorf("%s: name %q is a variable every expression has", field, n)
-	}
-	if n == "" {
-		return errors.Errorf("%s: name is empty", field)
-	}
-	if other, ok := seen[n]; ok {
-		return errors.Errorf("%s: name %q is taken by %s", field, n, other)
-	}
-	seen[n] = field
-	return nil
-}
-
-// RequirementBlockerPrefix names the required resource of each blocker.
-const RequirementBlockerPrefix = "kausality-blocker-"
-
-// blockerRequirements asks Crossplane for the plan's blockers.
-func blockerRequirements(rs *fnv1.Requirements, p *plan, xr map[string]any) {
-	if p == nil {
-		return
-	}
-	for _, b := range p.blockers {
-		sel := &fnv1.ResourceSelector{ApiVersion: b.APIVersion, Kind: b.Kind, Match: &fnv1.ResourceSelector_MatchName{MatchName: b.MatchName}}
-		ns := b.Namespace
-		if ns == "" && xr != nil {
-			ns = (&unstructured.Unstructured{Object: xr}).GetNamespace()
-		}
-		if ns != "" {
-			sel.Namespace = &ns
-		}
-		rs.Resources[RequirementBlockerPrefix+b.Name] = sel
-	}
-}
 
 // hold is why propagation control keeps a change from a composed resource.
 type hold struct {
@@ -318,22 +181,6 @@ func (r *run) loadBlockers(p *plan, vars map[string]any) string {
 		}
 	}
 	return why
-}
-
-// selects reports whether it is a member of c.
-func (c collection) selects(it *item) bool {
-	if c.MatchResourceName != "" {
-		if ok, _ := path.Match(c.MatchResourceName, it.resName); !ok {
-			return false
-		}
-	}
-	labels := (&unstructured.Unstructured{Object: it.desired}).GetLabels()
-	for k, v := range c.MatchLabels {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // memberState is a composed resource's updated() and ready(): updated
