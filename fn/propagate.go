@@ -12,6 +12,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
@@ -41,10 +42,9 @@ func (r *run) propagate(items []*item) {
 	if p == nil || r.log {
 		return
 	}
-	vars := map[string]any{rollout.VarXR: celObject(r.xr.Object), rollout.VarNow: r.now, rollout.VarObject: nil}
+	vars := map[string]any{rollout.VarXR: policy.CELView(r.xr.Object), rollout.VarNow: r.now, rollout.VarObject: nil}
 	blocked := r.loadBlockers(p, vars)
 
-	members := map[string][]any{} // collection name -> members in roll-out order
 	inColl := map[string][]collection{}
 	cel := map[*item]map[string]any{}
 	for _, it := range items {
@@ -53,19 +53,19 @@ func (r *run) propagate(items []*item) {
 		if obj == nil {
 			obj = it.desired
 		}
-		cel[it] = rollout.Member(celObject(obj), it.resName, updated, ready)
+		cel[it] = rollout.Member(policy.CELView(obj), it.resName, updated, ready)
 	}
 	ordered := slices.Clone(items)
 	sort.SliceStable(ordered, func(i, j int) bool { return naturalLess(ordered[i].resName, ordered[j].resName) })
 	for _, c := range p.collections {
-		members[c.Name] = []any{}
+		members := []any{} // in roll-out order
 		for _, it := range ordered {
 			if c.selects(it) {
-				members[c.Name] = append(members[c.Name], cel[it])
+				members = append(members, cel[it])
 				inColl[it.resName] = append(inColl[it.resName], c)
 			}
 		}
-		vars[c.Name] = members[c.Name]
+		vars[c.Name] = members
 	}
 
 	for _, it := range items {
@@ -161,7 +161,7 @@ func (r *run) loadBlockers(p *plan, vars map[string]any) string {
 			vars[b.Name] = nil
 			continue
 		}
-		obj := celObject(objs[0].Object)
+		obj := policy.CELView(objs[0].Object)
 		vars[b.Name] = obj
 		if why != "" {
 			continue
@@ -215,19 +215,6 @@ func conditionTrue(obj map[string]any, t string) bool {
 		}
 	}
 	return false
-}
-
-// celObject is obj as expressions see it: metadata.labels and annotations
-// and status present, as in AllowancePolicy expressions.
-func celObject(obj map[string]any) map[string]any {
-	out := make(map[string]any, len(obj)+1)
-	for k, v := range obj {
-		out[k] = v
-	}
-	if _, ok := out["status"].(map[string]any); !ok {
-		out["status"] = map[string]any{}
-	}
-	return out
 }
 
 // pendingCovering is the pending allowance of have that covers mutation

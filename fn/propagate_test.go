@@ -209,6 +209,23 @@ func jsonSafe(v any) any {
 	return v
 }
 
+// allowancesOn are the allowances an observed pool carries.
+func allowancesOn(o map[string]any) []allowance.Allowance {
+	as, _ := allowance.Parse((&unstructured.Unstructured{Object: o}).GetAnnotations()[v1alpha1.AnnotationAllowances])
+	return as
+}
+
+// expectNoneOpen fails the test for every pool that keeps an unconsumed
+// allowance.
+func (p *pools) expectNoneOpen(when string) {
+	p.t.Helper()
+	for name, o := range p.observed {
+		if open := allowance.Unconsumed(allowancesOn(o), o); len(open) > 0 {
+			p.t.Errorf("%s: %s keeps allowances open: %v", when, name, open)
+		}
+	}
+}
+
 func (p *pools) condition(typ string) *fnv1.Condition {
 	for _, c := range p.last.GetConditions() {
 		if c.GetType() == typ {
@@ -247,12 +264,7 @@ func TestRollOutInBatches(t *testing.T) {
 	if c := p.condition(ConditionPropagated); c == nil || c.GetStatus() != fnv1.Status_STATUS_CONDITION_TRUE {
 		t.Errorf("after the roll-out Propagated = %v, want True", c)
 	}
-	for name, o := range p.observed {
-		as, _ := allowance.Parse((&unstructured.Unstructured{Object: o}).GetAnnotations()[v1alpha1.AnnotationAllowances])
-		if len(allowance.Unconsumed(as, o)) > 0 {
-			t.Errorf("%s keeps unconsumed allowances after the roll-out: %v", name, as)
-		}
-	}
+	p.expectNoneOpen("after the roll-out")
 }
 
 func sorted(bs [][]string) [][]string {
@@ -309,7 +321,7 @@ func TestPendingCoversOnlyItsValue(t *testing.T) {
 	p.step()
 	p.step()
 	for name, o := range p.observed {
-		as, _ := allowance.Parse((&unstructured.Unstructured{Object: o}).GetAnnotations()[v1alpha1.AnnotationAllowances])
+		as := allowancesOn(o)
 		if len(as) != 1 || !as[0].IsPending() {
 			t.Fatalf("%s carries %v, want one pending allowance", name, as)
 		}
@@ -359,12 +371,7 @@ func TestRevertMidRollOut(t *testing.T) {
 			t.Errorf("%s was written, but only pool-1 and pool-2 ever took the stale value (updates %v)", name, p.updates)
 		}
 	}
-	for name, o := range p.observed {
-		as, _ := allowance.Parse((&unstructured.Unstructured{Object: o}).GetAnnotations()[v1alpha1.AnnotationAllowances])
-		if open := allowance.Unconsumed(as, o); len(open) > 0 {
-			t.Errorf("%s keeps superseded allowances open: %v", name, open)
-		}
-	}
+	p.expectNoneOpen("superseded by the revert")
 }
 
 // TestWindowTTL: a closed maintenance window holds the change and asks

@@ -119,9 +119,9 @@ type vars map[string]any
 
 // varsOf are the variables for object and oldObject (nil on create).
 func varsOf(object, oldObject map[string]any) vars {
-	v := vars{varObject: celView(object), varOldObject: nil}
+	v := vars{varObject: CELView(object), varOldObject: nil}
 	if oldObject != nil {
-		v[varOldObject] = celView(oldObject)
+		v[varOldObject] = CELView(oldObject)
 	}
 	return v
 }
@@ -144,10 +144,10 @@ func (p program) eval(v vars) (bool, error) {
 	return bool(b), nil
 }
 
-// celView is obj with metadata.annotations, metadata.labels and status
+// CELView is obj with metadata.annotations, metadata.labels and status
 // present, so expressions need not guard against their absence. obj is not
 // modified.
-func celView(obj map[string]any) map[string]any {
+func CELView(obj map[string]any) map[string]any {
 	out := make(map[string]any, len(obj)+2)
 	for k, v := range obj {
 		out[k] = v

@@ -71,24 +71,14 @@ func walk(w io.Writer) error {
 	}
 	d := &demo{w: w, cp: cp, admin: admin, key: client.ObjectKey{Namespace: "team-a", Name: "orders"}}
 
-	claim := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": "small", "compositionRef": map[string]any{"name": composition}}}}
-	claim.SetGroupVersionKind(controlplane.ClaimGVK)
-	claim.SetNamespace("team-a")
-	claim.SetName("orders")
-	claim.SetAnnotations(map[string]string{"jira": "INFRA-1"})
+	claim := newClaim(d.key, composition, "INFRA-1")
 	if err := d.step(ctx, "S1: alice (platform-team) creates DatabaseClaim team-a/orders, size small", func() error {
 		return alice.Create(ctx, claim)
 	}, nil); err != nil {
 		return err
 	}
 	if err := d.step(ctx, "S2: alice changes size to large, jira INFRA-1 on the Claim", func() error {
-		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := alice.Get(ctx, d.key, claim); err != nil {
-				return err
-			}
-			_ = unstructured.SetNestedField(claim.Object, "large", "spec", "size")
-			return alice.Update(ctx, claim)
-		})
+		return resize(ctx, alice, claim, "large")
 	}, d.updated("data", 1)); err != nil {
 		return err
 	}
@@ -116,25 +106,37 @@ func rollOut(ctx context.Context, cp *controlplane.ControlPlane, admin, alice cl
 		return err
 	}
 	d := &demo{w: w, cp: cp, admin: admin, key: client.ObjectKey{Namespace: "rollout", Name: "pools"}}
-	claim := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": "small", "compositionRef": map[string]any{"name": pools}}}}
-	claim.SetGroupVersionKind(controlplane.ClaimGVK)
-	claim.SetNamespace("rollout")
-	claim.SetName("pools")
-	claim.SetAnnotations(map[string]string{"jira": "INFRA-2"})
+	claim := newClaim(d.key, pools, "INFRA-2")
 	if err := d.step(ctx, "P1: alice creates DatabaseClaim rollout/pools: six pool buckets in one collection, created in batches of 1, 1, 2, 2", func() error {
 		return alice.Create(ctx, claim)
 	}, d.all(recorder.VerbCreate)); err != nil {
 		return err
 	}
 	return d.step(ctx, "P2: alice resizes rollout/pools to large: each batch starts once the pools before it applied it and are Ready", func() error {
-		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := alice.Get(ctx, d.key, claim); err != nil {
-				return err
-			}
-			_ = unstructured.SetNestedField(claim.Object, "large", "spec", "size")
-			return alice.Update(ctx, claim)
-		})
+		return resize(ctx, alice, claim, "large")
 	}, d.all(recorder.VerbUpdate))
+}
+
+// newClaim is a DatabaseClaim at key, size small, composed by composition
+// and carrying a jira ticket.
+func newClaim(key client.ObjectKey, composition, jira string) *unstructured.Unstructured {
+	claim := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": "small", "compositionRef": map[string]any{"name": composition}}}}
+	claim.SetGroupVersionKind(controlplane.ClaimGVK)
+	claim.SetNamespace(key.Namespace)
+	claim.SetName(key.Name)
+	claim.SetAnnotations(map[string]string{"jira": jira})
+	return claim
+}
+
+// resize sets the Claim's size as c, retrying on conflicts.
+func resize(ctx context.Context, c client.Client, claim *unstructured.Unstructured, size string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+			return err
+		}
+		_ = unstructured.SetNestedField(claim.Object, size, "spec", "size")
+		return c.Update(ctx, claim)
+	})
 }
 
 // all waits for the cloud to see verb once for every bucket of six.

@@ -55,6 +55,15 @@ func pools(t *testing.T, key client.ObjectKey) []*unstructured.Unstructured {
 	return out
 }
 
+// aliceResizes is Alice's permitted change of the Claim's size.
+func aliceResizes(t *testing.T, key client.ObjectKey, size string) {
+	t.Helper()
+	c := claim(key.Namespace, key.Name, "", nil)
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, size, "spec", "size") }); err != nil {
+		t.Fatalf("alice resizes to %s: %v", size, err)
+	}
+}
+
 // createdPools creates the Claim pools in Namespace ns, composed by
 // poolsComposition, and waits until all six pools exist in the cloud
 // (creation is paced too: all six exist in Kubernetes at once, behind
@@ -130,10 +139,7 @@ func TestRollOutInBatches(t *testing.T) {
 	// Hold pool-2's cloud write in flight, so the blocker lands mid-roll-out.
 	release := cp.Cloud.Hold(ps[1].GetName())
 	defer release()
-	c := claim(key.Namespace, key.Name, "", nil)
-	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
-		t.Fatalf("alice's permitted change: %v", err)
-	}
+	aliceResizes(t, key, "large")
 	controlplane.Eventually(t, settleTimeout, "pool-1 updated and pool-2's gate open", func() (bool, string) {
 		ps := pools(t, key)
 		return updateOrder(ps)[0] >= 0 && slices.Contains(gate(ps[1]), "Update"), fmt.Sprintf("order %v, pool-2 gate %v", updateOrder(ps), gate(ps[1]))
@@ -202,19 +208,12 @@ func TestRevertMidRollOut(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	key, ps := createdPools(t, "revert")
-	resize := func(size string) {
-		t.Helper()
-		c := claim(key.Namespace, key.Name, "", nil)
-		if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, size, "spec", "size") }); err != nil {
-			t.Fatalf("alice resizes to %s: %v", size, err)
-		}
-	}
-	resize("large")
+	aliceResizes(t, key, "large")
 	controlplane.Eventually(t, settleTimeout, "pool-1 updated", func() (bool, string) {
 		o := updateOrder(ps)
 		return o[0] >= 0, fmt.Sprint(o)
 	})
-	resize("small")
+	aliceResizes(t, key, "small")
 	controlplane.Eventually(t, 3*settleTimeout, "every pool back at size 1", func() (bool, string) {
 		for i, p := range ps {
 			if s, _ := cp.Cloud.Get(p.GetName()); s.Size != 1 {
@@ -258,10 +257,7 @@ func TestNamespaceFreezeOutlastsTheGate(t *testing.T) {
 		}
 	}
 	freeze(true)
-	c := claim(key.Namespace, key.Name, "", nil)
-	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
-		t.Fatalf("alice's permitted change: %v", err)
-	}
+	aliceResizes(t, key, "large")
 	controlplane.Eventually(t, settleTimeout, "the Claim to name the freeze", func() (bool, string) {
 		cl, err := cp.Object(ctx, controlplane.ClaimGVK, key)
 		if err != nil || cl == nil {
