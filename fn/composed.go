@@ -43,7 +43,7 @@ type change struct {
 	covered  []mutation.Mutation  // those of passed an allowance or policy permits (not Log mode's)
 	upgrades []mutation.Mutation  // those of covered an UpgradeAllowance permits
 	chosen   *allowance.Allowance // the XR allowance that justifies them
-	upgraded bool                 // let through by an UpgradeAllowance
+	upgrade  *upgrade             // the logic change whose UpgradeAllowances let upgrades (or the creation) through
 	applied  mutation.Applied     // the record of what was let through, after this run
 	owned    mutation.Applied     // the record before this run: what Crossplane's apply owns
 
@@ -153,9 +153,7 @@ func (r *run) finish(it *item) bool {
 		// resource's managementPolicies; Kausality still records what it
 		// let through.
 		ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
-		if r.revision != "" {
-			ann[v1alpha1.AnnotationCompositionRevision] = r.revision
-		}
+		r.stampLogic(ann, om, ch)
 	}
 	(&unstructured.Unstructured{Object: desired}).SetAnnotations(ann)
 	return true
@@ -163,7 +161,7 @@ func (r *run) finish(it *item) bool {
 
 // create decides a resource the pipeline wants and that does not exist yet.
 func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
-	d := r.permitChild(dm.child, v1alpha1.VerbCreate)
+	d := r.permitAdded(dm.child)
 	switch {
 	case !d.ok && !r.log:
 		r.withhold(dm, v1alpha1.VerbCreate, "", d.reason)
@@ -175,6 +173,7 @@ func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
 		create:  true,
 		passed:  []mutation.Mutation{{Path: "", Verb: v1alpha1.MutationInsert}},
 		chosen:  d.by,
+		upgrade: d.upgrade,
 		applied: mutation.Record("spec", desired["spec"], skipManaged),
 	}, true
 }
@@ -191,9 +190,10 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	wanted := mutation.Record("spec", desired["spec"], skipManaged)
 	var ch change
 	var withheld []mutation.Mutation
+	up := r.upgradeOf(om.ann)
 	for _, m := range mutation.Diff("spec", observed["spec"], desired["spec"], mutation.WithOwned(applied.Owns), mutation.WithSkip(skipManaged)) {
 		v, present := mutation.Value(desired, m.Path)
-		d := r.permitMutation(dm.child, m, applied.Unchanged(m.Path, v, present), observed)
+		d := r.permitMutation(dm.child, m, applied.Unchanged(m.Path, v, present), up)
 		if !d.ok {
 			if p := pendingCovering(have, m, v, present); p != nil {
 				// Its chain, up to the XR, is what the trace continues.
@@ -209,8 +209,8 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 		case d.ok:
 			ch.passed = append(ch.passed, m)
 			ch.covered = append(ch.covered, m)
-			if d.upgrade {
-				ch.upgraded = true
+			if d.upgrade != nil {
+				ch.upgrade = d.upgrade
 				ch.upgrades = append(ch.upgrades, m)
 			}
 			if ch.chosen == nil {
@@ -279,15 +279,7 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 	}
 	ann[v1alpha1.AnnotationAllowances] = allowance.Format(kept)
 	ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
-	rev := r.revision
-	if len(ch.passed) == 0 && om.ann[v1alpha1.AnnotationCompositionRevision] != "" && (len(ch.held) > 0 || r.hasWithheld(dm.resName)) {
-		// Keep the old stamp while the new revision's output is withheld, so
-		// an UpgradeAllowance for the new revision still applies later.
-		rev = om.ann[v1alpha1.AnnotationCompositionRevision]
-	}
-	if rev != "" {
-		ann[v1alpha1.AnnotationCompositionRevision] = rev
-	}
+	r.stampLogic(ann, om, ch)
 	u := &unstructured.Unstructured{Object: desired}
 	labels := u.GetLabels()
 	if labels == nil {
@@ -365,15 +357,6 @@ func nextApplied(prev mutation.Applied, next mutation.Applied, withheld []mutati
 		}
 	}
 	return next
-}
-
-// annotations are obj's annotations, a new map when it has none.
-func annotations(obj map[string]any) map[string]string {
-	ann := (&unstructured.Unstructured{Object: obj}).GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	return ann
 }
 
 func runtimeCopy(obj map[string]any) map[string]any {

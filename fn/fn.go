@@ -79,6 +79,9 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 
 	run := &run{cfg: cfg, now: f.now().UTC(), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}, req: req}
 	run.load(f.policies, req)
+	if ann := composedLogic(observed); ann != nil {
+		run.added = run.upgradeOf(ann)
+	}
 
 	names := make([]string, 0, len(desired)+len(observed))
 	for n := range desired {

@@ -323,8 +323,10 @@ func ptr[T any](v T) *T { return &v }
 
 func wantRequirements() *fnv1.Requirements {
 	return &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{
-		RequirementPolicies: selectAll("kausality.io/v1alpha1", "AllowancePolicy"),
-		RequirementUpgrades: selectAll("kausality.io/v1alpha1", "UpgradeAllowance"),
+		RequirementPolicies:          selectAll("kausality.io/v1alpha1", "AllowancePolicy"),
+		RequirementUpgrades:          selectAll("kausality.io/v1alpha1", "UpgradeAllowance"),
+		RequirementFunctions:         selectAll("pkg.crossplane.io/v1", "Function"),
+		RequirementFunctionRevisions: selectAll("pkg.crossplane.io/v1", "FunctionRevision"),
 		RequirementRevision: {ApiVersion: "apiextensions.crossplane.io/v1", Kind: "CompositionRevision",
 			Match: &fnv1.ResourceSelector_MatchName{MatchName: "xdatabases-aws-1"}},
 	}}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -15,7 +16,7 @@ import (
 type decision struct {
 	ok      bool
 	by      *allowance.Allowance
-	upgrade bool // let through by an UpgradeAllowance for the composition revision
+	upgrade *upgrade // the logic change whose UpgradeAllowances let it through
 	reason  string
 }
 
@@ -53,9 +54,9 @@ func (r *run) permitChild(c policy.Child, verb string) decision {
 // permitMutation decides one field mutation of an existing composed
 // resource. unchanged says the pipeline wants what it last let through, so
 // the mutation corrects drift rather than propagating a change; observed
-// is the resource as observed, whose composition revision tells whether an
-// UpgradeAllowance applies.
-func (r *run) permitMutation(c policy.Child, m mutation.Mutation, unchanged bool, observed map[string]any) decision {
+// is the resource's logic change (upgradeOf), whose UpgradeAllowances may
+// let through what no XR allowance covers.
+func (r *run) permitMutation(c policy.Child, m mutation.Mutation, unchanged bool, up *upgrade) decision {
 	if !r.restricted(c) {
 		return decision{ok: true}
 	}
@@ -73,14 +74,33 @@ func (r *run) permitMutation(c policy.Child, m mutation.Mutation, unchanged bool
 	if d.ok {
 		return d
 	}
-	prev := annotations(observed)[v1alpha1.AnnotationCompositionRevision]
-	if r.revision != "" && prev != "" && prev != r.revision {
-		if r.upgrade.AllowsMutation(c, m) {
-			return decision{ok: true, upgrade: true}
+	if up != nil {
+		if up.bound.AllowsMutation(c, m) {
+			return decision{ok: true, upgrade: up}
 		}
-		return decision{reason: fmt.Sprintf("Composition revision changed from %s to %s and no UpgradeAllowance for %s covers it", prev, r.revision, r.revision)}
+		return decision{reason: upgradeReason(up)}
 	}
 	return d
+}
+
+// permitAdded decides creating a composed resource of kind c: as
+// permitChild, and, when the XR's logic changed (r.added), as far as the
+// UpgradeAllowances naming the change grant Create, for a new revision
+// that adds a resource.
+func (r *run) permitAdded(c policy.Child) decision {
+	d := r.permitChild(c, v1alpha1.VerbCreate)
+	if d.ok || r.added == nil {
+		return d
+	}
+	if r.added.bound.AllowsChild(c, v1alpha1.VerbCreate) {
+		return decision{ok: true, upgrade: r.added}
+	}
+	return decision{reason: upgradeReason(r.added)}
+}
+
+// upgradeReason says why a logic change's output is withheld.
+func upgradeReason(up *upgrade) string {
+	return fmt.Sprintf("the logic changed (%s) and no UpgradeAllowance naming that covers it", logic.Describe(up.changes))
 }
 
 func (r *run) noAllowance(c policy.Child, verb string) string {

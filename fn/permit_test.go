@@ -9,6 +9,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -29,7 +30,7 @@ func permitRun(t *testing.T, phase policy.Phase, allowed bool) *run {
 	x.SetAPIVersion("example.com/v1alpha1")
 	x.SetKind("XDatabase")
 	x.SetName("db")
-	r := &run{xr: x, set: set, phase: phase, revision: "xdatabases-aws-2", upgrade: policy.UpgradeBound(nil, policy.Revision{Name: "xdatabases-aws-2"})}
+	r := &run{xr: x, set: set, phase: phase, revision: "xdatabases-aws-2", rev: policy.Revision{Name: "xdatabases-aws-2"}, logic: logic.Logic{Revision: "xdatabases-aws-2"}}
 	if allowed {
 		as, err := allowance.Parse(xrAllowances)
 		if err != nil {
@@ -45,8 +46,9 @@ func TestPermit(t *testing.T) {
 	bucket := policy.ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
 	class := mutation.Mutation{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}
 	region := mutation.Mutation{Path: "spec.forProvider.region", Verb: v1alpha1.MutationMutate}
-	observedAt := func(rev string) map[string]any {
-		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationCompositionRevision: rev}}}
+	// observedAt is the logic change of a resource last produced by rev.
+	observedAt := func(r *run, rev string) *upgrade {
+		return r.upgradeOf(map[string]string{v1alpha1.AnnotationCompositionRevision: rev})
 	}
 	type want struct {
 		ok      bool
@@ -69,19 +71,29 @@ func TestPermit(t *testing.T) {
 		"DeleteSteady": {reason: "No allowance grants Delete: the resource is kept.", r: func(t *testing.T) *run { return permitRun(t, policy.PhaseSteady, true) },
 			decide: func(r *run) decision { return r.permitChild(rdsKind, v1alpha1.VerbDelete) }, want: want{reason: "grants Delete of rdsinstances"}},
 		"CoveredMutation": {reason: "The spec.size allowance covers instanceClass and is named as the cause.", r: func(t *testing.T) *run { return permitRun(t, policy.PhaseSteady, true) },
-			decide: func(r *run) decision { return r.permitMutation(rdsKind, class, false, observedAt("xdatabases-aws-2")) }, want: want{ok: true, by: true}},
+			decide: func(r *run) decision {
+				return r.permitMutation(rdsKind, class, false, observedAt(r, "xdatabases-aws-2"))
+			}, want: want{ok: true, by: true}},
 		"UncoveredMutation": {reason: "The allowance bounds its mutations: region is not among them.", r: func(t *testing.T) *run { return permitRun(t, policy.PhaseSteady, true) },
-			decide: func(r *run) decision { return r.permitMutation(rdsKind, region, false, observedAt("xdatabases-aws-2")) }, want: want{reason: "no unconsumed allowance on XDatabase/db grants Update"}},
+			decide: func(r *run) decision {
+				return r.permitMutation(rdsKind, region, false, observedAt(r, "xdatabases-aws-2"))
+			}, want: want{reason: "no unconsumed allowance on XDatabase/db grants Update"}},
 		"Drift": {reason: "The pipeline wants what it last let through: correcting the resource is drift, denied by default even with an allowance.", r: func(t *testing.T) *run { return permitRun(t, policy.PhaseSteady, true) },
-			decide: func(r *run) decision { return r.permitMutation(rdsKind, class, true, observedAt("xdatabases-aws-2")) }, want: want{reason: "drift"}},
+			decide: func(r *run) decision {
+				return r.permitMutation(rdsKind, class, true, observedAt(r, "xdatabases-aws-2"))
+			}, want: want{reason: "drift"}},
 		"DriftAllowed": {reason: "Policy drift: Allow lets drift correction through.", r: func(t *testing.T) *run {
 			r := permitRun(t, policy.PhaseSteady, false)
 			r.drift = v1alpha1.DriftAllow
 			return r
 		},
-			decide: func(r *run) decision { return r.permitMutation(rdsKind, class, true, observedAt("xdatabases-aws-2")) }, want: want{ok: true}},
+			decide: func(r *run) decision {
+				return r.permitMutation(rdsKind, class, true, observedAt(r, "xdatabases-aws-2"))
+			}, want: want{ok: true}},
 		"RevisionChanged": {reason: "A new composition revision's own change needs an UpgradeAllowance.", r: func(t *testing.T) *run { return permitRun(t, policy.PhaseSteady, false) },
-			decide: func(r *run) decision { return r.permitMutation(rdsKind, region, false, observedAt("xdatabases-aws-1")) }, want: want{reason: "Composition revision changed from xdatabases-aws-1 to xdatabases-aws-2"}},
+			decide: func(r *run) decision {
+				return r.permitMutation(rdsKind, region, false, observedAt(r, "xdatabases-aws-1"))
+			}, want: want{reason: "the logic changed (Composition revision xdatabases-aws-1 → xdatabases-aws-2) and no UpgradeAllowance"}},
 		"PoliciesUnknown": {reason: "Unknown policies fail closed, even for kinds no policy names and in the initializing phase.", r: func(t *testing.T) *run {
 			r := permitRun(t, policy.PhaseInitializing, false)
 			r.restrictAll = true
@@ -92,9 +104,9 @@ func TestPermit(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			d := tc.decide(tc.r(t))
-			if d.ok != tc.want.ok || (d.by != nil) != tc.want.by || d.upgrade != tc.want.upgrade || !strings.Contains(d.reason, tc.want.reason) {
+			if d.ok != tc.want.ok || (d.by != nil) != tc.want.by || (d.upgrade != nil) != tc.want.upgrade || !strings.Contains(d.reason, tc.want.reason) {
 				t.Errorf("%s\ngot ok=%v by=%v upgrade=%v reason=%q\nwant ok=%v by=%v upgrade=%v reason containing %q",
-					tc.reason, d.ok, d.by != nil, d.upgrade, d.reason, tc.want.ok, tc.want.by, tc.want.upgrade, tc.want.reason)
+					tc.reason, d.ok, d.by != nil, d.upgrade != nil, d.reason, tc.want.ok, tc.want.by, tc.want.upgrade, tc.want.reason)
 			}
 		})
 	}

@@ -141,7 +141,7 @@ func (r *run) holdBack(it *item) {
 	}
 	keepObserved(r, it.dm, it.observed, it.desired, ch.passed, ch)
 	ch.held = ch.covered
-	ch.passed, ch.covered, ch.upgrades, ch.released, ch.upgraded = nil, nil, nil, nil, false
+	ch.passed, ch.covered, ch.upgrades, ch.released, ch.upgrade = nil, nil, nil, nil, nil
 }
 
 // loadBlockers reads each blocker into vars and names the first that

@@ -25,16 +25,24 @@ const (
 	// Claim, whose kausality.io/mode and kausality.io/freeze annotations
 	// apply to it.
 	RequirementNamespace = "kausality-namespace"
+	// RequirementFunctions and RequirementFunctionRevisions are every
+	// Function and FunctionRevision: the package each step of the pipeline
+	// runs is part of the logic that produces composed resources.
+	RequirementFunctions         = "kausality-functions"
+	RequirementFunctionRevisions = "kausality-function-revisions"
 )
 
-// requirements asks for every AllowancePolicy and UpgradeAllowance and, when
+// requirements asks for every AllowancePolicy, UpgradeAllowance, Function
+// and FunctionRevision and, when
 // the XR names them, its CompositionRevision and Namespace, on every call:
 // Crossplane calls again until the requirements are stable, and only the
 // last response counts.
 func requirements(xr map[string]any) *fnv1.Requirements {
 	rs := &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{
-		RequirementPolicies: selectAll(v1alpha1.AllowancePolicyGroupVersionKind.GroupVersion().String(), v1alpha1.AllowancePolicyKind),
-		RequirementUpgrades: selectAll(v1alpha1.UpgradeAllowanceGroupVersionKind.GroupVersion().String(), v1alpha1.UpgradeAllowanceKind),
+		RequirementPolicies:          selectAll(v1alpha1.AllowancePolicyGroupVersionKind.GroupVersion().String(), v1alpha1.AllowancePolicyKind),
+		RequirementUpgrades:          selectAll(v1alpha1.UpgradeAllowanceGroupVersionKind.GroupVersion().String(), v1alpha1.UpgradeAllowanceKind),
+		RequirementFunctions:         selectAll("pkg.crossplane.io/v1", "Function"),
+		RequirementFunctionRevisions: selectAll("pkg.crossplane.io/v1", "FunctionRevision"),
 	}}
 	if revision := compositionRevision(xr); revision != "" {
 		rs.Resources[RequirementRevision] = &fnv1.ResourceSelector{

@@ -53,19 +53,19 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	}
 	kindWide := ships
 	found := false
-	for _, xa := range r.allowances {
+	for i, xa := range r.allowances {
 		if xa.Generation <= r.from || xa.Relation != v1alpha1.RelationExternal || !policy.MatchesExternal(xa.Target, dm.child) {
 			continue
 		}
 		found = true
 		if !ch.create {
-			if ships = mutation.BoundsFor(policy.Shippable(r.chainOf(xa), dm.child, covered)); len(ships) == 0 {
+			if ships = mutation.BoundsFor(policy.Shippable(r.chainOf(i), dm.child, covered)); len(ships) == 0 {
 				continue // its chain let nothing through to this resource
 			}
 		}
 		add(allowance.Allowance{
 			Relation: v1alpha1.RelationExternal, Target: xa.Target, Verbs: slices.Clone(xa.Verbs), Mutations: ships,
-			Generation: gen, Initiator: xa.Initiator, Trace: xa.Trace.With(r.xrHop()).Then(hop),
+			Generation: gen, Initiator: xa.Initiator, Trace: r.throughXR(i).Then(hop),
 		})
 	}
 	// Without an XR allowance, a kind-wide grant: creation during
@@ -76,24 +76,48 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	if !found && r.phase == policy.PhaseInitializing && !r.restrictAll && v1alpha1.GrantsVerb(r.set.PhaseBound(r.phase).ExternalVerbs(dm.child), verb) {
 		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(kindWide))
 	}
-	// What a new composition revision changes ships under its
-	// UpgradeAllowance, beside whatever XR allowance ships the rest.
-	if ch.upgraded && v1alpha1.GrantsVerb(r.upgrade.ExternalVerbs(dm.child), v1alpha1.VerbUpdate) {
-		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, v1alpha1.VerbUpdate, gen, r.upgradeBase.Then(hop)).Shipping(mutation.BoundsFor(ch.upgrades)))
+	// What new logic (a Composition revision, a Function package) changes
+	// or adds ships under its UpgradeAllowance, beside whatever XR
+	// allowance ships the rest.
+	if up := ch.upgrade; up != nil && v1alpha1.GrantsVerb(up.bound.ExternalVerbs(dm.child), verb) {
+		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, up.base.Then(hop)).Shipping(mutation.BoundsFor(ch.upgrades)))
 	}
 	return out
 }
 
-// chainOf are the XR's unconsumed allowances issued along xa's chain: the
-// ControllerChild allowances beside an External one bound what it ships.
-func (r *run) chainOf(xa allowance.Allowance) []allowance.Allowance {
+// chainOf are the XR's unconsumed allowances issued along the chain of its
+// i-th allowance: the ControllerChild allowances beside an External one
+// bound what it ships. They are the same for every composed resource last
+// composed from the same generation, so each is worked out once a run.
+func (r *run) chainOf(i int) []allowance.Allowance {
+	key := [2]int64{int64(i), r.from}
+	if c, ok := r.chains[key]; ok {
+		return c
+	}
 	var out []allowance.Allowance
 	for _, a := range r.allowances {
-		if a.Generation > r.from && a.Trace.Same(xa.Trace) {
+		if a.Generation > r.from && a.Trace.Same(r.allowances[i].Trace) {
 			out = append(out, a)
 		}
 	}
+	if r.chains == nil {
+		r.chains = map[[2]int64][]allowance.Allowance{}
+	}
+	r.chains[key] = out
 	return out
+}
+
+// throughXR is the trace of the XR's i-th allowance continued through the
+// XR, which every composed resource's trace under it starts with: made once
+// a run, never modified (Trace.Then copies it).
+func (r *run) throughXR(i int) allowance.Trace {
+	if r.viaXR == nil {
+		r.viaXR = make([]allowance.Trace, len(r.allowances))
+	}
+	if r.viaXR[i] == nil {
+		r.viaXR[i] = r.allowances[i].Trace.With(r.xrHop())
+	}
+	return r.viaXR[i]
 }
 
 // mrHop is the composed resource's own hop for the change let through.
@@ -128,8 +152,8 @@ func (r *run) traceFor(dm, om childMeta, ch change) string {
 	switch {
 	case ch.chosen != nil:
 		base = ch.chosen.Trace.With(r.xrHop())
-	case ch.upgraded:
-		base = r.upgradeBase
+	case ch.upgrade != nil:
+		base = ch.upgrade.base
 	}
 	return allowance.FormatTrace(base.Then(r.mrHop(dm, allowance.NextGeneration(om.generation), ch)))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -33,19 +34,25 @@ type run struct {
 	drift       v1alpha1.DriftPolicy
 	upgrades    []v1alpha1.UpgradeAllowance
 	revision    string
-	rev         policy.Revision // revision with its Composition and number, when Crossplane supplied its CompositionRevision
-	upgrade     policy.Bound    // what the UpgradeAllowances grant the revision
-	upgradeBase allowance.Trace // the trace of changes they let through
+	rev         policy.Revision     // revision with its Composition and number, when Crossplane supplied its CompositionRevision
+	logic       logic.Logic         // what produces the composed resources now
+	functions   string              // logic.Functions, formatted for kausality.io/function-versions
+	upgradesBy  map[string]*upgrade // upgradeOf's, by the logic recorded on a composed resource
+	// added is the upgrade a composed resource the pipeline adds is
+	// compared with: that of the logic recorded on those observed.
+	added *upgrade
 
 	allowances []allowance.Allowance // unconsumed allowances of the XR, sorted
 	// from is the XR generation the composed resource being decided was
 	// last composed from: XR allowances of that generation or earlier are
 	// used up for it.
 	from    int64
-	bounds  []mutation.Bounds // their mutation bounds, compiled by boundsOf
-	xrTrace allowance.Trace   // the XR's trace, ending with the XR's hop
-	frozen  string            // who froze the XR or its Namespace, empty if not frozen
-	ns      map[string]any    // the Namespace whose mode and freeze apply, nil when unknown
+	bounds  []mutation.Bounds                  // their mutation bounds, compiled by boundsOf
+	chains  map[[2]int64][]allowance.Allowance // chainOf's, by allowance index and from
+	viaXR   []allowance.Trace                  // throughXR's, by allowance index
+	xrTrace allowance.Trace                    // the XR's trace, ending with the XR's hop
+	frozen  string                             // who froze the XR or its Namespace, empty if not frozen
+	ns      map[string]any                     // the Namespace whose mode and freeze apply, nil when unknown
 
 	req *fnv1.RunFunctionRequest
 
@@ -62,8 +69,6 @@ func (r *run) load(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
 	r.loadPolicies(cache, req)
 	r.loadUpgrades(req)
 	r.loadXR()
-	r.upgrade = policy.UpgradeBound(r.upgrades, r.rev)
-	r.upgradeBase = r.upgradeTrace()
 }
 
 func (r *run) loadPolicies(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
@@ -133,6 +138,7 @@ func (r *run) loadUpgrades(req *fnv1.RunFunctionRequest) {
 		cr = crs[0].Object
 	}
 	r.rev = policy.RevisionOf(r.revision, cr)
+	r.loadFunctions(req, cr)
 }
 
 // loadXR reads the XR's unconsumed allowances, its trace and its freeze.
@@ -182,17 +188,4 @@ func compositionRevision(xr map[string]any) string {
 		}
 	}
 	return ""
-}
-
-// upgradeTrace is the chain of a change the composition revision made on
-// its own: the first UpgradeAllowance for the revision, then the XR.
-func (r *run) upgradeTrace() allowance.Trace {
-	var t allowance.Trace
-	if us := policy.UpgradesFor(r.upgrades, r.rev); len(us) > 0 {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(v1alpha1.UpgradeAllowanceGroupVersionKind)
-		u.SetName(us[0].GetName())
-		t = append(t, allowance.HopOf(u, us[0].GetGeneration()))
-	}
-	return append(t, r.xrHop())
 }

@@ -23,6 +23,11 @@ const (
 	// AnnotationCompositionRevision names the Composition revision that last
 	// produced a composed resource.
 	AnnotationCompositionRevision = "kausality.io/composition-revision"
+	// AnnotationFunctionVersions records, as a JSON object of Function name
+	// to package, the Functions of the pipeline that last produced a
+	// composed resource: a new package version of any of them is a logic
+	// change, like a new Composition revision.
+	AnnotationFunctionVersions = "kausality.io/function-versions"
 	// AnnotationApplied records what the function last let through for a
 	// composed resource, so drift correction can be told from propagation.
 	AnnotationApplied = "kausality.io/applied"

@@ -296,6 +296,14 @@ type UpgradeAllowanceSpec struct {
 	// on a cluster, revision names are hashes nobody types.
 	// +optional
 	Compositions []CompositionRevisionRef `json:"compositions,omitempty"`
+	// Functions names Function upgrades whose changed output is allowed: a
+	// composed resource last produced with another package of a Function
+	// of its pipeline (annotation kausality.io/function-versions) may
+	// change within Policies when the new package's version matches. When
+	// a composed resource's logic changed in several ways (a new revision
+	// and a new Function, say), one UpgradeAllowance must name every one.
+	// +optional
+	Functions []FunctionVersion `json:"functions,omitempty"`
 	// Policies bound the changes the upgrade may make.
 	// +kubebuilder:validation:MinItems=1
 	Policies []PolicyEntry `json:"policies"`
@@ -310,6 +318,20 @@ type CompositionRevisionRef struct {
 	// Revision is the CompositionRevision's spec.revision.
 	// +kubebuilder:validation:Minimum=1
 	Revision int64 `json:"revision"`
+}
+
+// A FunctionVersion names the versions of one Function an upgrade may move
+// to.
+type FunctionVersion struct {
+	// Name of the Function, as the Composition's pipeline references it
+	// (functionRef.name).
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Version the Function's new package must have: its tag, or its digest.
+	// * matches any run of characters, so v0.10.* matches every patch
+	// release of v0.10.
+	// +kubebuilder:validation:MinLength=1
+	Version string `json:"version"`
 }
 
 // An UpgradeAllowance permits the output changes that a new Composition

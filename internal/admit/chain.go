@@ -23,8 +23,9 @@ type Chain struct {
 	// Composite returns the resource's controlling composite, nil when it
 	// has none; it is asked at most once.
 	Composite func() (*unstructured.Unstructured, error)
-	// Upgrades reports whether the named UpgradeAllowance covers the
-	// resource's composition revision.
+	// Upgrades reports whether the named UpgradeAllowance names the logic
+	// change (Composition revision, Function packages) the write records
+	// on the resource.
 	Upgrades func(name string) (bool, error)
 }
 
@@ -76,7 +77,7 @@ func (c Chain) Refuse(as []allowance.Allowance) (string, error) {
 			if ok {
 				continue // the others must chain too
 			}
-			return fmt.Sprintf("allowance %d on %s starts at UpgradeAllowance %s, which does not name composition revision %q", i, Describe(obj), parent[0].Name, obj.GetAnnotations()[v1alpha1.AnnotationCompositionRevision]), nil
+			return fmt.Sprintf("allowance %d on %s starts at UpgradeAllowance %s, which does not name the logic change recorded on it: %s", i, Describe(obj), parent[0].Name, recordedLogic(obj)), nil
 		}
 		if xr == nil {
 			var err error
@@ -136,4 +137,14 @@ func unshippable(a allowance.Allowance, xrAllowances []allowance.Allowance, pare
 		}
 	}
 	return ""
+}
+
+// recordedLogic names the logic a write records on a composed resource.
+func recordedLogic(obj *unstructured.Unstructured) string {
+	ann := obj.GetAnnotations()
+	out := fmt.Sprintf("composition revision %q", ann[v1alpha1.AnnotationCompositionRevision])
+	if fns := ann[v1alpha1.AnnotationFunctionVersions]; fns != "" {
+		out += ", function versions " + fns
+	}
+	return out
 }

@@ -93,7 +93,7 @@ func TestChainRefuse(t *testing.T) {
 				a.Mutations = append(a.Mutations, v1alpha1.MutationBound{JSONPath: "spec.forProvider.region", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}})
 			})}, want: "ships spec.forProvider.region"},
 		"UpgradeNamesRevision": {reason: "An UpgradeAllowance naming the revision roots a chain of its own.", old: stored, as: []allowance.Allowance{upgraded}, upgrades: true},
-		"UpgradeOtherRevision": {reason: "One not naming the revision covers nothing.", old: stored, as: []allowance.Allowance{upgraded}, want: "does not name composition revision"},
+		"UpgradeOtherRevision": {reason: "One not naming the revision covers nothing.", old: stored, as: []allowance.Allowance{upgraded}, want: "does not name the logic change recorded on it: composition revision"},
 		"CreationWhileCreated": {reason: "A Create while the resource is created is bounded by the composite's initializing phase.", as: []allowance.Allowance{creation}, composite: xr},
 		"CreateOnAnUpdate": {reason: "A Create on an existing resource must chain like any other.", old: stored, composite: xr,
 			as: []allowance.Allowance{allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 6, allowance.Trace{xrHop, mrHop(6, ts)})}, want: "does not chain"},

@@ -57,6 +57,7 @@ var ProtectedAnnotations = []string{
 	v1alpha1.AnnotationTrace,
 	v1alpha1.AnnotationControllerUAHash,
 	v1alpha1.AnnotationCompositionRevision,
+	v1alpha1.AnnotationFunctionVersions,
 	v1alpha1.AnnotationApplied,
 	v1alpha1.AnnotationComposedGeneration,
 	v1alpha1.AnnotationApproved,

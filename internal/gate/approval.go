@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
@@ -100,7 +98,7 @@ func sameBeyondGate(a, b map[string]any) bool {
 			continue
 		}
 		w, ok := b[k]
-		if !ok || !equality.Semantic.DeepEqual(v, w) {
+		if !ok || !mutation.Equal(v, w) {
 			return false
 		}
 		n++

@@ -9,8 +9,9 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 )
 
-// equal compares two JSON-shaped values deeply, numbers by value.
-func equal(a, b any) bool {
+// Equal compares two JSON-shaped values deeply, numbers by value: 1 and
+// 1.0 are equal, as they are to the API server once decoded.
+func Equal(a, b any) bool {
 	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
@@ -19,7 +20,7 @@ func equal(a, b any) bool {
 		}
 		for k, xv := range x {
 			yv, ok := y[k]
-			if !ok || !equal(xv, yv) {
+			if !ok || !Equal(xv, yv) {
 				return false
 			}
 		}
@@ -30,7 +31,7 @@ func equal(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !equal(x[i], y[i]) {
+			if !Equal(x[i], y[i]) {
 				return false
 			}
 		}

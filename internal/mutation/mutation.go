@@ -146,7 +146,7 @@ func (d *differ) compare(path string, o, v any, atomic bool) {
 			return
 		}
 	}
-	if !equal(o, v) {
+	if !Equal(o, v) {
 		d.emit(path, v1alpha1.MutationMutate)
 	}
 }
@@ -179,7 +179,7 @@ func (d *differ) unnamedChanged(path string, o, v map[string]any, atomic bool) b
 			continue
 		}
 		ov, ok := o[k]
-		if !ok || !equal(ov, vv) {
+		if !ok || !Equal(ov, vv) {
 			return true
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
@@ -496,6 +497,55 @@ func TestIgnoredMode(t *testing.T) {
 	}
 }
 
+func TestUpgradeBoundFunctions(t *testing.T) {
+	pt := decode[v1alpha1.UpgradeAllowance](t, `metadata: {name: pt-0-10}
+spec:
+  functions: [{name: function-patch-and-transform, version: v0.10.*}]
+  policies:
+  - target: {apiGroup: rds.aws.crossplane.io, resource: rdsinstances}
+    verbs: [Update, Create]`)
+	both := decode[v1alpha1.UpgradeAllowance](t, `metadata: {name: both}
+spec:
+  compositionRevisions: [xdatabases-aws-2]
+  functions: [{name: function-patch-and-transform, version: v0.10.8}]
+  policies:
+  - target: {apiGroup: rds.aws.crossplane.io, resource: rdsinstances}
+    verbs: [Update]`)
+	const repo = "xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform"
+	fn := func(version string) logic.Change {
+		return logic.Change{Function: "function-patch-and-transform", From: repo + ":v0.10.7", To: repo + ":" + version}
+	}
+	rev := logic.Change{From: "xdatabases-aws-1", To: "xdatabases-aws-2"}
+	ic := mutation.Mutation{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}
+	cases := map[string]struct {
+		us   []v1alpha1.UpgradeAllowance
+		up   Upgrade
+		want []string
+	}{
+		"PatchRelease":         {us: []v1alpha1.UpgradeAllowance{*pt, *both}, up: Upgrade{Changes: []logic.Change{fn("v0.10.8")}}, want: []string{"pt-0-10", "both"}},
+		"WildcardStopsAtMinor": {us: []v1alpha1.UpgradeAllowance{*pt}, up: Upgrade{Changes: []logic.Change{fn("v0.11.0")}}},
+		"OtherFunction":        {us: []v1alpha1.UpgradeAllowance{*pt}, up: Upgrade{Changes: []logic.Change{{Function: "function-go-templating", From: "a:v1", To: "a:v0.10.8"}}}},
+		"EveryPartMustBeNamed": {us: []v1alpha1.UpgradeAllowance{*pt}, up: Upgrade{Revision: Revision{Name: "xdatabases-aws-2"}, Changes: []logic.Change{rev, fn("v0.10.8")}}},
+		"OneNamesEveryPart":    {us: []v1alpha1.UpgradeAllowance{*pt, *both}, up: Upgrade{Revision: Revision{Name: "xdatabases-aws-2"}, Changes: []logic.Change{rev, fn("v0.10.8")}}, want: []string{"both"}},
+		"DigestIsNoTag":        {us: []v1alpha1.UpgradeAllowance{*pt}, up: Upgrade{Changes: []logic.Change{{Function: "function-patch-and-transform", From: repo + ":v0.10.7", To: repo + "@sha256:abc"}}}},
+		"NoChangeNoUpgrade":    {us: []v1alpha1.UpgradeAllowance{*pt, *both}, up: Upgrade{Revision: Revision{Name: "xdatabases-aws-2"}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, u := range UpgradesFor(tc.us, tc.up) {
+				got = append(got, u.GetName())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("UpgradesFor(): -want, +got:\n%s", diff)
+			}
+			if allows := UpgradeBound(tc.us, tc.up).AllowsMutation(rdsChild, ic); allows != (len(tc.want) > 0) {
+				t.Errorf("UpgradeBound().AllowsMutation() = %v, want %v", allows, len(tc.want) > 0)
+			}
+		})
+	}
+}
+
 func TestUpgradeBound(t *testing.T) {
 	u := decode[v1alpha1.UpgradeAllowance](t, `metadata: {name: aws-2}
 spec:
@@ -510,6 +560,10 @@ spec:
 			"spec": map[string]any{"revision": n}}
 	}
 	us := []v1alpha1.UpgradeAllowance{*u}
+	// to is an upgrade from another revision to rev.
+	to := func(rev Revision) Upgrade {
+		return Upgrade{Revision: rev, Changes: []logic.Change{{From: "xdatabases-aws-1", To: rev.Name}}}
+	}
 	ic := mutation.Mutation{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}
 	region := mutation.Mutation{Path: "spec.forProvider.region", Verb: v1alpha1.MutationMutate}
 	bucket := ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
@@ -517,16 +571,17 @@ spec:
 		name      string
 		got, want bool
 	}{
-		{"named revision, covered field", UpgradeBound(us, Revision{Name: "xdatabases-aws-2"}).AllowsMutation(rdsChild, ic), true},
-		{"named revision, other field", UpgradeBound(us, Revision{Name: "xdatabases-aws-2"}).AllowsMutation(rdsChild, region), false},
-		{"prefix revision", UpgradeBound(us, Revision{Name: "xclusters-abc"}).AllowsMutation(rdsChild, ic), true},
-		{"other revision", UpgradeBound(us, Revision{Name: "xdatabases-aws-3"}).AllowsMutation(rdsChild, ic), false},
-		{"kind not named gets nothing", UpgradeBound(us, Revision{Name: "xdatabases-aws-2"}).AllowsMutation(bucket, region), false},
-		{"no revision", UpgradeBound(us, Revision{Name: ""}).AllowsMutation(rdsChild, ic), false},
-		{"composition and number", UpgradeBound(us, RevisionOf("xdatabases-gcp-a1b2c3d", gcp(4))).AllowsMutation(rdsChild, ic), true},
-		{"composition, other number", UpgradeBound(us, RevisionOf("xdatabases-gcp-a1b2c3d", gcp(3))).AllowsMutation(rdsChild, ic), false},
-		{"hash name without its CompositionRevision", UpgradeBound(us, RevisionOf("xdatabases-gcp-a1b2c3d", nil)).AllowsMutation(rdsChild, ic), false},
-		{"another revision's object", UpgradeBound(us, RevisionOf("xdatabases-gcp-ffffff", gcp(4))).AllowsMutation(rdsChild, ic), false},
+		{"named revision, covered field", UpgradeBound(us, to(Revision{Name: "xdatabases-aws-2"})).AllowsMutation(rdsChild, ic), true},
+		{"named revision, other field", UpgradeBound(us, to(Revision{Name: "xdatabases-aws-2"})).AllowsMutation(rdsChild, region), false},
+		{"prefix revision", UpgradeBound(us, to(Revision{Name: "xclusters-abc"})).AllowsMutation(rdsChild, ic), true},
+		{"other revision", UpgradeBound(us, to(Revision{Name: "xdatabases-aws-3"})).AllowsMutation(rdsChild, ic), false},
+		{"kind not named gets nothing", UpgradeBound(us, to(Revision{Name: "xdatabases-aws-2"})).AllowsMutation(bucket, region), false},
+		{"no revision", UpgradeBound(us, to(Revision{Name: ""})).AllowsMutation(rdsChild, ic), false},
+		{"composition and number", UpgradeBound(us, to(RevisionOf("xdatabases-gcp-a1b2c3d", gcp(4)))).AllowsMutation(rdsChild, ic), true},
+		{"composition, other number", UpgradeBound(us, to(RevisionOf("xdatabases-gcp-a1b2c3d", gcp(3)))).AllowsMutation(rdsChild, ic), false},
+		{"hash name without its CompositionRevision", UpgradeBound(us, to(RevisionOf("xdatabases-gcp-a1b2c3d", nil))).AllowsMutation(rdsChild, ic), false},
+		{"another revision's object", UpgradeBound(us, to(RevisionOf("xdatabases-gcp-ffffff", gcp(4)))).AllowsMutation(rdsChild, ic), false},
+		{"the revision unchanged", UpgradeBound(us, Upgrade{Revision: Revision{Name: "xdatabases-aws-2"}}).AllowsMutation(rdsChild, ic), false},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -6,15 +6,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/logic"
 )
 
-// UpgradeBound is what the UpgradeAllowances for a composition revision
-// grant: the union of the entries of those whose compositionRevisions name
-// it (exactly, or by a prefix ending in "*"). Kinds they do not name get
-// nothing. Entries that do not compile grant nothing either.
-func UpgradeBound(us []v1alpha1.UpgradeAllowance, revision Revision) Bound {
+// UpgradeBound is what the UpgradeAllowances for a logic change grant: the
+// union of the entries of those that name every part of it (UpgradesFor).
+// Kinds they do not name get nothing. Entries that do not compile grant
+// nothing either.
+func UpgradeBound(us []v1alpha1.UpgradeAllowance, up Upgrade) Bound {
 	b := Bound{grant: true}
-	for _, u := range UpgradesFor(us, revision) {
+	for _, u := range UpgradesFor(us, up) {
 		es, err := compileUpgrade(&u)
 		if err != nil {
 			continue
@@ -33,23 +34,46 @@ type Revision struct {
 	Number      int64
 }
 
-// UpgradesFor are the UpgradeAllowances that name the revision: in
-// compositionRevisions, exactly or by a prefix ending in "*", or in
-// compositions by Composition name and revision number.
-func UpgradesFor(us []v1alpha1.UpgradeAllowance, revision Revision) []v1alpha1.UpgradeAllowance {
-	if revision.Name == "" {
+// An Upgrade is the logic change of a composed resource as UpgradeAllowances
+// are matched against it: the revision producing it now, and what changed
+// since the logic that last produced it (logic.Changes).
+type Upgrade struct {
+	Revision Revision
+	Changes  []logic.Change
+}
+
+// UpgradesFor are the UpgradeAllowances that name every part of the
+// upgrade: a new revision in compositionRevisions, exactly or by a prefix
+// ending in "*", or in compositions by Composition name and revision
+// number; each new Function package in functions, by name and version
+// pattern. No change, no UpgradeAllowance.
+func UpgradesFor(us []v1alpha1.UpgradeAllowance, up Upgrade) []v1alpha1.UpgradeAllowance {
+	if len(up.Changes) == 0 {
 		return nil
 	}
 	var out []v1alpha1.UpgradeAllowance
 	for _, u := range us {
-		if slices.ContainsFunc(u.Spec.CompositionRevisions, func(r string) bool { return revisionMatches(r, revision.Name) }) ||
-			slices.ContainsFunc(u.Spec.Compositions, func(c v1alpha1.CompositionRevisionRef) bool {
-				return revision.Composition != "" && c.Name == revision.Composition && c.Revision == revision.Number
-			}) {
+		if !slices.ContainsFunc(up.Changes, func(c logic.Change) bool { return !upgradeNames(&u, up.Revision, c) }) {
 			out = append(out, u)
 		}
 	}
 	return out
+}
+
+// upgradeNames reports whether u names one change of an upgrade to revision.
+func upgradeNames(u *v1alpha1.UpgradeAllowance, revision Revision, c logic.Change) bool {
+	if c.Function != "" {
+		return slices.ContainsFunc(u.Spec.Functions, func(f v1alpha1.FunctionVersion) bool {
+			return f.Name == c.Function && logic.VersionMatches(f.Version, c.To)
+		})
+	}
+	if revision.Name == "" || revision.Name != c.To {
+		return false
+	}
+	return slices.ContainsFunc(u.Spec.CompositionRevisions, func(r string) bool { return revisionMatches(r, revision.Name) }) ||
+		slices.ContainsFunc(u.Spec.Compositions, func(ref v1alpha1.CompositionRevisionRef) bool {
+			return revision.Composition != "" && ref.Name == revision.Composition && ref.Revision == revision.Number
+		})
 }
 
 // RevisionOf is the revision named name, with its Composition and number

@@ -18,6 +18,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
@@ -130,7 +131,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	if req.UserInfo.Username == h.Trusted.Crossplane {
 		c := admit.Chain{Old: old, Obj: obj, Now: h.Now(),
 			Composite: func() (*unstructured.Unstructured, error) { return parents.Composite(ctx, h.Reader, obj) },
-			Upgrades:  func(name string) (bool, error) { return h.upgrade(ctx, name, obj) }}
+			Upgrades:  func(name string) (bool, error) { return h.upgrade(ctx, name, old, obj) }}
 		if msg, err := c.Refuse(as); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		} else if msg != "" {
@@ -258,19 +259,39 @@ func (h *Managed) gates(ctx context.Context, req admission.Request, old, obj *un
 	return true, fmt.Sprintf("%s is gated: %s, so it reaches the cloud only as far as allowances open its gate; compose it with function-kausality", admit.Describe(obj), why), nil
 }
 
-// upgrade reports whether the named UpgradeAllowance covers the managed
-// resource's composition revision.
-func (h *Managed) upgrade(ctx context.Context, name string, mr *unstructured.Unstructured) (bool, error) {
+// upgrade reports whether the named UpgradeAllowance names the logic change
+// the write records on the managed resource: every part of it when the
+// resource was stored (old), produced by other logic; some part of the
+// logic that produces it when it is being created, which no earlier logic
+// produced.
+func (h *Managed) upgrade(ctx context.Context, name string, old, mr *unstructured.Unstructured) (bool, error) {
 	u := &v1alpha1.UpgradeAllowance{}
 	if err := h.Reader.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
 		return false, client.IgnoreNotFound(errors.Wrapf(err, "cannot get UpgradeAllowance %s", name))
 	}
-	name = mr.GetAnnotations()[v1alpha1.AnnotationCompositionRevision]
+	next, err := logic.Of(mr.GetAnnotations())
+	if err != nil {
+		return false, nil
+	}
 	cr := &unstructured.Unstructured{}
 	cr.SetAPIVersion("apiextensions.crossplane.io/v1")
 	cr.SetKind("CompositionRevision")
-	if err := h.Reader.Get(ctx, client.ObjectKey{Name: name}, cr); client.IgnoreNotFound(err) != nil {
-		return false, errors.Wrapf(err, "cannot get CompositionRevision %s", name)
+	if err := h.Reader.Get(ctx, client.ObjectKey{Name: next.Revision}, cr); client.IgnoreNotFound(err) != nil {
+		return false, errors.Wrapf(err, "cannot get CompositionRevision %s", next.Revision)
 	}
-	return len(policy.UpgradesFor([]v1alpha1.UpgradeAllowance{*u}, policy.RevisionOf(name, cr.Object))) > 0, nil
+	rev := policy.RevisionOf(next.Revision, cr.Object)
+	us := []v1alpha1.UpgradeAllowance{*u}
+	if old == nil {
+		for _, p := range logic.Parts(next) {
+			if len(policy.UpgradesFor(us, policy.Upgrade{Revision: rev, Changes: []logic.Change{p}})) > 0 {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	prev, err := logic.Of(old.GetAnnotations())
+	if err != nil {
+		return false, nil
+	}
+	return len(policy.UpgradesFor(us, policy.Upgrade{Revision: rev, Changes: logic.Changes(prev, next)})) > 0, nil
 }

@@ -78,6 +78,15 @@ func TestManaged(t *testing.T) {
 	}
 	upgradeHop := allowance.Hop{APIVersion: "kausality.io/v1alpha1", Kind: "UpgradeAllowance", Name: "xdatabases-buckets-2", Generation: 1}
 	upgraded := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbUpdate, 6, allowance.Trace{upgradeHop, xrHop(), bucketHop()}).Shipping(sizeShipped)
+	// A Function upgrade: function-patch-and-transform's v0.10 patch
+	// releases, and the Bucket's write moving its record to one.
+	ptUA := decode[v1alpha1.UpgradeAllowance](t, strings.Replace(strings.Replace(upgradeAllowance, "name: xdatabases-buckets-2,", "name: pt-0-10,", 1),
+		"compositionRevisions: [xdatabases-buckets-2]", `functions: [{name: function-patch-and-transform, version: "v0.10.*"}]`, 1))
+	ptHop := allowance.Hop{APIVersion: "kausality.io/v1alpha1", Kind: "UpgradeAllowance", Name: "pt-0-10", Generation: 1}
+	ptUpgraded := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbUpdate, 6, allowance.Trace{ptHop, xrHop(), bucketHop()}).Shipping(sizeShipped)
+	builtBy := func(version string) mod {
+		return annotate(v1alpha1.AnnotationFunctionVersions, `{"function-patch-and-transform":"xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:`+version+`"}`)
+	}
 	initHop := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 1, User: crossplane, Timestamp: ts(-time.Minute)}
 	createHop := allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "orders-data", Generation: 1, Timestamp: ts(-time.Minute)}
 	creation := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 1, allowance.Trace{initHop, createHop})
@@ -432,7 +441,25 @@ func TestManaged(t *testing.T) {
 			reason: "An UpgradeAllowance that does not name the resource's composition revision covers nothing.",
 			args: args{objs: []client.Object{parentXR(), parentClaim(), ua},
 				req: update(asCrossplane, bucket(t), carry(closed, allowances(upgraded), annotate(v1alpha1.AnnotationCompositionRevision, "xdatabases-buckets-3")))},
-			want: result{Code: http.StatusForbidden, Message: `allowance 0 on Bucket orders-data starts at UpgradeAllowance xdatabases-buckets-2, which does not name composition revision "xdatabases-buckets-3"`},
+			want: result{Code: http.StatusForbidden, Message: `allowance 0 on Bucket orders-data starts at UpgradeAllowance xdatabases-buckets-2, which does not name the logic change recorded on it: composition revision "xdatabases-buckets-3"`},
+		},
+		"FunctionUpgradeChain": {
+			reason: "An allowance starting at an UpgradeAllowance that names the new package version of the Function whose record the write moves chains.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), ptUA},
+				req: update(asCrossplane, bucket(t, builtBy("v0.10.7")), carry(closed, allowances(ptUpgraded), builtBy("v0.10.8")))},
+			want: result{Allowed: true, Object: carry(openedU, allowances(ptUpgraded), builtBy("v0.10.8")).Object},
+		},
+		"FunctionUpgradeOtherMinorDenied": {
+			reason: "v0.10.* does not name v0.11.0: the allowance it roots covers nothing.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), ptUA},
+				req: update(asCrossplane, bucket(t, builtBy("v0.10.7")), carry(closed, allowances(ptUpgraded), builtBy("v0.11.0")))},
+			want: result{Code: http.StatusForbidden, Message: `allowance 0 on Bucket orders-data starts at UpgradeAllowance pt-0-10, which does not name the logic change recorded on it: composition revision "xdatabases-buckets-1", function versions {"function-patch-and-transform":"xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:v0.11.0"}`},
+		},
+		"FunctionUpgradeWithoutAChangeDenied": {
+			reason: "A write that records the same Function version made no upgrade: an UpgradeAllowance roots nothing then.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), ptUA},
+				req: update(asCrossplane, bucket(t, builtBy("v0.10.8")), carry(closed, allowances(ptUpgraded), builtBy("v0.10.8")))},
+			want: result{Code: http.StatusForbidden, Message: `allowance 0 on Bucket orders-data starts at UpgradeAllowance pt-0-10, which does not name the logic change recorded on it: composition revision "xdatabases-buckets-1", function versions {"function-patch-and-transform":"xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:v0.10.8"}`},
 		},
 		"MalformedAllowancesDenied": {
 			reason: "An allowances annotation that does not parse is denied naming it.",

@@ -304,7 +304,7 @@ func TestBehaviour(t *testing.T) {
 			expect(t, "allocatedStorage", str(t, rds, "spec.forProvider.allocatedStorage"), "20")
 			expectSlice(t, "gate", gate(t, rds), closed)
 			expect(t, "composition-revision", rds.GetAnnotations()[v1alpha1.AnnotationCompositionRevision], "xdatabases-aws-3f9c2a1")
-			expectWarnings(t, r, []string{"withheld Mutate spec.forProvider.allocatedStorage", "xdatabases-aws-3f9c2a1 to xdatabases-aws-8d41e07", "UpgradeAllowance"})
+			expectWarnings(t, r, []string{"withheld Mutate spec.forProvider.allocatedStorage", "Composition revision xdatabases-aws-3f9c2a1 → xdatabases-aws-8d41e07", "UpgradeAllowance"})
 		},
 		"database/7-composition-upgrade": func(t *testing.T, r rendering) {
 			rds := r.mr(t, "rds")
@@ -312,6 +312,21 @@ func TestBehaviour(t *testing.T) {
 			expectSlice(t, "gate", gate(t, rds), openUpdate)
 			expectSlice(t, "trace", traceKinds(t, rds), []string{"UpgradeAllowance", "XDatabase", "RDSInstance"})
 			expect(t, "composition-revision", rds.GetAnnotations()[v1alpha1.AnnotationCompositionRevision], "xdatabases-aws-8d41e07")
+			noWarnings(t, r)
+		},
+		"database/9-function-upgrade": func(t *testing.T, r rendering) {
+			rds := r.mr(t, "rds")
+			expect(t, "allocatedStorage", str(t, rds, "spec.forProvider.allocatedStorage"), "20")
+			expectSlice(t, "gate", gate(t, rds), closed)
+			expect(t, "function-versions", rds.GetAnnotations()[v1alpha1.AnnotationFunctionVersions], functionVersions("v0.10.7"))
+			expectWarnings(t, r, []string{"withheld Mutate spec.forProvider.allocatedStorage", "function-patch-and-transform v0.10.7 → v0.10.8", "UpgradeAllowance"})
+		},
+		"database/10-function-upgrade-allowed": func(t *testing.T, r rendering) {
+			rds := r.mr(t, "rds")
+			expect(t, "allocatedStorage", str(t, rds, "spec.forProvider.allocatedStorage"), "100")
+			expectSlice(t, "gate", gate(t, rds), openUpdate)
+			expectSlice(t, "trace", traceKinds(t, rds), []string{"UpgradeAllowance", "XDatabase", "RDSInstance"})
+			expect(t, "function-versions", rds.GetAnnotations()[v1alpha1.AnnotationFunctionVersions], functionVersions("v0.10.8"))
 			noWarnings(t, r)
 		},
 		"database/8-drift": func(t *testing.T, r rendering) {
@@ -375,4 +390,10 @@ func TestBehaviour(t *testing.T) {
 	for id := range checks {
 		t.Errorf("behaviour check for %s has no example case", id)
 	}
+}
+
+// functionVersions is the database example's function-versions record with
+// function-patch-and-transform at version.
+func functionVersions(version string) string {
+	return `{"function-kausality":"xpkg.crossplane.io/kausality-io/function-kausality:v0.1.0","function-patch-and-transform":"xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:` + version + `"}`
 }

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"github.com/crossplane/function-sdk-go/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/logic"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+// upgrade is a logic change of composed resources (a new Composition
+// revision, a new Function package) and what the UpgradeAllowances naming
+// every part of it grant.
+type upgrade struct {
+	changes []logic.Change
+	bound   policy.Bound
+	// base is the trace of a change it lets through: the first
+	// UpgradeAllowance naming it, then the XR.
+	base allowance.Trace
+}
+
+// loadFunctions reads the package each Function of the pipeline runs:
+// the Functions and FunctionRevisions Crossplane supplies, narrowed to the
+// steps of the CompositionRevision's pipeline when it has one (under
+// crossplane render it may not; then every Function supplied counts).
+func (r *run) loadFunctions(req *fnv1.RunFunctionRequest, cr map[string]any) {
+	fns, _, err := required(req, RequirementFunctions)
+	if err != nil {
+		r.problem(errors.Wrap(err, "cannot read the required Functions"))
+	}
+	revs, _, err := required(req, RequirementFunctionRevisions)
+	if err != nil {
+		r.problem(errors.Wrap(err, "cannot read the required FunctionRevisions"))
+	}
+	var steps map[string]bool
+	if pipeline, err := fieldpath.Pave(cr).GetValue("spec.pipeline"); err == nil {
+		steps = map[string]bool{}
+		for _, s := range asList(pipeline) {
+			if name, err := fieldpath.Pave(asMap(s)).GetString("functionRef.name"); err == nil {
+				steps[name] = true
+			}
+		}
+	}
+	out := map[string]string{}
+	for _, f := range fns {
+		if steps != nil && !steps[f.GetName()] {
+			continue
+		}
+		if pkg := packageOf(f, revs); pkg != "" {
+			out[f.GetName()] = pkg
+		}
+	}
+	r.logic = logic.Logic{Revision: r.revision, Functions: out}
+	r.functions = logic.FormatFunctions(out)
+}
+
+// packageOf is the package a Function runs: its active FunctionRevision's
+// image, else the package its status says it resolved, else the one its
+// spec asks for.
+func packageOf(f *unstructured.Unstructured, revs []*unstructured.Unstructured) string {
+	for _, rev := range revs {
+		p := fieldpath.Pave(rev.Object)
+		if rev.GetLabels()["pkg.crossplane.io/package"] != f.GetName() {
+			continue
+		}
+		if state, _ := p.GetString("spec.desiredState"); state != "Active" {
+			continue
+		}
+		if image, _ := p.GetString("spec.image"); image != "" {
+			return image
+		}
+	}
+	p := fieldpath.Pave(f.Object)
+	if id, _ := p.GetString("status.currentIdentifier"); id != "" {
+		return id
+	}
+	pkg, _ := p.GetString("spec.package")
+	return pkg
+}
+
+// upgradeOf is the logic change of a composed resource whose annotations
+// record the logic that last produced it, or nil when nothing changed.
+// Resources produced by the same logic share one, worked out once a run.
+func (r *run) upgradeOf(ann map[string]string) *upgrade {
+	key := ann[v1alpha1.AnnotationCompositionRevision] + "\x00" + ann[v1alpha1.AnnotationFunctionVersions]
+	if up, ok := r.upgradesBy[key]; ok {
+		return up
+	}
+	prev, err := logic.Of(ann)
+	if err != nil {
+		// Only Kausality writes it: compare the revision alone.
+		r.problem(err)
+	}
+	var up *upgrade
+	if cs := logic.Changes(prev, r.logic); len(cs) > 0 {
+		pu := policy.Upgrade{Revision: r.rev, Changes: cs}
+		up = &upgrade{changes: cs, bound: policy.UpgradeBound(r.upgrades, pu), base: r.upgradeTrace(policy.UpgradesFor(r.upgrades, pu))}
+	}
+	if r.upgradesBy == nil {
+		r.upgradesBy = map[string]*upgrade{}
+	}
+	r.upgradesBy[key] = up
+	return up
+}
+
+// upgradeTrace is the chain of a change the new logic made on its own: the
+// first UpgradeAllowance naming it, then the XR.
+func (r *run) upgradeTrace(us []v1alpha1.UpgradeAllowance) allowance.Trace {
+	var t allowance.Trace
+	if len(us) > 0 {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(v1alpha1.UpgradeAllowanceGroupVersionKind)
+		u.SetName(us[0].GetName())
+		t = append(t, allowance.HopOf(u, us[0].GetGeneration()))
+	}
+	return append(t, r.xrHop())
+}
+
+// composedLogic is the logic that produced the XR's composed resources as
+// observed: that of the first, by name, that records one. A resource the
+// pipeline adds is compared with it.
+func composedLogic(observed map[resource.Name]resource.ObservedComposed) map[string]string {
+	var first resource.Name
+	var out map[string]string
+	for name, o := range observed {
+		ann := o.Resource.GetAnnotations()
+		if ann[v1alpha1.AnnotationCompositionRevision] == "" || (out != nil && name > first) {
+			continue
+		}
+		first, out = name, ann
+	}
+	return out
+}
+
+// stampLogic records on a composed resource the logic that produced it:
+// the run's, unless nothing was let through and the resource's change is
+// withheld or held, when it keeps its old record, so that an
+// UpgradeAllowance made later still applies to the change.
+func (r *run) stampLogic(ann map[string]string, om childMeta, ch change) {
+	rev, fns := r.revision, r.functions
+	if len(ch.passed) == 0 && om.ann[v1alpha1.AnnotationCompositionRevision] != "" && (len(ch.held) > 0 || r.hasWithheld(om.resName)) {
+		rev, fns = om.ann[v1alpha1.AnnotationCompositionRevision], om.ann[v1alpha1.AnnotationFunctionVersions]
+	}
+	if rev != "" {
+		ann[v1alpha1.AnnotationCompositionRevision] = rev
+	}
+	if fns != "" {
+		ann[v1alpha1.AnnotationFunctionVersions] = fns
+	}
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}

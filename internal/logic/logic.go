@@ -1,0 +1,157 @@
+// Package logic names what produced a composed resource: the Composition
+// revision and the package version of every Function of its pipeline. A
+// composed resource carries the logic that last produced it
+// (kausality.io/composition-revision, kausality.io/function-versions); when
+// a later run's logic differs, the change it makes is a logic change, which
+// reaches the cloud only as far as an UpgradeAllowance covers it (seed 000,
+// "Controller, Composition, and Function Upgrades").
+//
+// The function, which stamps the logic, and admission, which checks an
+// upgrade's allowance against it, both read it here.
+package logic
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+)
+
+// MaxFunctionsBytes bounds the function-versions annotation the parser
+// reads: a pipeline of a few dozen steps is a few KiB.
+const MaxFunctionsBytes = 32 << 10
+
+// Logic is what produced a composed resource.
+type Logic struct {
+	// Revision is the Composition revision's name.
+	Revision string
+	// Functions maps the name of each Function of the pipeline to the
+	// package it runs (registry/repository:tag or @digest).
+	Functions map[string]string
+}
+
+// Of is the logic recorded in a composed resource's annotations. A
+// malformed function-versions record is an error; the caller still gets
+// the revision.
+func Of(annotations map[string]string) (Logic, error) {
+	l := Logic{Revision: annotations[v1alpha1.AnnotationCompositionRevision]}
+	fns, err := ParseFunctions(annotations[v1alpha1.AnnotationFunctionVersions])
+	if err != nil {
+		return l, errors.Wrapf(err, "cannot parse annotation %s", v1alpha1.AnnotationFunctionVersions)
+	}
+	l.Functions = fns
+	return l, nil
+}
+
+// ParseFunctions decodes the kausality.io/function-versions annotation: a
+// JSON object of Function name to package. The empty string is no record.
+func ParseFunctions(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	if len(s) > MaxFunctionsBytes {
+		return nil, errors.Errorf("value is %d bytes, more than the %d a pipeline's record needs", len(s), MaxFunctionsBytes)
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		return nil, errors.Wrap(err, "must be a JSON object of Function name to package")
+	}
+	for name, pkg := range m {
+		if name == "" || pkg == "" {
+			return nil, errors.Errorf("Function %q has package %q; neither may be empty", name, pkg)
+		}
+	}
+	return m, nil
+}
+
+// FormatFunctions encodes a function-versions record; keys are sorted, so
+// the same pipeline always gives the same string.
+func FormatFunctions(fns map[string]string) string {
+	if len(fns) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(fns) // a map of strings always encodes, keys sorted
+	return string(b)
+}
+
+// A Change is one part of a logic change: the Composition revision (Function
+// empty) or one Function's package.
+type Change struct {
+	Function string
+	From, To string
+}
+
+// String names the change as a platform engineer reads it:
+// "function-patch-and-transform v0.10.7 → v0.10.8".
+func (c Change) String() string {
+	if c.Function == "" {
+		return fmt.Sprintf("Composition revision %s → %s", c.From, c.To)
+	}
+	return fmt.Sprintf("%s %s → %s", c.Function, Version(c.From), Version(c.To))
+}
+
+// Changes are what differs between the logic that last produced a composed
+// resource and next. A Function only one side records is not a change of
+// its own (a pipeline gains or loses a step only with a new revision, and a
+// resource produced before versions were recorded has none); nor is
+// anything next does not know (an empty revision).
+func Changes(prev, next Logic) []Change {
+	var out []Change
+	if prev.Revision != "" && next.Revision != "" && prev.Revision != next.Revision {
+		out = append(out, Change{From: prev.Revision, To: next.Revision})
+	}
+	for _, name := range slices.Sorted(maps.Keys(next.Functions)) {
+		if was, ok := prev.Functions[name]; ok && was != next.Functions[name] {
+			out = append(out, Change{Function: name, From: was, To: next.Functions[name]})
+		}
+	}
+	return out
+}
+
+// Parts is l as changes from no logic at all: for a resource being created,
+// which no earlier logic produced.
+func Parts(l Logic) []Change {
+	var out []Change
+	if l.Revision != "" {
+		out = append(out, Change{To: l.Revision})
+	}
+	for _, name := range slices.Sorted(maps.Keys(l.Functions)) {
+		out = append(out, Change{Function: name, To: l.Functions[name]})
+	}
+	return out
+}
+
+// Describe joins changes for a message.
+func Describe(cs []Change) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = c.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Version is the version part of a package reference: its tag, or its
+// digest, or the whole reference when it has neither.
+func Version(pkg string) string {
+	if i := strings.LastIndex(pkg, "@"); i >= 0 {
+		return pkg[i+1:]
+	}
+	if i := strings.LastIndex(pkg, ":"); i > strings.LastIndex(pkg, "/") {
+		return pkg[i+1:]
+	}
+	return pkg
+}
+
+// VersionMatches reports whether a package's version matches pattern, in
+// which * stands for any run of characters (v0.10.* matches every patch
+// release of v0.10). A malformed pattern matches nothing.
+func VersionMatches(pattern, pkg string) bool {
+	ok, err := path.Match(pattern, Version(pkg))
+	return err == nil && ok
+}
