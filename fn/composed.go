@@ -134,7 +134,7 @@ func (r *run) finish(it *item) bool {
 	}
 
 	restricted := r.restricted(dm.child)
-	gated := r.restrictAll || r.set.RestrictsExternal(dm.child)
+	gated := r.gated(dm)
 	if !restricted && !gated {
 		return true
 	}

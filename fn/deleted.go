@@ -1,6 +1,9 @@
 package main
 
 import (
+	"slices"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"github.com/crossplane/function-sdk-go/resource/composed"
 
@@ -22,20 +25,100 @@ func (r *run) deleted(resName string, observed map[string]any) *composed.Unstruc
 		r.wouldWithhold(m, v1alpha1.VerbDelete, "", d.reason)
 		return nil
 	}
+	if upgradeDeleteOpen(m, observed) {
+		// The Delete gate an UpgradeAllowance granted is open (dropped, in
+		// an earlier run): the deletion may go.
+		return nil
+	}
+	if up := r.upgradeOf(m.ann); up != nil {
+		if up.bound.AllowsChild(m.child, v1alpha1.VerbDelete) {
+			return r.dropped(m, observed, up)
+		}
+		d.reason = upgradeReason(up)
+	}
 	r.withhold(m, v1alpha1.VerbDelete, "", d.reason)
 	// Emit the resource as observed so Crossplane keeps it; close its gate.
+	kept := keptAsObserved(m, observed)
+	if r.gated(m) {
+		_ = fieldpath.Pave(kept.Object).SetValue(gate.PathManagementPolicies, r.cfg.gate.ReadOnly)
+	}
+	return kept
+}
+
+// dropped decides a resource new logic drops under an UpgradeAllowance
+// that grants deleting it. Where the UpgradeAllowance also grants the
+// external Delete of a gated resource, the deletion reaches the cloud in
+// two steps: this run keeps the resource one more time, with an External
+// Delete allowance traced to the UpgradeAllowance and its Delete gate open
+// (admission checks the allowance names the logic change the write
+// records); once the resource is observed with that gate open, the next run
+// lets Crossplane delete it (deleted), and the provider deletes the cloud
+// resource.
+// Without the external grant Crossplane deletes it behind its closed gate,
+// which orphans the cloud resource.
+func (r *run) dropped(m childMeta, observed map[string]any, up *upgrade) *composed.Unstructured {
+	if !r.gated(m) || !v1alpha1.GrantsVerb(up.bound.ExternalVerbs(m.child), v1alpha1.VerbDelete) {
+		return nil
+	}
+	have, err := allowance.Parse(m.ann[v1alpha1.AnnotationAllowances])
+	if err != nil {
+		r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; its gate stays closed", v1alpha1.AnnotationAllowances, ref(observed)))
+		return nil
+	}
+	gen := allowance.NextGeneration(m.generation)
+	hop := allowance.HopOf(m.obj, gen)
+	hop.Name, hop.Timestamp = m.name, allowance.Timestamp(r.now)
+	del := allowance.ExternalGrant(m.child.APIGroup, m.child.Kind, v1alpha1.VerbDelete, gen, up.base.Then(hop))
+	if !slices.ContainsFunc(have, upgradeDelete) {
+		have = append(have, del)
+	}
+	kept := keptAsObserved(m, observed)
+	g := r.cfg.gate.Decide(kept.Object, observed, have, r.now, r.frozen)
+	if err := setManagementPolicies(kept.Object, g.Policies); err != nil {
+		r.problem(errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, ref(observed)))
+	}
+	ann := kept.GetAnnotations()
+	ann[v1alpha1.AnnotationAllowances] = allowance.Format(allowance.Unconsumed(g.Allowances, observed))
+	ann[v1alpha1.AnnotationTrace] = allowance.FormatTrace(del.Trace)
+	r.stampLogic(ann, childMeta{}, change{})
+	kept.SetAnnotations(ann)
+	return kept
+}
+
+// upgradeDeleteOpen reports whether the resource is observed with its Delete
+// gate open for an UpgradeAllowance's Delete allowance.
+func upgradeDeleteOpen(m childMeta, observed map[string]any) bool {
+	current, _ := fieldpath.Pave(observed).GetStringArray(gate.PathManagementPolicies)
+	have, err := allowance.Parse(m.ann[v1alpha1.AnnotationAllowances])
+	return err == nil && slices.Contains(current, gate.Delete) && slices.ContainsFunc(have, upgradeDelete)
+}
+
+// upgradeDelete reports whether a is an unconsumed External Delete
+// allowance an UpgradeAllowance roots.
+func upgradeDelete(a allowance.Allowance) bool {
+	return a.OpensDelete() && !a.Consumed && a.FromUpgrade()
+}
+
+// gated reports whether the resource's gate is Kausality's.
+func (r *run) gated(m childMeta) bool {
+	return r.restrictAll || r.set.RestrictsExternal(m.child)
+}
+
+// keptAsObserved is the resource as observed, for Crossplane to keep.
+func keptAsObserved(m childMeta, observed map[string]any) *composed.Unstructured {
 	kept := composed.New()
 	kept.SetAPIVersion(m.obj.GetAPIVersion())
 	kept.SetKind(m.obj.GetKind())
 	kept.SetName(m.obj.GetName())
 	kept.SetNamespace(m.obj.GetNamespace())
 	kept.SetLabels(m.obj.GetLabels())
-	kept.SetAnnotations(m.obj.GetAnnotations())
+	ann := m.obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	kept.SetAnnotations(ann)
 	if spec, ok := observed["spec"]; ok {
 		kept.Object["spec"] = runtimeCopy(map[string]any{"spec": spec})["spec"]
-	}
-	if r.restrictAll || r.set.RestrictsExternal(m.child) {
-		_ = fieldpath.Pave(kept.Object).SetValue(gate.PathManagementPolicies, r.cfg.gate.ReadOnly)
 	}
 	return kept
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -183,4 +184,66 @@ func TestUpgradeAddsResource(t *testing.T) {
 	}) || !slices.Contains(got.policies(), "Create") {
 		t.Errorf("the replica's Create gate is not opened by the UpgradeAllowance: %v %v, gate %v", as, err, got.policies())
 	}
+}
+
+func TestUpgradeDropsResource(t *testing.T) {
+	observedAnn := map[string]string{
+		v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+		v1alpha1.AnnotationFunctionVersions: `{"function-patch-and-transform":"` + ptPackage + `:v0.10.7"}`,
+	}
+	replica := func(t *testing.T, ann map[string]string, policies string) *structpb.Struct {
+		return obj(t, strings.Replace(string(must(yaml.Marshal(observedRDS(t, "db.t3.small", 1, 1, ann, policies).AsMap()))), "name: db-rds", "name: db-replica", 1))
+	}
+	deletes := strings.NewReplacer("verbs: [Update, Create]", "verbs: [Update, Create, Delete]").Replace(ptUpgrade)
+	orphans := strings.Replace(ptUpgrade, "verbs: [Update, Create]\n    mutations", "verbs: [Update, Create, Delete]\n    mutations", 1)
+	// The new build no longer composes the replica.
+	dropped := func(t *testing.T, observed *structpb.Struct, upgrades ...string) *fnv1.RunFunctionRequest {
+		req := newRequest(t, xr(t, 1, 1, nil), observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"), obj(t, rds("db.t3.small", "")), policyDB)
+		req.Observed.Resources["replica"] = &fnv1.Resource{Resource: observed}
+		for _, u := range upgrades {
+			req.RequiredResources[RequirementUpgrades].Items = append(req.RequiredResources[RequirementUpgrades].Items, &fnv1.Resource{Resource: obj(t, u)})
+		}
+		return withFunctions(t, req, map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"})
+	}
+	closedReplica := replica(t, observedAnn, "[Observe, LateInitialize]")
+
+	got := runOnce(t, dropped(t, closedReplica), "replica")
+	if got.obj == nil || slices.Contains(got.policies(), "Delete") {
+		t.Fatalf("without an UpgradeAllowance the replica must be kept behind its closed gate: %v", got.obj)
+	}
+	if !slices.ContainsFunc(got.messages, func(m string) bool {
+		return strings.Contains(m, "withheld Delete") && strings.Contains(m, "v0.10.7 → v0.10.8")
+	}) {
+		t.Errorf("no message names the withheld deletion and the upgrade: %v", got.messages)
+	}
+
+	if got := runOnce(t, dropped(t, closedReplica, orphans), "replica"); got.obj != nil {
+		t.Errorf("an UpgradeAllowance granting Delete of the MR alone lets Crossplane delete it (orphaning the cloud resource); it was kept: %v", got.policies())
+	}
+
+	// Granting the external Delete too: first the Delete gate opens, traced
+	// to the UpgradeAllowance, with the new build recorded for admission.
+	first := runOnce(t, dropped(t, closedReplica, deletes), "replica")
+	if first.obj == nil || !slices.Contains(first.policies(), "Delete") {
+		t.Fatalf("the replica's Delete gate did not open first: %v %v", first.obj, first.messages)
+	}
+	as, err := allowance.Parse(first.obj.GetAnnotations()[v1alpha1.AnnotationAllowances])
+	if err != nil || !slices.ContainsFunc(as, upgradeDelete) {
+		t.Errorf("no unconsumed Delete allowance rooted at the UpgradeAllowance: %v %v", as, err)
+	}
+	if v := first.obj.GetAnnotations()[v1alpha1.AnnotationFunctionVersions]; !strings.Contains(v, "v0.10.8") {
+		t.Errorf("function-versions = %s: admission checks the UpgradeAllowance against the change the write records", v)
+	}
+	// Then, observed with that gate open, Crossplane may delete it.
+	open := first.obj.GetAnnotations()
+	if got := runOnce(t, dropped(t, replica(t, open, "[Observe, Delete]"), deletes), "replica"); got.obj != nil {
+		t.Errorf("observed with its Delete gate open, the replica is still kept: %v", got.policies())
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

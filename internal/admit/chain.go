@@ -69,7 +69,7 @@ func (c Chain) Refuse(as []allowance.Allowance) (string, error) {
 			return fmt.Sprintf("allowance %d on %s cannot be stamped: %v", i, Describe(obj), err), nil
 		}
 		parent := a.Trace.Parent()
-		if parent[0].Kind == v1alpha1.UpgradeAllowanceKind {
+		if a.FromUpgrade() {
 			ok, err := c.Upgrades(parent[0].Name)
 			if err != nil {
 				return "", err

@@ -136,6 +136,12 @@ func (a Allowance) ShipsSpec() bool {
 	return a.Relation == v1alpha1.RelationExternal && (a.HasVerb(v1alpha1.VerbCreate) || a.HasVerb(v1alpha1.VerbUpdate))
 }
 
+// FromUpgrade reports whether a's chain starts at an UpgradeAllowance: new
+// logic (a Composition revision, a Function build) caused it, not a user.
+func (a Allowance) FromUpgrade() bool {
+	return len(a.Trace) > 0 && a.Trace[0].Kind == v1alpha1.UpgradeAllowanceKind
+}
+
 // OpensDelete reports whether a is an External allowance for Delete alone:
 // the one an admitted deletion stamps.
 func (a Allowance) OpensDelete() bool {

@@ -87,6 +87,7 @@ func TestDeletion(t *testing.T) {
 		return out
 	}
 	byAlice := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "orders", Generation: 1, User: alice, Timestamp: ts(0)}
+	byUpgrade := allowance.Hop{APIVersion: "kausality.io/v1alpha1", Kind: v1alpha1.UpgradeAllowanceKind, Name: "xdatabases-buckets-2", Generation: 1, Timestamp: ts(0)}
 	opensBoth := "deleting DatabaseClaim team-a/orders deletes these cloud resources, as its policies allow: Bucket orders-data, Bucket orders-logs"
 
 	cases := map[string]struct {
@@ -238,6 +239,25 @@ func TestDeletion(t *testing.T) {
 			args: args{objs: []client.Object{claims, deletesCloud, composite(set("metadata.deletionTimestamp", "2026-11-22T12:00:00Z"), set("metadata.finalizers", []any{"composite.apiextensions.crossplane.io"})), claim(t), opened(data, byAlice)},
 				req: remove(asBob, opened(data, byAlice))},
 			want: want{result: result{Allowed: true}, buckets: byName(opened(data, byAlice))},
+		},
+		"DroppedByUpgradeDeletedByCrossplane": {
+			reason: "New logic dropped the Bucket and an UpgradeAllowance granted its deletion: the function opened its Delete gate for Crossplane's deletion, which keeps it although the XR and the Claim stand.",
+			args:   args{objs: []client.Object{claims, deletesCloud, composite(), claim(t), opened(data, byUpgrade)}, req: remove(asCrossplane, opened(data, byUpgrade))},
+			want:   want{result: result{Allowed: true}, buckets: byName(opened(data, byUpgrade))},
+		},
+		"DroppedByUpgradeDeletedByBob": {
+			reason: "That gate is for Crossplane's deletion alone: Bob deleting the Bucket by itself revokes it first, and the cloud bucket is orphaned.",
+			args:   args{objs: []client.Object{claims, deletesCloud, composite(), claim(t), opened(data, byUpgrade)}, req: remove(asBob, opened(data, byUpgrade))},
+			want: want{
+				result: result{Allowed: true, Warnings: []string{"the Delete gate of Bucket orders-data was opened for a deletion above it that has not happened; deleting Bucket orders-data by itself orphans its cloud resource"}},
+				buckets: byName(func() *unstructured.Unstructured {
+					b := opened(data, byUpgrade)
+					as, _ := allowance.Parse(b.GetAnnotations()[v1alpha1.AnnotationAllowances])
+					allowances(consumed(as[0]))(b)
+					policies(gate.Observe, gate.LateInitialize)(b)
+					return b
+				}()),
+			},
 		},
 		"BucketWithoutDeleteGate": {
 			reason: "Deleting a Bucket without an open Delete gate is not this webhook's concern: it is orphaned by its closed gate.",

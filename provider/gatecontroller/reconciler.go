@@ -179,7 +179,10 @@ func (r *Reconciler) revokeRefused(ctx context.Context, mr *unstructured.Unstruc
 	out = as
 	var final *bool
 	for i, a := range as {
-		if a.Consumed || !a.OpensDelete() {
+		if a.Consumed || !a.OpensDelete() || a.FromUpgrade() {
+			// An UpgradeAllowance's Delete gate is for Crossplane deleting
+			// a resource new logic dropped, no deletion above it; it
+			// closes at the gate's time limit if that never comes.
 			continue
 		}
 		if final == nil {

@@ -272,6 +272,12 @@ func TestReconcile(t *testing.T) {
 	delMsg := "gate open for Delete: Delete at generation 4 initiated by alice@example.com"
 	refusedMsg := "Delete gate revoked: the deletion it was opened for did not happen within 1m0s (another admission check refused it): Delete at generation 4 initiated by alice@example.com"
 	upd := ext(3, recent, gate.Update)
+	// upgradeDel opens the Delete gate of a resource new logic dropped,
+	// under an UpgradeAllowance.
+	upgradeDel := del(fixed.Add(-2 * time.Minute))
+	upgradeDel.Initiator = ""
+	upgradeDel.Trace = append(allowance.Trace{{APIVersion: "kausality.io/v1alpha1", Kind: v1alpha1.UpgradeAllowanceKind, Name: "pt-0-10", Generation: 1}}, upgradeDel.Trace[1:]...)
+	upgradeDelMsg := "gate open for Delete: Delete at generation 4"
 	conflict := kerrors.NewConflict(schema.GroupResource{Group: nopGVK.Group, Resource: "nopresources"}, mrName, errors.New("the object has been modified"))
 	errBoom := errors.New("boom")
 	_, malformedErr := allowance.Parse(`[{"relation":"Sideways"}]`)
@@ -463,6 +469,19 @@ func TestReconcile(t *testing.T) {
 					withConditions(gateClosed(ReasonDeletionRefused, 3, fixed, refusedMsg))),
 				writes: []string{"Update", "Status"},
 				events: []string{"Warning DeletionRefused " + refusedMsg},
+			},
+		},
+		"UpgradeDeleteIsNoRefusedDeletion": {
+			reason: "A Delete gate an UpgradeAllowance opened for a resource new logic dropped waits for Crossplane to delete it, with the composite standing: no deletion above it was refused, so it is not revoked past the grace; its time limit closes it.",
+			args: args{objs: []client.Object{
+				composite(nil),
+				managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(upgradeDel), withObserved(3),
+					withConditions(gateOpen(3, fixed.Add(-2*time.Minute), upgradeDelMsg))),
+			}},
+			want: want{
+				result: ctrl.Result{RequeueAfter: 58*time.Minute + time.Second},
+				mr: managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(upgradeDel), withObserved(3),
+					withConditions(gateOpen(3, fixed.Add(-2*time.Minute), upgradeDelMsg))),
 			},
 		},
 		"DeletionWithinGraceStaysOpen": {

@@ -263,27 +263,7 @@ func TestS4CompositionRevisionIncident(t *testing.T) {
 	// An UpgradeAllowance naming the Composition's revision 2 (its name is
 	// a hash nobody types) lets exactly the tier change through; the logs
 	// bucket stays, as nothing allows its deletion.
-	u := &v1alpha1.UpgradeAllowance{}
-	if err := yaml.Unmarshal([]byte(fmt.Sprintf(`
-metadata: {name: %s-2}
-spec:
-  compositions: [{name: %s, revision: 2}]
-  policies:
-  - target: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, resource: buckets}
-    relation: ControllerChild
-    verbs: [Update]
-    mutations:
-    - {jsonPath: "spec.forProvider.tags[*]", verbs: [Mutate]}
-  - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
-    relation: External
-    verbs: [Update]
-`, comp, comp)), u); err != nil {
-		t.Fatal(err)
-	}
-	if err := as(t, "admin").Create(ctx, u); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = as(t, "admin").Delete(context.Background(), u) })
+	u := upgradeAllowance(t, comp, "[Update]")
 	expectCalls(t, key, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
 	settle(t, key)
 	expectClosed(t, key)
@@ -293,6 +273,74 @@ spec:
 	if tr := traceOf(t, buckets(t, key)["data"]); tr[0].Kind != v1alpha1.UpgradeAllowanceKind || tr[0].Name != u.GetName() {
 		t.Errorf("data bucket trace = %v, want it to start at UpgradeAllowance %s", kinds(tr), u.GetName())
 	}
+}
+
+// TestS4UpgradeDeletesTheDroppedBucket is S4 with an UpgradeAllowance that
+// also grants deleting what revision 2 drops: the logs bucket's Delete gate
+// opens first, traced to the UpgradeAllowance, then Crossplane deletes it
+// and the cloud sees exactly one Delete.
+func TestS4UpgradeDeletesTheDroppedBucket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	comp := composition(t, 1)
+	key := created(t, comp, "s4d", "orders")
+	bs := buckets(t, key)
+	data, logs := bs["data"].GetName(), bs["logs"].GetName()
+	if err := cp.Composition(ctx, filepath.Join("testdata", "composition-2.yaml"), comp); err != nil {
+		t.Fatal(err)
+	}
+	controlplane.Eventually(t, settleTimeout, "the XR to report the withheld deletion", func() (bool, string) {
+		c := controlplane.Condition(xr(t, key), "KausalityAllowed")
+		return c.Status == "False" && strings.Contains(c.Message, "resource logs") && strings.Contains(c.Message, "withheld Delete"), c.Message
+	})
+	if got := counts(logs); got != [3]int{1, 0, 0} {
+		t.Fatalf("logs bucket calls before the UpgradeAllowance = %v, want one Create", got)
+	}
+
+	u := upgradeAllowance(t, comp, "[Update, Delete]")
+	controlplane.Eventually(t, settleTimeout, "the logs bucket deleted in the cloud and the data bucket's tier updated", func() (bool, string) {
+		return counts(logs) == [3]int{1, 0, 1} && counts(data) == [3]int{1, 1, 0}, fmt.Sprintf("logs %v, data %v", counts(logs), counts(data))
+	})
+	controlplane.Eventually(t, settleTimeout, "the logs Bucket gone", func() (bool, string) {
+		_, ok := buckets(t, key)["logs"]
+		return !ok, "still there"
+	})
+	time.Sleep(2 * controlplane.Poll)
+	if got := counts(logs); got != [3]int{1, 0, 1} {
+		t.Errorf("logs bucket calls = %v, want exactly one Create and one Delete", got)
+	}
+	if tr := traceOf(t, buckets(t, key)["data"]); tr[0].Kind != v1alpha1.UpgradeAllowanceKind || tr[0].Name != u.GetName() {
+		t.Errorf("data bucket trace = %v, want it to start at UpgradeAllowance %s", kinds(tr), u.GetName())
+	}
+}
+
+// upgradeAllowance creates, as the admin, an UpgradeAllowance for revision 2
+// of the Composition comp that lets it change Bucket tags and grants verbs
+// on Buckets and their cloud resources.
+func upgradeAllowance(t *testing.T, comp, verbs string) *v1alpha1.UpgradeAllowance {
+	t.Helper()
+	u := &v1alpha1.UpgradeAllowance{}
+	if err := yaml.Unmarshal([]byte(fmt.Sprintf(`
+metadata: {name: %s-2}
+spec:
+  compositions: [{name: %s, revision: 2}]
+  policies:
+  - target: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, resource: buckets}
+    relation: ControllerChild
+    verbs: %s
+    mutations:
+    - {jsonPath: "spec.forProvider.tags[*]", verbs: [Mutate]}
+  - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
+    relation: External
+    verbs: %s
+`, comp, comp, verbs, verbs)), u); err != nil {
+		t.Fatal(err)
+	}
+	if err := as(t, "admin").Create(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = as(t, "admin").Delete(context.Background(), u) })
+	return u
 }
 
 // TestS8Faults kills provider-kausality, so it runs alone: Go starts the
