@@ -339,14 +339,32 @@ type FunctionVersion struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,categories=kausality,shortName=ua
-// +kubebuilder:printcolumn:name="SERVICEACCOUNT",type=string,JSONPath=".spec.serviceAccount"
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=".status.conditions[?(@.type=='Ready')].status"
+// +kubebuilder:printcolumn:name="UPGRADED",type=integer,JSONPath=".status.upgraded"
+// +kubebuilder:printcolumn:name="WAITING",type=integer,JSONPath=".status.waiting"
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=".metadata.creationTimestamp"
 type UpgradeAllowance struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   UpgradeAllowanceSpec `json:"spec"`
-	Status PolicyStatus         `json:"status,omitempty"`
+	Spec   UpgradeAllowanceSpec   `json:"spec"`
+	Status UpgradeAllowanceStatus `json:"status,omitempty"`
+}
+
+// UpgradeAllowanceStatus is the observed state of an UpgradeAllowance: the
+// Ready condition says whether it compiled, and the counts what it reached
+// among gated managed resources, as the provider last looked.
+type UpgradeAllowanceStatus struct {
+	PolicyStatus `json:",inline"`
+	// Upgraded counts the gated managed resources whose current change it
+	// let through: their trace starts at it.
+	// +optional
+	Upgraded int64 `json:"upgraded,omitempty"`
+	// Waiting counts the gated managed resources holding an unconsumed
+	// allowance it roots: their gate is open for it, or the change is held
+	// back by propagation control, a freeze or an uncovered field.
+	// +optional
+	Waiting int64 `json:"waiting,omitempty"`
 }
 
 // UpgradeAllowanceList is a list of UpgradeAllowances.

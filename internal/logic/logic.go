@@ -148,6 +148,17 @@ func Version(pkg string) string {
 	return pkg
 }
 
+// ValidVersionPattern says what is wrong with a version pattern, or nil.
+func ValidVersionPattern(pattern string) error {
+	if pattern == "" {
+		return errors.New("must not be empty")
+	}
+	if _, err := path.Match(pattern, ""); err != nil {
+		return errors.Errorf("%q is not a pattern (* stands for any run of characters): %v", pattern, err)
+	}
+	return nil
+}
+
 // VersionMatches reports whether a package's version matches pattern, in
 // which * stands for any run of characters (v0.10.* matches every patch
 // release of v0.10). A malformed pattern matches nothing.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
@@ -352,6 +353,14 @@ func ValidateUpgrade(u *v1alpha1.UpgradeAllowance) error {
 	return err
 }
 
+// CompileUpgrade checks an UpgradeAllowance the way the function and
+// admission read it: the error names every field that does not compile (an
+// UpgradeAllowance that does not compile grants nothing).
+func CompileUpgrade(u *v1alpha1.UpgradeAllowance) error {
+	_, err := compileUpgrade(u)
+	return err
+}
+
 func compileUpgrade(u *v1alpha1.UpgradeAllowance) ([]entry, error) {
 	var errs []string
 	fail := func(field string, err error) { errs = append(errs, fmt.Sprintf("%s: %v", field, err)) }
@@ -363,6 +372,14 @@ func compileUpgrade(u *v1alpha1.UpgradeAllowance) ([]entry, error) {
 	for i, c := range u.Spec.Compositions {
 		if c.Name == "" || c.Revision < 1 {
 			fail(fmt.Sprintf("spec.compositions[%d]", i), errors.Errorf("needs the Composition's name and a revision number of 1 or more, got %q and %d", c.Name, c.Revision))
+		}
+	}
+	for i, f := range u.Spec.Functions {
+		if f.Name == "" {
+			fail(fmt.Sprintf("spec.functions[%d].name", i), errors.New("must name a Function"))
+		}
+		if err := logic.ValidVersionPattern(f.Version); err != nil {
+			fail(fmt.Sprintf("spec.functions[%d].version", i), err)
 		}
 	}
 	es := compileEntries("spec.policies", u.Spec.Policies, fail)

@@ -180,19 +180,23 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	if err := (&policies.Reconciler{Kube: mgr.GetClient(), Cache: pc, Webhooks: hooks}).Setup(mgr); err != nil {
 		return nil, errors.Wrap(err, "cannot set up the AllowancePolicy controller")
 	}
+	managedGVKs := func() []schema.GroupVersionKind {
+		var out []schema.GroupVersionKind
+		for _, k := range watcher.Kinds() {
+			out = append(out, k.GVK)
+		}
+		return out
+	}
+	if err := (&policies.UpgradeReconciler{Kube: mgr.GetClient(), Kinds: managedGVKs}).Setup(mgr); err != nil {
+		return nil, errors.Wrap(err, "cannot set up the UpgradeAllowance controller")
+	}
 
 	srv := mgr.GetWebhookServer()
 	srv.Register(policies.PathPolicies, &webhook.Admission{Handler: &admission.Policies{}})
 	srv.Register(policies.PathComposites, &webhook.Admission{Handler: &admission.Composites{Policies: mgr.GetClient(), Reader: direct, Cache: pc, Trusted: trusted, Now: o.Now}})
 	srv.Register(policies.PathManaged, &webhook.Admission{Handler: &admission.Managed{Reader: direct, Policies: mgr.GetClient(), Cache: pc, Trusted: trusted, Gate: o.Gate, Now: o.Now}})
 	srv.Register(policies.PathDeletion, &webhook.Admission{Handler: &admission.Deletion{Policies: mgr.GetClient(), Cache: pc, Reader: direct, Kube: direct, Trusted: trusted,
-		Managed: func() []schema.GroupVersionKind {
-			var out []schema.GroupVersionKind
-			for _, k := range watcher.Kinds() {
-				out = append(out, k.GVK)
-			}
-			return out
-		}, Gate: o.Gate, Now: o.Now}})
+		Managed: managedGVKs, Gate: o.Gate, Now: o.Now}})
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, errors.Wrap(err, "cannot add the health check")

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -312,6 +314,16 @@ func TestS4UpgradeDeletesTheDroppedBucket(t *testing.T) {
 	if tr := traceOf(t, buckets(t, key)["data"]); tr[0].Kind != v1alpha1.UpgradeAllowanceKind || tr[0].Name != u.GetName() {
 		t.Errorf("data bucket trace = %v, want it to start at UpgradeAllowance %s", kinds(tr), u.GetName())
 	}
+	// The provider reports what the UpgradeAllowance reached: it compiled,
+	// and upgraded the data bucket (the logs bucket is gone).
+	controlplane.Eventually(t, settleTimeout, "the UpgradeAllowance's status", func() (bool, string) {
+		got := &v1alpha1.UpgradeAllowance{}
+		if err := as(t, "admin").Get(ctx, client.ObjectKeyFromObject(u), got); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue && got.Status.Upgraded == 1 && got.Status.Waiting == 0, fmt.Sprintf("%+v", got.Status)
+	})
 }
 
 // upgradeAllowance creates, as the admin, an UpgradeAllowance for revision 2
