@@ -135,7 +135,7 @@ e2e: tools xpkg
 FUZZTIME ?= 20s
 ## fuzz: run every fuzz target for FUZZTIME each.
 fuzz:
-	@for pkg in $$($(GO) list ./internal/...); do \
+	@for pkg in $$($(GO) list ./internal/... ./provider/...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; done

@@ -1,0 +1,48 @@
+package admission
+
+import (
+	"encoding/json"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+)
+
+// FuzzDiffPatch: the patch a webhook answers with turns the request's
+// object into exactly the object the handler made, whatever the two hold
+// (keys with / and ~, nested maps, lists, numbers, nulls).
+func FuzzDiffPatch(f *testing.F) {
+	f.Add(`{"metadata":{"annotations":{"a/b":"1"}},"spec":{"x":[1,2]}}`, `{"metadata":{"annotations":{"a/b":"2","c~d":"3"}},"spec":{"x":[1]}}`)
+	f.Add(`{"a":{"b":{"c":1}},"d":null}`, `{"a":{"b":{}},"e":true}`)
+	f.Add(`{"a":1}`, `{"a":{"b":1.5}}`)
+	f.Add(`{"a":{"b":1}}`, `{"a":"b"}`)
+	f.Add(`{}`, `{}`)
+	f.Fuzz(func(t *testing.T, wasJSON, isJSON string) {
+		var was, is map[string]any
+		if utiljson.Unmarshal([]byte(wasJSON), &was) != nil || utiljson.Unmarshal([]byte(isJSON), &is) != nil || was == nil || is == nil {
+			return
+		}
+		ops := diffPatch(nil, "", was, is)
+		raw, err := json.Marshal(ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := jsonpatch.DecodePatch(raw)
+		if err != nil {
+			t.Fatalf("patch %s does not decode: %v", raw, err)
+		}
+		doc, err := p.Apply([]byte(wasJSON))
+		if err != nil {
+			t.Fatalf("patch %s does not apply to %s: %v", raw, wasJSON, err)
+		}
+		var got map[string]any
+		if err := utiljson.Unmarshal(doc, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !mutation.Equal(got, is) {
+			t.Fatalf("patch %s turns %s into %s, want %s", raw, wasJSON, doc, isJSON)
+		}
+	})
+}
