@@ -86,6 +86,14 @@ func TestDeletion(t *testing.T) {
 		policies(gate.Observe, gate.Delete)(out)
 		return out
 	}
+	// revoked is an opened Bucket whose Delete gate was revoked: its
+	// allowance marked consumed, its gate closed again.
+	revoked := func(b *unstructured.Unstructured) *unstructured.Unstructured {
+		as, _ := allowance.Parse(b.GetAnnotations()[v1alpha1.AnnotationAllowances])
+		allowances(consumed(as[0]))(b)
+		policies(gate.Observe, gate.LateInitialize)(b)
+		return b
+	}
 	byAlice := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "orders", Generation: 1, User: alice, Timestamp: ts(0)}
 	byUpgrade := allowance.Hop{APIVersion: "kausality.io/v1alpha1", Kind: v1alpha1.UpgradeAllowanceKind, Name: "xdatabases-buckets-2", Generation: 1, Timestamp: ts(0)}
 	opensBoth := "deleting DatabaseClaim team-a/orders deletes these cloud resources, as its policies allow: Bucket orders-data, Bucket orders-logs"
@@ -204,14 +212,8 @@ func TestDeletion(t *testing.T) {
 			reason: "Bob deletes a Bucket whose Delete gate was opened for a Claim deletion that never became final (the XR and the Claim stand): the gate is revoked before the deletion goes on, so the cloud bucket is orphaned.",
 			args:   args{objs: []client.Object{claims, deletesCloud, composite(), claim(t), opened(data, byAlice)}, req: remove(asBob, opened(data, byAlice))},
 			want: want{
-				result: result{Allowed: true, Warnings: []string{"the Delete gate of Bucket orders-data was opened for a deletion above it that has not happened; deleting Bucket orders-data by itself orphans its cloud resource"}},
-				buckets: byName(func() *unstructured.Unstructured {
-					b := opened(data, byAlice)
-					as, _ := allowance.Parse(b.GetAnnotations()[v1alpha1.AnnotationAllowances])
-					allowances(consumed(as[0]))(b)
-					policies(gate.Observe, gate.LateInitialize)(b) // closed again
-					return b
-				}()),
+				result:  result{Allowed: true, Warnings: []string{"the Delete gate of Bucket orders-data was opened for a deletion above it that has not happened; deleting Bucket orders-data by itself orphans its cloud resource"}},
+				buckets: byName(revoked(opened(data, byAlice))),
 			},
 		},
 		"UnpermittedDeletionRevokesAnEarlierGate": {
@@ -220,10 +222,7 @@ func TestDeletion(t *testing.T) {
 			want: want{result: result{Allowed: true}, buckets: byName(func() []*unstructured.Unstructured {
 				var out []*unstructured.Unstructured
 				for _, b := range []*unstructured.Unstructured{opened(data, byAlice), opened(logs, byAlice)} {
-					as, _ := allowance.Parse(b.GetAnnotations()[v1alpha1.AnnotationAllowances])
-					allowances(consumed(as[0]))(b)
-					policies(gate.Observe, gate.LateInitialize)(b)
-					out = append(out, b)
+					out = append(out, revoked(b))
 				}
 				return out
 			}()...)},
@@ -249,14 +248,8 @@ func TestDeletion(t *testing.T) {
 			reason: "That gate is for Crossplane's deletion alone: Bob deleting the Bucket by itself revokes it first, and the cloud bucket is orphaned.",
 			args:   args{objs: []client.Object{claims, deletesCloud, composite(), claim(t), opened(data, byUpgrade)}, req: remove(asBob, opened(data, byUpgrade))},
 			want: want{
-				result: result{Allowed: true, Warnings: []string{"the Delete gate of Bucket orders-data was opened for a deletion above it that has not happened; deleting Bucket orders-data by itself orphans its cloud resource"}},
-				buckets: byName(func() *unstructured.Unstructured {
-					b := opened(data, byUpgrade)
-					as, _ := allowance.Parse(b.GetAnnotations()[v1alpha1.AnnotationAllowances])
-					allowances(consumed(as[0]))(b)
-					policies(gate.Observe, gate.LateInitialize)(b)
-					return b
-				}()),
+				result:  result{Allowed: true, Warnings: []string{"the Delete gate of Bucket orders-data was opened for a deletion above it that has not happened; deleting Bucket orders-data by itself orphans its cloud resource"}},
+				buckets: byName(revoked(opened(data, byUpgrade))),
 			},
 		},
 		"BucketWithoutDeleteGate": {
