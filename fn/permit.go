@@ -53,9 +53,9 @@ func (r *run) permitChild(c policy.Child, verb string) decision {
 
 // permitMutation decides one field mutation of an existing composed
 // resource. unchanged says the pipeline wants what it last let through, so
-// the mutation corrects drift rather than propagating a change; observed
-// is the resource's logic change (upgradeOf), whose UpgradeAllowances may
-// let through what no XR allowance covers.
+// the mutation corrects drift rather than propagating a change; up is the
+// resource's logic change (upgradeOf, nil: none), whose UpgradeAllowances
+// may let through what no XR allowance covers.
 func (r *run) permitMutation(c policy.Child, m mutation.Mutation, unchanged bool, up *upgrade) decision {
 	if !r.restricted(c) {
 		return decision{ok: true}

@@ -147,6 +147,14 @@ func (r *run) stampLogic(ann map[string]string, om childMeta, ch change) {
 	if len(ch.passed) == 0 && om.ann[v1alpha1.AnnotationCompositionRevision] != "" && (len(ch.held) > 0 || r.hasWithheld(om.resName)) {
 		rev, fns = om.ann[v1alpha1.AnnotationCompositionRevision], om.ann[v1alpha1.AnnotationFunctionVersions]
 	}
+	// What this run does not know (no Functions supplied, say) keeps the
+	// record it has: dropping it would hide the next upgrade.
+	if rev == "" {
+		rev = om.ann[v1alpha1.AnnotationCompositionRevision]
+	}
+	if fns == "" {
+		fns = om.ann[v1alpha1.AnnotationFunctionVersions]
+	}
 	if rev != "" {
 		ann[v1alpha1.AnnotationCompositionRevision] = rev
 	}

@@ -141,6 +141,16 @@ func TestFunctionUpgrade(t *testing.T) {
 			t.Errorf("function-versions = %s, want %s: the resource is upgraded once", v, want)
 		}
 	})
+	t.Run("FunctionsUnknownKeepTheRecord", func(t *testing.T) {
+		// Crossplane (or crossplane render) supplied no Functions: the
+		// resource keeps the record it has, or the next upgrade would pass
+		// unnoticed.
+		req := newRequest(t, xr(t, 1, 1, nil), observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"), obj(t, rds("db.t3.small", "")), policyDB)
+		got := runOnce(t, req, "rds")
+		if v := got.obj.GetAnnotations()[v1alpha1.AnnotationFunctionVersions]; v != observedAnn[v1alpha1.AnnotationFunctionVersions] {
+			t.Errorf("function-versions = %q, want the observed record kept", v)
+		}
+	})
 	t.Run("StepsOutsideThePipelineDoNotCount", func(t *testing.T) {
 		// function-patch-and-transform is not a step of this revision: its
 		// new version is no logic change here, so the message is the plain
