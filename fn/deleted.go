@@ -31,10 +31,14 @@ func (r *run) deleted(resName string, observed map[string]any) *composed.Unstruc
 		return nil
 	}
 	if up := r.upgradeOf(m.ann); up != nil {
-		if up.bound.AllowsChild(m.child, v1alpha1.VerbDelete) {
-			return r.dropped(m, observed, up)
-		}
 		d.reason = upgradeReason(up)
+		if up.bound.AllowsChild(m.child, v1alpha1.VerbDelete) {
+			ok, why := r.turn(up)
+			if ok {
+				return r.dropped(m, observed, up)
+			}
+			d.reason = why
+		}
 	}
 	r.withhold(m, v1alpha1.VerbDelete, "", d.reason)
 	// Emit the resource as observed so Crossplane keeps it; close its gate.

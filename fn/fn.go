@@ -82,6 +82,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	if ann := composedLogic(observed); ann != nil {
 		run.added = run.upgradeOf(ann)
 	}
+	run.compositesRequirement(rsp.Requirements)
 
 	names := make([]string, 0, len(desired)+len(observed))
 	for n := range desired {

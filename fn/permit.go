@@ -76,11 +76,20 @@ func (r *run) permitMutation(c policy.Child, m mutation.Mutation, unchanged bool
 	}
 	if up != nil {
 		if up.bound.AllowsMutation(c, m) {
-			return decision{ok: true, upgrade: up}
+			return r.taking(up)
 		}
 		return decision{reason: upgradeReason(up)}
 	}
 	return d
+}
+
+// taking lets an upgrade's change through when it is the XR's turn to take
+// it (turn), and withholds it until then.
+func (r *run) taking(up *upgrade) decision {
+	if ok, why := r.turn(up); !ok {
+		return decision{reason: why}
+	}
+	return decision{ok: true, upgrade: up}
 }
 
 // permitAdded decides creating a composed resource of kind c: as
@@ -93,7 +102,7 @@ func (r *run) permitAdded(c policy.Child) decision {
 		return d
 	}
 	if r.added.bound.AllowsChild(c, v1alpha1.VerbCreate) {
-		return decision{ok: true, upgrade: r.added}
+		return r.taking(r.added)
 	}
 	return decision{reason: upgradeReason(r.added)}
 }

@@ -207,14 +207,19 @@ func (r *run) memberState(it *item) (updated, ready bool) {
 
 // conditionTrue reports whether obj's condition of type t is True.
 func conditionTrue(obj map[string]any, t string) bool {
-	cs, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
-	for _, c := range cs {
-		m, _ := c.(map[string]any)
-		if m["type"] == t {
-			return m["status"] == "True"
+	return conditionOf(obj, t)["status"] == "True"
+}
+
+// conditionOf is obj's condition of type t, nil when it has none.
+func conditionOf(obj map[string]any, t string) map[string]any {
+	cs, _, _ := unstructured.NestedFieldNoCopy(obj, "status", "conditions")
+	l, _ := cs.([]any)
+	for _, c := range l {
+		if m, _ := c.(map[string]any); m["type"] == t {
+			return m
 		}
 	}
-	return false
+	return nil
 }
 
 // pendingCovering is the pending allowance of have that covers mutation

@@ -23,6 +23,12 @@ type upgrade struct {
 	// base is the trace of a change it lets through: the first
 	// UpgradeAllowance naming it, then the XR.
 	base allowance.Trace
+	// by are the UpgradeAllowances naming it.
+	by []v1alpha1.UpgradeAllowance
+	// turn's verdict: whether this XR may take it now (a rollout paces it
+	// across XRs), and why not.
+	turnDecided, turnOK bool
+	turnWhy             string
 }
 
 // loadFunctions reads the package each Function of the pipeline runs:
@@ -100,7 +106,8 @@ func (r *run) upgradeOf(ann map[string]string) *upgrade {
 	var up *upgrade
 	if cs := logic.Changes(prev, r.logic); len(cs) > 0 {
 		pu := policy.Upgrade{Revision: r.rev, Changes: cs}
-		up = &upgrade{changes: cs, bound: policy.UpgradeBound(r.upgrades, pu), base: r.upgradeTrace(policy.UpgradesFor(r.upgrades, pu))}
+		by := policy.UpgradesFor(r.upgrades, pu)
+		up = &upgrade{changes: cs, bound: policy.UpgradeBound(r.upgrades, pu), base: r.upgradeTrace(by), by: by}
 	}
 	if r.upgradesBy == nil {
 		r.upgradesBy = map[string]*upgrade{}
@@ -160,6 +167,9 @@ func (r *run) stampLogic(ann map[string]string, om childMeta, ch change) {
 	}
 	if fns != "" {
 		ann[v1alpha1.AnnotationFunctionVersions] = fns
+	}
+	if rev != r.revision || (r.functions != "" && fns != r.functions) {
+		r.behind = true
 	}
 }
 

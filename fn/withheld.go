@@ -112,16 +112,18 @@ func (r *run) report(rsp *fnv1.RunFunctionResponse) {
 		rsp.Meta.Ttl = durationpb.New(WithheldTTL)
 	}
 	r.reportPropagation(rsp)
+	r.reportUpgraded(rsp)
 }
 
 // reportPropagation sets the Propagated condition and asks Crossplane to
 // come back soon while a batch applies, and when a closed maintenance
 // window opens while only windows hold changes back.
 func (r *run) reportPropagation(rsp *fnv1.RunFunctionResponse) {
-	if r.cfg.plan == nil && r.frozen == "" {
+	if r.cfg.plan == nil && r.frozen == "" && !r.paced() {
 		return
 	}
-	lines := make([]string, 0, len(r.holds)+1)
+	lines := make([]string, 0, len(r.holds)+len(r.waiting)+1)
+	lines = append(lines, r.waiting...)
 	if r.frozen != "" {
 		lines = append(lines, fmt.Sprintf("frozen by %s: no gate opens until the freeze lifts, and held changes then apply", r.frozen))
 	}

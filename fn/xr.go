@@ -38,6 +38,11 @@ type run struct {
 	logic       logic.Logic         // what produces the composed resources now
 	functions   string              // logic.Functions, formatted for kausality.io/function-versions
 	upgradesBy  map[string]*upgrade // upgradeOf's, by the logic recorded on a composed resource
+	// behind: some composed resource still records older logic (its
+	// upgrade is withheld, held, or waits for its turn).
+	behind bool
+	// waiting says why the XR waits for its turn in an upgrade's roll-out.
+	waiting []string
 	// added is the upgrade a composed resource the pipeline adds is
 	// compared with: that of the logic recorded on those observed.
 	added *upgrade

@@ -307,6 +307,25 @@ type UpgradeAllowanceSpec struct {
 	// Policies bound the changes the upgrade may make.
 	// +kubebuilder:validation:MinItems=1
 	Policies []PolicyEntry `json:"policies"`
+	// Rollout paces the upgrade across the composites of its Composition
+	// revision: a composite takes it only when PropagateWhen holds.
+	// Without it every composite takes the upgrade at once.
+	// +optional
+	Rollout *UpgradeRollout `json:"rollout,omitempty"`
+}
+
+// UpgradeRollout paces an upgrade across composites.
+type UpgradeRollout struct {
+	// PropagateWhen are CEL expressions that must all hold for a composite
+	// to take the upgrade, in the dialect of propagation control (Input
+	// propagation): xr is the composite, xrs the composites of the same
+	// kind on the same Composition revision in name order, each a member
+	// whose updated() says it applied the upgrade and ready() that it is
+	// Ready, and now the time. Default: [exponentiallyUpdated(xr, xrs)],
+	// one composite, then two, then four, each batch after the one before
+	// it applied the upgrade and is Ready.
+	// +optional
+	PropagateWhen []string `json:"propagateWhen,omitempty"`
 }
 
 // A CompositionRevisionRef names a Composition revision by its

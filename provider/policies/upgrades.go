@@ -15,6 +15,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
 // UpgradeRecount is how often an UpgradeAllowance's counts are brought up to
@@ -39,8 +40,12 @@ func (r *UpgradeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, client.IgnoreNotFound(errors.Wrapf(err, "cannot get UpgradeAllowance %s", req.Name))
 	}
 	c := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonCompiled,
-		Message: "every path and version pattern compiled", ObservedGeneration: u.GetGeneration()}
-	if err := policy.CompileUpgrade(u); err != nil {
+		Message: "every path, version pattern and propagateWhen compiled", ObservedGeneration: u.GetGeneration()}
+	err := policy.CompileUpgrade(u)
+	if err == nil {
+		_, _, err = rollout.CompileUpgrade(u)
+	}
+	if err != nil {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonInvalid, err.Error()
 	}
 	upgraded, waiting, err := r.count(ctx, u.GetName())

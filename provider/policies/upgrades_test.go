@@ -65,7 +65,17 @@ func TestUpgradeReconcile(t *testing.T) {
 				bucket("d", true, allowance.Trace{hop(v1alpha1.UpgradeAllowanceKind, "other"), hop("Bucket", "d")}),
 				bucket("e", false, upgradeTrace, open),
 			},
-			want: want{ready: metav1.ConditionTrue, message: "every path and version pattern compiled", upgraded: 2, waiting: 2, observedGeneration: 2},
+			want: want{ready: metav1.ConditionTrue, message: "every path, version pattern and propagateWhen compiled", upgraded: 2, waiting: 2, observedGeneration: 2},
+		},
+		"InvalidRollout": {
+			reason: "A rollout whose propagateWhen does not compile makes it not Ready, naming the expression.",
+			objs: []client.Object{func() *v1alpha1.UpgradeAllowance {
+				u := ua("pt", "v0.10.*")
+				u.Spec.Rollout = &v1alpha1.UpgradeRollout{PropagateWhen: []string{"exponentiallyUpdated(xr, clusters)"}}
+				return u
+			}()},
+			want: want{ready: metav1.ConditionFalse, observedGeneration: 2,
+				message: "UpgradeAllowance pt: spec.rollout: propagateWhen[0] \"exponentiallyUpdated(xr, clusters)\": ERROR: <input>:1:26: undeclared reference to 'clusters' (in container '')\n | exponentiallyUpdated(xr, clusters)\n | .........................^"},
 		},
 		"InvalidVersion": {
 			reason: "A version pattern that does not compile makes it not Ready, naming the field.",

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/function-sdk-go/response"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/internal/rollout"
+)
+
+// ConditionUpgraded says whether every composed resource of the XR was
+// produced by the current logic (Composition revision and Function
+// packages): the function sets it while an UpgradeAllowance paces an
+// upgrade across XRs, and reads it on the other XRs (their updated()).
+const ConditionUpgraded = "KausalityUpgraded"
+
+// Reasons of ConditionUpgraded.
+const (
+	ReasonCurrent        = "Current"
+	ReasonUpgradeWaiting = "UpgradeWaiting"
+)
+
+// RequirementComposites are the XRs of the XR's kind, which an upgrade's
+// roll-out counts; asked for only while some UpgradeAllowance has one.
+const RequirementComposites = "kausality-composites"
+
+// paced reports whether some UpgradeAllowance paces its upgrade across XRs.
+func (r *run) paced() bool {
+	return slices.ContainsFunc(r.upgrades, func(u v1alpha1.UpgradeAllowance) bool { return u.Spec.Rollout != nil })
+}
+
+// compositesRequirement asks for the XRs of the XR's kind (in its
+// namespace, for a namespaced XR) while an upgrade is paced.
+func (r *run) compositesRequirement(rs *fnv1.Requirements) {
+	if !r.paced() {
+		return
+	}
+	sel := selectAll(r.xr.GetAPIVersion(), r.xr.GetKind())
+	if ns := r.xr.GetNamespace(); ns != "" {
+		sel.Namespace = &ns
+	}
+	rs.Resources[RequirementComposites] = sel
+}
+
+// logicKey names the current logic in ConditionUpgraded's message.
+func (r *run) logicKey() string {
+	h := sha256.Sum256([]byte(r.revision + "\x00" + r.functions))
+	return "logic " + hex.EncodeToString(h[:6])
+}
+
+// turn reports whether it is the XR's turn to take the upgrade up, and why
+// not: the first UpgradeAllowance naming it that has a rollout decides,
+// over the XRs of the XR's kind on the same Composition revision, in name
+// order. Worked out once per upgrade and run.
+func (r *run) turn(up *upgrade) (bool, string) {
+	if up.turnDecided {
+		return up.turnOK, up.turnWhy
+	}
+	up.turnDecided, up.turnOK = true, true
+	for i := range up.by {
+		u := &up.by[i]
+		rule, ok, err := rollout.CompileUpgrade(u)
+		if err != nil {
+			// Fails closed: a roll-out that does not compile lets nothing
+			// through (the UpgradeAllowance's Ready condition says why).
+			up.turnOK, up.turnWhy = false, err.Error()
+			return false, up.turnWhy
+		}
+		if !ok {
+			continue
+		}
+		xr, xrs, updated := r.members()
+		v, err := rule.Check(map[string]any{rollout.VarXR: xr, rollout.VarXRs: xrs, rollout.VarNow: r.now, rollout.VarItem: xr}, r.now)
+		switch {
+		case err != nil:
+			up.turnOK, up.turnWhy = false, errors.Wrapf(err, "UpgradeAllowance %s: spec.rollout", u.GetName()).Error()
+		case !v.OK:
+			up.turnOK = false
+			if w := fmt.Sprintf("waits for its turn in the roll-out of UpgradeAllowance %s: %s is false (%d of %d composites have applied it and are Ready)", u.GetName(), v.Failed, updated, len(xrs)); !slices.Contains(r.waiting, w) {
+				r.waiting = append(r.waiting, w)
+			}
+			up.turnWhy = fmt.Sprintf("the upgrade (%s) rolls out across the %d composites of revision %s under UpgradeAllowance %s and it is not this one's turn: %s is false (%d have applied it and are Ready)",
+				describeChanges(up), len(xrs), r.revision, u.GetName(), v.Failed, updated)
+		}
+		return up.turnOK, up.turnWhy
+	}
+	return true, ""
+}
+
+// members are the XR and the XRs on its Composition revision as roll-out
+// members, in name order, and how many of them are updated and Ready.
+func (r *run) members() (map[string]any, []any, int) {
+	all, _, err := required(r.req, RequirementComposites)
+	if err != nil {
+		r.problem(errors.Wrap(err, "cannot read the required composites"))
+	}
+	byID := map[string]map[string]any{}
+	for _, x := range all {
+		if compositionRevision(x.Object) == r.revision {
+			byID[id(x)] = x.Object
+		}
+	}
+	// The XR deciding, as this request has it.
+	byID[id(r.xr)] = r.xr.Object
+	ids := make([]string, 0, len(byID))
+	for k := range byID {
+		ids = append(ids, k)
+	}
+	slices.Sort(ids)
+	key := r.logicKey()
+	var self map[string]any
+	xrs := make([]any, 0, len(ids))
+	n := 0
+	for _, k := range ids {
+		o := byID[k]
+		c := conditionOf(o, ConditionUpgraded)
+		msg, _ := c["message"].(string)
+		up := c["status"] == "True" && strings.HasPrefix(msg, key+":")
+		ready := conditionTrue(o, "Ready")
+		if up && ready {
+			n++
+		}
+		m := rollout.Member(policy.CELView(o), k, up, ready)
+		if k == id(r.xr) {
+			self = m
+		}
+		xrs = append(xrs, m)
+	}
+	return self, xrs, n
+}
+
+func id(u *unstructured.Unstructured) string {
+	if ns := u.GetNamespace(); ns != "" {
+		return ns + "/" + u.GetName()
+	}
+	return u.GetName()
+}
+
+func describeChanges(up *upgrade) string {
+	parts := make([]string, len(up.changes))
+	for i, c := range up.changes {
+		parts[i] = c.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// reportUpgraded sets ConditionUpgraded while an upgrade is paced: True
+// once every composed resource records the current logic.
+func (r *run) reportUpgraded(rsp *fnv1.RunFunctionResponse) {
+	if !r.paced() {
+		return
+	}
+	if r.behind {
+		response.ConditionFalse(rsp, ConditionUpgraded, ReasonUpgradeWaiting).
+			WithMessage(r.logicKey() + ": some composed resources wait for the upgrade").TargetComposite()
+		return
+	}
+	response.ConditionTrue(rsp, ConditionUpgraded, ReasonCurrent).WithMessage(r.logicKey() + ": every composed resource is produced by the current logic").TargetComposite()
+}
