@@ -106,7 +106,13 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		d, ok := desired[name]
 		if !ok {
 			if kept := run.deleted(n, obs); kept != nil {
-				out[name] = &resource.DesiredComposed{Resource: kept}
+				// As ready as it is: a kept resource the pipeline no
+				// longer reports on must not hold the XR unready.
+				ready := resource.ReadyUnspecified
+				if conditionTrue(obs, "Ready") {
+					ready = resource.ReadyTrue
+				}
+				out[name] = &resource.DesiredComposed{Resource: kept, Ready: ready}
 			}
 			continue
 		}

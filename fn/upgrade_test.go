@@ -257,3 +257,42 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestKeptResourceKeepsItsReadiness: a resource the pipeline dropped and
+// Kausality keeps is as ready as it is observed, or an XR would never be
+// Ready again (and an upgrade's roll-out never count it).
+func TestKeptResourceKeepsItsReadiness(t *testing.T) {
+	for name, tc := range map[string]struct {
+		conditions string
+		want       fnv1.Ready
+	}{
+		"Ready":    {conditions: `{type: Ready, status: "True", reason: Available}`, want: fnv1.Ready_READY_TRUE},
+		"NotReady": {conditions: `{type: Ready, status: "False", reason: Unavailable}`, want: fnv1.Ready_READY_UNSPECIFIED},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ann := map[string]string{v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small")}
+			m := observedRDS(t, "db.t3.small", 1, 1, ann, "[Observe, LateInitialize]").AsMap()
+			var c map[string]any
+			if err := yaml.Unmarshal([]byte(tc.conditions), &c); err != nil {
+				t.Fatal(err)
+			}
+			m["status"].(map[string]any)["conditions"] = append(m["status"].(map[string]any)["conditions"].([]any), c)
+			observed, err := structpb.NewStruct(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := newRequest(t, xr(t, 1, 1, nil), observed, nil, policyDB)
+			rsp, err := newTestFunction().RunFunction(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, ok := rsp.GetDesired().GetResources()["rds"]
+			if !ok {
+				t.Fatalf("the dropped resource was not kept: %v", rsp.GetResults())
+			}
+			if d.GetReady() != tc.want {
+				t.Errorf("kept resource Ready = %s, want %s", d.GetReady(), tc.want)
+			}
+		})
+	}
+}

@@ -328,8 +328,9 @@ func TestS4UpgradeDeletesTheDroppedBucket(t *testing.T) {
 
 // upgradeAllowance creates, as the admin, an UpgradeAllowance for revision 2
 // of the Composition comp that lets it change Bucket tags and grants verbs
-// on Buckets and their cloud resources.
-func upgradeAllowance(t *testing.T, comp, verbs string) *v1alpha1.UpgradeAllowance {
+// on Buckets and their cloud resources; spec holds more of its spec, as
+// YAML indented under spec.
+func upgradeAllowance(t *testing.T, comp, verbs string, spec ...string) *v1alpha1.UpgradeAllowance {
 	t.Helper()
 	u := &v1alpha1.UpgradeAllowance{}
 	if err := yaml.Unmarshal([]byte(fmt.Sprintf(`
@@ -345,7 +346,7 @@ spec:
   - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
     relation: External
     verbs: %s
-`, comp, comp, verbs, verbs)), u); err != nil {
+%s`, comp, comp, verbs, verbs, strings.Join(spec, ""))), u); err != nil {
 		t.Fatal(err)
 	}
 	if err := as(t, "admin").Create(context.Background(), u); err != nil {
