@@ -11,6 +11,7 @@ import (
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
@@ -20,6 +21,8 @@ type plan struct {
 	resources   map[string]rollout.Rule
 	collections []collection
 	blockers    []blocker
+	// prefix names the required resource of each blocker.
+	prefix string
 }
 
 type collection struct {
@@ -75,7 +78,7 @@ func planOf(p *v1beta1.Propagation) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &plan{resources: map[string]rollout.Rule{}}
+	out := &plan{resources: map[string]rollout.Rule{}, prefix: RequirementBlockerPrefix}
 	for i, rp := range p.Resources {
 		r, err := rollout.Compile(env, rp.PropagateWhen)
 		if err != nil {
@@ -125,8 +128,29 @@ func name(seen map[string]string, n, field string) error {
 	return nil
 }
 
-// RequirementBlockerPrefix names the required resource of each blocker.
-const RequirementBlockerPrefix = "kausality-blocker-"
+// RequirementBlockerPrefix names the required resource of each blocker;
+// RequirementUpgradeBlockerPrefix, followed by the UpgradeAllowance's name
+// and a dash, that of each blocker of an upgrade's roll-out.
+const (
+	RequirementBlockerPrefix        = "kausality-blocker-"
+	RequirementUpgradeBlockerPrefix = "kausality-upgrade-blocker-"
+)
+
+// upgradePlan is the plan of the blockers of an UpgradeAllowance's
+// rollout: propagation control's, named for the UpgradeAllowance.
+func upgradePlan(u *v1alpha1.UpgradeAllowance) (*plan, error) {
+	bs := make([]v1beta1.Blocker, len(u.Spec.Rollout.Blockers))
+	for i, b := range u.Spec.Rollout.Blockers {
+		bs[i] = v1beta1.Blocker(b)
+	}
+	p, err := planOf(&v1beta1.Propagation{Blockers: bs})
+	if err != nil {
+		return nil, errors.Wrapf(err, "UpgradeAllowance %s: spec.rollout.blockers", u.GetName())
+	}
+	named := *p
+	named.prefix = RequirementUpgradeBlockerPrefix + u.GetName() + "-"
+	return &named, nil
+}
 
 // blockerRequirements asks Crossplane for the plan's blockers.
 func blockerRequirements(rs *fnv1.Requirements, p *plan, xr map[string]any) {
@@ -142,7 +166,7 @@ func blockerRequirements(rs *fnv1.Requirements, p *plan, xr map[string]any) {
 		if ns != "" {
 			sel.Namespace = &ns
 		}
-		rs.Resources[RequirementBlockerPrefix+b.Name] = sel
+		rs.Resources[p.prefix+b.Name] = sel
 	}
 }
 

@@ -149,7 +149,7 @@ func (r *run) holdBack(it *item) {
 func (r *run) loadBlockers(p *plan, vars map[string]any) string {
 	why := ""
 	for _, b := range p.blockers {
-		objs, _, err := required(r.req, RequirementBlockerPrefix+b.Name)
+		objs, _, err := required(r.req, p.prefix+b.Name)
 		if err != nil {
 			r.problem(errors.Wrapf(err, "cannot read blocker %s", b.Name))
 			if why == "" {

@@ -50,6 +50,13 @@ func (r *run) compositesRequirement(rs *fnv1.Requirements) {
 		sel.Namespace = &ns
 	}
 	rs.Resources[RequirementComposites] = sel
+	for i := range r.upgrades {
+		if u := &r.upgrades[i]; u.Spec.Rollout != nil && len(u.Spec.Rollout.Blockers) > 0 {
+			if p, err := upgradePlan(u); err == nil {
+				blockerRequirements(rs, p, r.xr.Object)
+			}
+		}
+	}
 }
 
 // logicKey names the current logic in ConditionUpgraded's message.
@@ -80,6 +87,21 @@ func (r *run) turn(up *upgrade) (bool, string) {
 			continue
 		}
 		xr, xrs, updated := r.members()
+		if len(u.Spec.Rollout.Blockers) > 0 {
+			p, err := upgradePlan(u)
+			if err != nil {
+				up.turnOK, up.turnWhy = false, err.Error()
+				return false, up.turnWhy
+			}
+			if why := r.loadBlockers(p, map[string]any{}); why != "" {
+				up.turnOK = false
+				up.turnWhy = fmt.Sprintf("the roll-out of UpgradeAllowance %s is halted: %s", u.GetName(), why)
+				if !slices.Contains(r.waiting, up.turnWhy) {
+					r.waiting = append(r.waiting, up.turnWhy)
+				}
+				return false, up.turnWhy
+			}
+		}
 		v, err := rule.Check(map[string]any{rollout.VarXR: xr, rollout.VarXRs: xrs, rollout.VarNow: r.now, rollout.VarItem: xr}, r.now)
 		switch {
 		case err != nil:

@@ -106,3 +106,49 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 	takes(t, 5, 4, true)
 	takes(t, 8, 4, true)
 }
+
+// TestUpgradeRollOutHaltedByBlocker: a blocker of the rollout that exists
+// halts it, even for the XR whose turn it is.
+func TestUpgradeRollOutHaltedByBlocker(t *testing.T) {
+	observedAnn := map[string]string{
+		v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+		v1alpha1.AnnotationApproved: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationApprovedGeneration: "1",
+		v1alpha1.AnnotationFunctionVersions: `{"function-patch-and-transform":"` + ptPackage + `:v0.10.7"}`,
+	}
+	blocked := ptUpgrade + "  rollout:\n    blockers: [{name: alarm, apiVersion: v1, kind: ConfigMap, namespace: ops, matchName: upgrade-alarm}]\n"
+	const requirement = RequirementUpgradeBlockerPrefix + "pt-0-10-alarm"
+	run := func(t *testing.T, alarm bool) rendered {
+		req := newRequest(t, xr(t, 1, 1, nil), observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"), obj(t, rds("db.t3.large", "")), policyDB)
+		req.RequiredResources[RequirementUpgrades].Items = []*fnv1.Resource{{Resource: obj(t, blocked)}}
+		withFunctions(t, req, map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"})
+		req.RequiredResources[RequirementComposites] = &fnv1.Resources{}
+		req.RequiredResources[requirement] = &fnv1.Resources{}
+		if alarm {
+			req.RequiredResources[requirement].Items = []*fnv1.Resource{{Resource: obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: upgrade-alarm, namespace: ops}\n")}}
+		}
+		rsp, err := newTestFunction().RunFunction(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sel := rsp.GetRequirements().GetResources()[requirement]; sel.GetMatchName() != "upgrade-alarm" || sel.GetNamespace() != "ops" {
+			t.Errorf("the rollout's blocker is not asked for: %v", sel)
+		}
+		got := runOnce(t, req, "rds")
+		for _, c := range rsp.GetConditions() {
+			got.messages = append(got.messages, c.GetType()+": "+c.GetMessage())
+		}
+		return got
+	}
+	if got := run(t, false); got.class() != "db.t3.large" {
+		t.Errorf("without the alarm the only XR takes the upgrade: class %s, %v", got.class(), got.messages)
+	}
+	got := run(t, true)
+	if got.class() != "db.t3.small" {
+		t.Errorf("the alarm did not halt the roll-out: class %s", got.class())
+	}
+	if !slices.ContainsFunc(got.messages, func(m string) bool {
+		return strings.HasPrefix(m, "Propagated: ") && strings.Contains(m, "roll-out of UpgradeAllowance pt-0-10 is halted: blocker alarm (ConfigMap upgrade-alarm) exists")
+	}) {
+		t.Errorf("Propagated does not name the blocker: %v", got.messages)
+	}
+}

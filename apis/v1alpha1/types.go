@@ -326,6 +326,32 @@ type UpgradeRollout struct {
 	// it applied the upgrade and is Ready.
 	// +optional
 	PropagateWhen []string `json:"propagateWhen,omitempty"`
+	// Blockers halt the roll-out while they exist (or while their when
+	// holds): an alarm, say. They are the blockers of propagation control
+	// (Input propagation.blockers), read by the function as required
+	// resources; one that cannot be read blocks.
+	// +optional
+	Blockers []RolloutBlocker `json:"blockers,omitempty"`
+}
+
+// A RolloutBlocker is an object whose existence halts a roll-out.
+type RolloutBlocker struct {
+	// Name names the blocker in messages.
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z_][a-zA-Z0-9_]*$`
+	Name string `json:"name"`
+	// APIVersion and Kind of the object.
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// MatchName is the object's name.
+	MatchName string `json:"matchName"`
+	// Namespace of the object; default the XR's namespace for a namespaced
+	// XR. Leave empty for cluster-scoped kinds.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// When is a CEL expression over object (the blocker) that says whether
+	// it blocks now; default true: it blocks while it exists.
+	// +optional
+	When string `json:"when,omitempty"`
 }
 
 // A CompositionRevisionRef names a Composition revision by its

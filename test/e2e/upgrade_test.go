@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,7 +24,9 @@ import (
 // Without an UpgradeAllowance nothing reaches the cloud and every XR names
 // the withheld change; with one that has a rollout, the Updates reach one
 // XR, then two, then four, then the rest, in XR name order, each batch after
-// the one before applied the upgrade and is Ready.
+// the one before applied the upgrade and is Ready. An alarm (a blocker of
+// the rollout) created while the second batch is in flight halts it until
+// it is deleted.
 func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -62,7 +66,37 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 		t.Fatalf("%d data buckets updated without an UpgradeAllowance, want none", n)
 	}
 
-	u := upgradeAllowance(t, comp, "[Update]", "  rollout: {}\n")
+	// Hold the second XR's cloud write in flight, so the alarm lands
+	// mid-roll-out.
+	release := cp.Cloud.Hold(data[1].GetName())
+	defer release()
+	u := upgradeAllowance(t, comp, "[Update]", "  rollout:\n    blockers: [{name: alarm, apiVersion: v1, kind: ConfigMap, namespace: "+ns+", matchName: upgrade-alarm}]\n")
+	controlplane.Eventually(t, 2*settleTimeout, "the first XR updated and the second's gate open", func() (bool, string) {
+		o := callOrder(data, recorder.VerbUpdate)
+		return o[0] >= 0 && slices.Contains(gate(buckets(t, keys[1])["data"]), "Update"), fmt.Sprintf("update order %v", o)
+	})
+	alarm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "upgrade-alarm"}, Data: map[string]string{"why": "error rate"}}
+	if err := as(t, "admin").Create(ctx, alarm); err != nil {
+		t.Fatal(err)
+	}
+	controlplane.Eventually(t, settleTimeout, "the third XR to name the blocker", func() (bool, string) {
+		p := controlplane.Condition(xr(t, keys[2]), "Propagated")
+		return p.Status == "False" && strings.Contains(p.Message, "blocker alarm (ConfigMap upgrade-alarm) exists"), p.Message
+	})
+	release()
+	controlplane.Eventually(t, settleTimeout, "the second XR's held write to land", func() (bool, string) {
+		o := callOrder(data, recorder.VerbUpdate)
+		return o[1] >= 0, fmt.Sprint(o)
+	})
+	// The alarm holds the other six for three of the function's withheld
+	// TTLs and more.
+	time.Sleep(50 * time.Second)
+	if o := callOrder(data, recorder.VerbUpdate); updated(o) != 2 {
+		t.Fatalf("with the alarm set: updates %v, want the first two XRs only", o)
+	}
+	if err := as(t, "admin").Delete(ctx, alarm); err != nil {
+		t.Fatal(err)
+	}
 	controlplane.Eventually(t, 6*settleTimeout, "every data bucket updated", func() (bool, string) {
 		o := callOrder(data, recorder.VerbUpdate)
 		return updated(o) == len(data), fmt.Sprintf("update order %v", o)
