@@ -120,7 +120,7 @@ golden: tools
 	$(GO) test -count=1 ./test/render/ -run TestRollOutSteps -update
 	$(GO) test -count=1 ./test/render/ -update
 
-## demo: the main job: on real Crossplane on an embedded control plane, walk S1, S2, S4 and a batched roll-out and print traces and gate timelines.
+## demo: the main job: on real Crossplane on an embedded control plane, walk S1, S2, S4, a batched roll-out and an upgrade rolled out across XRs, and print traces and gate timelines.
 demo: tools xpkg
 	$(GO) run ./test/demo
 

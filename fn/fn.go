@@ -124,6 +124,16 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 			out[resource.Name(it.resName)] = desired[resource.Name(it.resName)]
 		}
 	}
+	if run.paced() {
+		// Upgraded, for the other XRs of a roll-out, means applied: each
+		// resource observed at the generation it was let through, its
+		// allowances used up, as propagation control counts members.
+		for _, it := range items {
+			if applied, _ := run.memberState(it); !applied {
+				run.behind = true
+			}
+		}
+	}
 
 	if err := setDesired(rsp, req, out, run.rewritten); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composed resources"))

@@ -20,8 +20,10 @@ import (
 
 // ConditionUpgraded says whether every composed resource of the XR was
 // produced by the current logic (Composition revision and Function
-// packages): the function sets it while an UpgradeAllowance paces an
-// upgrade across XRs, and reads it on the other XRs (their updated()).
+// packages) and applied it (observed at the generation that carries it,
+// its allowances used up): the function sets it while an UpgradeAllowance
+// paces an upgrade across XRs, and reads it on the other XRs (their
+// updated()).
 const ConditionUpgraded = "KausalityUpgraded"
 
 // Reasons of ConditionUpgraded.
@@ -184,7 +186,7 @@ func (r *run) reportUpgraded(rsp *fnv1.RunFunctionResponse) {
 	}
 	if r.behind {
 		response.ConditionFalse(rsp, ConditionUpgraded, ReasonUpgradeWaiting).
-			WithMessage(r.logicKey() + ": some composed resources wait for the upgrade").TargetComposite()
+			WithMessage(r.logicKey() + ": some composed resources have not applied the current logic yet").TargetComposite()
 		return
 	}
 	response.ConditionTrue(rsp, ConditionUpgraded, ReasonCurrent).WithMessage(r.logicKey() + ": every composed resource is produced by the current logic").TargetComposite()

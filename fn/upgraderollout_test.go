@@ -78,12 +78,11 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 		if took := got.class() == "db.t3.large"; took != want {
 			t.Errorf("db-%d with db-1..db-%d updated (not Ready: %v): took the upgrade = %v, want %v; %v", self, updated, notReady, took, want, got.messages)
 		}
-		wantUpgraded := "KausalityUpgraded=STATUS_CONDITION_FALSE"
-		if want {
-			wantUpgraded = "KausalityUpgraded=STATUS_CONDITION_TRUE"
-		}
-		if !slices.ContainsFunc(got.messages, func(m string) bool { return strings.HasPrefix(m, wantUpgraded+": "+key) }) {
-			t.Errorf("db-%d: no condition %s naming the logic: %v", self, wantUpgraded, got.messages)
+		// Taking it or waiting, the XR has not applied it yet.
+		if !slices.ContainsFunc(got.messages, func(m string) bool {
+			return strings.HasPrefix(m, "KausalityUpgraded=STATUS_CONDITION_FALSE: "+key)
+		}) {
+			t.Errorf("db-%d: KausalityUpgraded is not False naming the logic: %v", self, got.messages)
 		}
 		if !want && !slices.ContainsFunc(got.messages, func(m string) bool {
 			return strings.HasPrefix(m, "Propagated=STATUS_CONDITION_FALSE") && strings.Contains(m, "waits for its turn in the roll-out of UpgradeAllowance pt-0-10")
@@ -105,6 +104,26 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 	// Batch 4: the remaining four.
 	takes(t, 5, 4, true)
 	takes(t, 8, 4, true)
+
+	// Once its resource applied the upgrade (observed at the generation
+	// that carries it, the gate's allowance used up), the XR says so.
+	applied := map[string]string{
+		v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.large"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+		v1alpha1.AnnotationApproved: appliedFor(t, "db.t3.large"), v1alpha1.AnnotationApprovedGeneration: "2",
+		v1alpha1.AnnotationFunctionVersions: logic.FormatFunctions(next),
+	}
+	req := newRequest(t, composite(t, 1, false, true), observedRDS(t, "db.t3.large", 2, 2, applied, "[Observe, LateInitialize]"), obj(t, rds("db.t3.large", "")), policyDB)
+	req.RequiredResources[RequirementUpgrades].Items = []*fnv1.Resource{{Resource: obj(t, paced)}}
+	withFunctions(t, req, next)
+	rsp, err := newTestFunction().RunFunction(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(rsp.GetConditions(), func(c *fnv1.Condition) bool {
+		return c.GetType() == ConditionUpgraded && c.GetStatus() == fnv1.Status_STATUS_CONDITION_TRUE && strings.HasPrefix(c.GetMessage(), key+":")
+	}) {
+		t.Errorf("an XR whose resource applied the upgrade does not say KausalityUpgraded=True: %v", rsp.GetConditions())
+	}
 }
 
 // TestUpgradeRollOutHaltedByBlocker: a blocker of the rollout that exists

@@ -31,7 +31,8 @@ const composition = "xdatabases-buckets"
 // the provider to settle.
 const stepTimeout = 3 * time.Minute
 
-// walk plays S1, S2 and S4 on real Crossplane.
+// walk plays S1, S2 and S4, a batched roll-out and an upgrade rolled out
+// across XRs on real Crossplane.
 func walk(w io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -92,7 +93,10 @@ func walk(w io.Writer) error {
 	}, d.updated("data", 2)); err != nil {
 		return err
 	}
-	return rollOut(ctx, cp, admin, alice, data, w)
+	if err := rollOut(ctx, cp, admin, alice, data, w); err != nil {
+		return err
+	}
+	return fleet(ctx, cp, admin, alice, data, w)
 }
 
 // rollOut walks propagation control: a Claim whose six pool buckets form
