@@ -14,6 +14,7 @@ import (
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
@@ -114,7 +115,7 @@ func (r *run) turn(up *upgrade) (bool, string) {
 				r.waiting = append(r.waiting, w)
 			}
 			up.turnWhy = fmt.Sprintf("the upgrade (%s) rolls out across the %d composites of revision %s under UpgradeAllowance %s and it is not this one's turn: %s is false (%d have applied it and are Ready)",
-				describeChanges(up), len(xrs), r.revision, u.GetName(), v.Failed, updated)
+				logic.Describe(up.changes), len(xrs), r.revision, u.GetName(), v.Failed, updated)
 		}
 		return up.turnOK, up.turnWhy
 	}
@@ -168,14 +169,6 @@ func id(u *unstructured.Unstructured) string {
 		return ns + "/" + u.GetName()
 	}
 	return u.GetName()
-}
-
-func describeChanges(up *upgrade) string {
-	parts := make([]string, len(up.changes))
-	for i, c := range up.changes {
-		parts[i] = c.String()
-	}
-	return strings.Join(parts, ", ")
 }
 
 // reportUpgraded sets ConditionUpgraded while an upgrade is paced: True

@@ -138,9 +138,7 @@ func (a Allowance) ShipsSpec() bool {
 
 // FromUpgrade reports whether a's chain starts at an UpgradeAllowance: new
 // logic (a Composition revision, a Function build) caused it, not a user.
-func (a Allowance) FromUpgrade() bool {
-	return len(a.Trace) > 0 && a.Trace[0].Kind == v1alpha1.UpgradeAllowanceKind
-}
+func (a Allowance) FromUpgrade() bool { return a.Trace.FromUpgrade() }
 
 // OpensDelete reports whether a is an External allowance for Delete alone:
 // the one an admitted deletion stamps.

@@ -75,6 +75,11 @@ func (t Trace) Initiator() string {
 	return t[0].User
 }
 
+// FromUpgrade reports whether the chain starts at an UpgradeAllowance.
+func (t Trace) FromUpgrade() bool {
+	return len(t) > 0 && t[0].Kind == v1alpha1.UpgradeAllowanceKind
+}
+
 // Last is the trace's last hop: the object that carries it.
 func (t Trace) Last() Hop {
 	if len(t) == 0 {

@@ -71,7 +71,7 @@ func (r *UpgradeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // neither (the gate controller reports it).
 func (r *UpgradeReconciler) count(ctx context.Context, name string) (upgraded, waiting int64, err error) {
 	from := func(t allowance.Trace) bool {
-		return len(t) > 0 && t[0].Kind == v1alpha1.UpgradeAllowanceKind && t[0].Name == name
+		return t.FromUpgrade() && t[0].Name == name
 	}
 	for _, gvk := range r.Kinds() {
 		l := &unstructured.UnstructuredList{}
