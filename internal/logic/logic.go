@@ -80,16 +80,22 @@ func FormatFunctions(fns map[string]string) string {
 	return string(b)
 }
 
-// A Change is one part of a logic change: the Composition revision (Function
-// empty) or one Function's package.
+// A Change is one part of a logic change: the Composition revision
+// (Function and Controller empty), one Function's package, or the build of
+// a controller that writes the resource itself (Controller, its service
+// account; From and To are build hashes).
 type Change struct {
-	Function string
-	From, To string
+	Function   string
+	Controller string
+	From, To   string
 }
 
 // String names the change as a platform engineer reads it:
 // "function-patch-and-transform v0.10.7 → v0.10.8".
 func (c Change) String() string {
+	if c.Controller != "" {
+		return controllerString(c)
+	}
 	if c.Function == "" {
 		return fmt.Sprintf("Composition revision %s → %s", c.From, c.To)
 	}

@@ -516,19 +516,32 @@ spec:
 		return logic.Change{Function: "function-patch-and-transform", From: repo + ":v0.10.7", To: repo + ":" + version}
 	}
 	rev := logic.Change{From: "xdatabases-aws-1", To: "xdatabases-aws-2"}
+	const crossplaneSA = "system:serviceaccount:crossplane-system:crossplane"
+	xp := decode[v1alpha1.UpgradeAllowance](t, `metadata: {name: crossplane}
+spec:
+  serviceAccount: `+crossplaneSA+`
+  policies:
+  - target: {apiGroup: rds.aws.crossplane.io, resource: rdsinstances}
+    verbs: [Update]`)
+	build := func(sa string) logic.Change {
+		return logic.Change{Controller: sa, From: "0123456789ab", To: "ba9876543210"}
+	}
 	ic := mutation.Mutation{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}
 	cases := map[string]struct {
 		us   []v1alpha1.UpgradeAllowance
 		up   Upgrade
 		want []string
 	}{
-		"PatchRelease":         {us: []v1alpha1.UpgradeAllowance{*pt, *both}, up: Upgrade{Changes: []logic.Change{fn("v0.10.8")}}, want: []string{"pt-0-10", "both"}},
-		"WildcardStopsAtMinor": {us: []v1alpha1.UpgradeAllowance{*pt}, up: Upgrade{Changes: []logic.Change{fn("v0.11.0")}}},
-		"OtherFunction":        {us: []v1alpha1.UpgradeAllowance{*pt}, up: Upgrade{Changes: []logic.Change{{Function: "function-go-templating", From: "a:v1", To: "a:v0.10.8"}}}},
-		"EveryPartMustBeNamed": {us: []v1alpha1.UpgradeAllowance{*pt}, up: Upgrade{Revision: Revision{Name: "xdatabases-aws-2"}, Changes: []logic.Change{rev, fn("v0.10.8")}}},
-		"OneNamesEveryPart":    {us: []v1alpha1.UpgradeAllowance{*pt, *both}, up: Upgrade{Revision: Revision{Name: "xdatabases-aws-2"}, Changes: []logic.Change{rev, fn("v0.10.8")}}, want: []string{"both"}},
-		"DigestIsNoTag":        {us: []v1alpha1.UpgradeAllowance{*pt}, up: Upgrade{Changes: []logic.Change{{Function: "function-patch-and-transform", From: repo + ":v0.10.7", To: repo + "@sha256:abc"}}}},
-		"NoChangeNoUpgrade":    {us: []v1alpha1.UpgradeAllowance{*pt, *both}, up: Upgrade{Revision: Revision{Name: "xdatabases-aws-2"}}},
+		"PatchRelease":           {us: []v1alpha1.UpgradeAllowance{*pt, *both}, up: Upgrade{Changes: []logic.Change{fn("v0.10.8")}}, want: []string{"pt-0-10", "both"}},
+		"WildcardStopsAtMinor":   {us: []v1alpha1.UpgradeAllowance{*pt}, up: Upgrade{Changes: []logic.Change{fn("v0.11.0")}}},
+		"OtherFunction":          {us: []v1alpha1.UpgradeAllowance{*pt}, up: Upgrade{Changes: []logic.Change{{Function: "function-go-templating", From: "a:v1", To: "a:v0.10.8"}}}},
+		"EveryPartMustBeNamed":   {us: []v1alpha1.UpgradeAllowance{*pt}, up: Upgrade{Revision: Revision{Name: "xdatabases-aws-2"}, Changes: []logic.Change{rev, fn("v0.10.8")}}},
+		"OneNamesEveryPart":      {us: []v1alpha1.UpgradeAllowance{*pt, *both}, up: Upgrade{Revision: Revision{Name: "xdatabases-aws-2"}, Changes: []logic.Change{rev, fn("v0.10.8")}}, want: []string{"both"}},
+		"DigestIsNoTag":          {us: []v1alpha1.UpgradeAllowance{*pt}, up: Upgrade{Changes: []logic.Change{{Function: "function-patch-and-transform", From: repo + ":v0.10.7", To: repo + "@sha256:abc"}}}},
+		"NoChangeNoUpgrade":      {us: []v1alpha1.UpgradeAllowance{*pt, *both}, up: Upgrade{Revision: Revision{Name: "xdatabases-aws-2"}}},
+		"ControllerBuild":        {us: []v1alpha1.UpgradeAllowance{*pt, *both, *xp}, up: Upgrade{Changes: []logic.Change{build(crossplaneSA)}}, want: []string{"crossplane"}},
+		"OtherController":        {us: []v1alpha1.UpgradeAllowance{*xp}, up: Upgrade{Changes: []logic.Change{build("system:serviceaccount:crossplane-system:provider-nop")}}},
+		"ControllerIsNoFunction": {us: []v1alpha1.UpgradeAllowance{*xp}, up: Upgrade{Changes: []logic.Change{fn("v0.10.8")}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -382,6 +382,11 @@ func compileUpgrade(u *v1alpha1.UpgradeAllowance) ([]entry, error) {
 			fail(fmt.Sprintf("spec.functions[%d].version", i), err)
 		}
 	}
+	if sa := u.Spec.ServiceAccount; sa != "" {
+		if p := strings.Split(sa, ":"); len(p) != 4 || sa != serviceAccountPrefix+p[2]+":"+p[3] || p[2] == "" || p[3] == "" {
+			fail("spec.serviceAccount", errors.Errorf("%q must be a service account's user name, %s<namespace>:<name>", sa, serviceAccountPrefix))
+		}
+	}
 	es := compileEntries("spec.policies", u.Spec.Policies, fail)
 	if len(errs) > 0 {
 		return nil, errors.Errorf("UpgradeAllowance %s is invalid: %s", u.GetName(), strings.Join(errs, "; "))

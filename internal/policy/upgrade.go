@@ -46,7 +46,8 @@ type Upgrade struct {
 // upgrade: a new revision in compositionRevisions, exactly or by a prefix
 // ending in "*", or in compositions by Composition name and revision
 // number; each new Function package in functions, by name and version
-// pattern. No change, no UpgradeAllowance.
+// pattern; a controller's new build by its service account in
+// serviceAccount. No change, no UpgradeAllowance.
 func UpgradesFor(us []v1alpha1.UpgradeAllowance, up Upgrade) []v1alpha1.UpgradeAllowance {
 	if len(up.Changes) == 0 {
 		return nil
@@ -62,6 +63,11 @@ func UpgradesFor(us []v1alpha1.UpgradeAllowance, up Upgrade) []v1alpha1.UpgradeA
 
 // upgradeNames reports whether u names one change of an upgrade to revision.
 func upgradeNames(u *v1alpha1.UpgradeAllowance, revision Revision, c logic.Change) bool {
+	if c.Controller != "" {
+		// Any build of the controller: the new build is known only by
+		// its hash, and the policies bound what it may change.
+		return u.Spec.ServiceAccount == c.Controller
+	}
 	if c.Function != "" {
 		return slices.ContainsFunc(u.Spec.Functions, func(f v1alpha1.FunctionVersion) bool {
 			return f.Name == c.Function && logic.VersionMatches(f.Version, c.To)

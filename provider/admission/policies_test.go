@@ -102,6 +102,13 @@ func TestPolicies(t *testing.T) {
 			})),
 			want: result{Code: http.StatusForbidden, Message: "UpgradeAllowance xdatabases-buckets-2: UpgradeAllowance xdatabases-buckets-2 is invalid: spec.compositionRevisions[0]: \"xdatabases-*-2\" must be a revision name, optionally ending in *"},
 		},
+		"InvalidUpgradeServiceAccount": {
+			reason: "serviceAccount is a service account's user name, or it would never match a writer.",
+			req: create(asAlice, ua(func(u *v1alpha1.UpgradeAllowance) {
+				u.Spec.ServiceAccount = "crossplane"
+			})),
+			want: result{Code: http.StatusForbidden, Message: `UpgradeAllowance xdatabases-buckets-2: UpgradeAllowance xdatabases-buckets-2 is invalid: spec.serviceAccount: "crossplane" must be a service account's user name, system:serviceaccount:<namespace>:<name>`},
+		},
 		"InvalidUpgradeMutationPath": {
 			reason: "An UpgradeAllowance's mutation paths must parse.",
 			req: create(asAlice, ua(func(u *v1alpha1.UpgradeAllowance) {
