@@ -121,10 +121,7 @@ func (r *run) upgradeOf(ann map[string]string) *upgrade {
 func (r *run) upgradeTrace(us []v1alpha1.UpgradeAllowance) allowance.Trace {
 	var t allowance.Trace
 	if len(us) > 0 {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(v1alpha1.UpgradeAllowanceGroupVersionKind)
-		u.SetName(us[0].GetName())
-		t = append(t, allowance.HopOf(u, us[0].GetGeneration()))
+		t = append(t, allowance.UpgradeHop(us[0].GetName(), us[0].GetGeneration()))
 	}
 	return append(t, r.xrHop())
 }

@@ -75,6 +75,12 @@ func (t Trace) Initiator() string {
 	return t[0].User
 }
 
+// UpgradeHop is the origin hop of a change new logic made on its own: the
+// UpgradeAllowance that lets it through, at its generation.
+func UpgradeHop(name string, generation int64) Hop {
+	return Hop{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.UpgradeAllowanceKind, Name: name, Generation: generation}
+}
+
 // FromUpgrade reports whether the chain starts at an UpgradeAllowance.
 func (t Trace) FromUpgrade() bool {
 	return len(t) > 0 && t[0].Kind == v1alpha1.UpgradeAllowanceKind

@@ -170,39 +170,75 @@ func uncovered(candidates []allowance.Allowance, pending []string) []string {
 	if len(pending) == 0 {
 		return nil
 	}
-	var bounds []mutation.Pattern
-	ships := false
-	for _, a := range candidates {
-		if !a.ShipsSpec() {
-			continue
-		}
-		ships = true
-		if len(a.Mutations) == 0 && a.HasVerb(v1alpha1.VerbCreate) {
-			return nil // a creation ships the whole spec
-		}
-		for _, m := range a.Mutations {
-			if p, err := mutation.ParsePattern(m.JSONPath); err == nil {
-				bounds = append(bounds, p)
-			}
-		}
-	}
-	if !ships {
+	s := shipped(candidates)
+	if !s.ships {
 		return nil
 	}
 	var out []string
 	for _, p := range pending {
-		covered := false
-		for _, b := range bounds {
-			// Overlaps: an empty map or list recorded as one leaf is
-			// changed by an insert below it.
-			if b.Overlaps(p) {
-				covered = true
-				break
-			}
-		}
-		if !covered {
+		if !s.covers(p) {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// Unshipped are the changes of a write (ms) that no unconsumed External
+// allowance of as ships: the changes a writer made without a cause, which
+// would reach the cloud with the next allowance that opens the gate.
+func Unshipped(as []allowance.Allowance, ms []mutation.Mutation) []mutation.Mutation {
+	var live []allowance.Allowance
+	for _, a := range as {
+		if !a.Consumed && !a.IsPending() {
+			live = append(live, a)
+		}
+	}
+	s := shipped(live)
+	var out []mutation.Mutation
+	for _, m := range ms {
+		if !s.covers(m.Path) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// shipping is what a set of allowances lets the gate ship.
+type shipping struct {
+	ships  bool // some allowance ships the spec
+	all    bool // a creation ships the whole spec
+	bounds []mutation.Pattern
+}
+
+func shipped(as []allowance.Allowance) shipping {
+	var s shipping
+	for _, a := range as {
+		if !a.ShipsSpec() {
+			continue
+		}
+		s.ships = true
+		if len(a.Mutations) == 0 && a.HasVerb(v1alpha1.VerbCreate) {
+			s.all = true
+		}
+		for _, m := range a.Mutations {
+			if p, err := mutation.ParsePattern(m.JSONPath); err == nil {
+				s.bounds = append(s.bounds, p)
+			}
+		}
+	}
+	return s
+}
+
+// covers reports whether a change at path is shipped. Overlaps: an empty
+// map or list recorded as one leaf is changed by an insert below it.
+func (s shipping) covers(path string) bool {
+	if s.all {
+		return true
+	}
+	for _, b := range s.bounds {
+		if b.Overlaps(path) {
+			return true
+		}
+	}
+	return false
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
 func TestDecide(t *testing.T) {
@@ -152,5 +153,38 @@ func TestFreezeOfAnyLength(t *testing.T) {
 	in.Allowances, in.Now = d.Allowances, in.Now.Add(time.Hour)
 	if d = Decide(in); len(d.Expired) != 1 {
 		t.Fatalf("past the limit after the freeze: expired %d, want 1", len(d.Expired))
+	}
+}
+
+func TestUnshipped(t *testing.T) {
+	grant := func(verb string, paths ...string) allowance.Allowance {
+		a := allowance.ExternalGrant("g", "Bucket", verb, 6, allowance.Trace{{Kind: "XR", Name: "x"}, {Kind: "Bucket", Name: "b"}})
+		for _, p := range paths {
+			a.Mutations = append(a.Mutations, v1alpha1.MutationBound{JSONPath: p, Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}})
+		}
+		return a
+	}
+	consumed := func(a allowance.Allowance) allowance.Allowance { a.Consumed = true; return a }
+	size := mutation.Mutation{Path: "spec.forProvider.size", Verb: v1alpha1.MutationMutate}
+	tags := mutation.Mutation{Path: "spec.forProvider.tags.team", Verb: v1alpha1.MutationInsert}
+	cases := map[string]struct {
+		as   []allowance.Allowance
+		want []mutation.Mutation
+	}{
+		"NoAllowance":      {want: []mutation.Mutation{size, tags}},
+		"ShipsOne":         {as: []allowance.Allowance{grant(v1alpha1.VerbUpdate, "spec.forProvider.size")}, want: []mutation.Mutation{tags}},
+		"ShipsAnAncestor":  {as: []allowance.Allowance{grant(v1alpha1.VerbUpdate, "spec.forProvider.size", "spec.forProvider.tags")}},
+		"CreationShipsAll": {as: []allowance.Allowance{grant(v1alpha1.VerbCreate)}},
+		"ConsumedShipsNothing": {
+			as: []allowance.Allowance{consumed(grant(v1alpha1.VerbUpdate, "spec.forProvider.size"))}, want: []mutation.Mutation{size, tags},
+		},
+		"DeleteShipsNothing": {as: []allowance.Allowance{grant(v1alpha1.VerbDelete)}, want: []mutation.Mutation{size, tags}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Unshipped(tc.as, []mutation.Mutation{size, tags})); diff != "" {
+				t.Errorf("Unshipped(): -want, +got:\n%s", diff)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"encoding/json"
+	corev1 "k8s.io/api/core/v1"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,11 +15,13 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -150,6 +153,9 @@ func kube(t testing.TB, objs ...client.Object) client.Client {
 	t.Helper()
 	s := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
 	// The fake client stamps what it stores; fixtures shared between cases
@@ -619,4 +625,23 @@ func namespace(kv ...string) *unstructured.Unstructured {
 	}
 	ns.SetAnnotations(ann)
 	return ns
+}
+
+// pod is a controller's pod in crossplane-system running image, and as is
+// user acting from it: the API server names a pod-bound token's pod in the
+// user's extra.
+func pod(name, image string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "crossplane-system", Name: name, UID: types.UID(name + "-uid")},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: image}}},
+	}
+}
+
+// fromPod is u acting with a token bound to the pod named name.
+func fromPod(u authenticationv1.UserInfo, name string) authenticationv1.UserInfo {
+	u.Extra = map[string]authenticationv1.ExtraValue{
+		"authentication.kubernetes.io/pod-name": {name},
+		"authentication.kubernetes.io/pod-uid":  {name + "-uid"},
+	}
+	return u
 }

@@ -139,6 +139,15 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 
+	n := len(as)
+	as, msg, err := h.build(ctx, req.UserInfo, old, obj, as, lateInit)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	} else if msg != "" {
+		return admission.Denied(msg)
+	}
+	upgraded := len(as) > n // the write gained an allowance of its controller's new build
+
 	// The stored object's observed generation decides consumption (status
 	// is not written through this request); the closed gate is the one the
 	// writer keeps the resource on.
@@ -201,7 +210,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	default:
 		admit.KeepStored(obj, old, v1alpha1.AnnotationApproved, v1alpha1.AnnotationApprovedGeneration)
 	}
-	if d.Changed || reconsumed {
+	if d.Changed || reconsumed || upgraded {
 		admit.SetAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
 	}
 	return patched(req, obj).WithWarnings(warnings...)

@@ -15,6 +15,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	kpolicy "github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -103,6 +104,50 @@ func TestManaged(t *testing.T) {
 	newBucket := func(mods ...mod) *unstructured.Unstructured {
 		return bucket(t, append([]mod{unset("metadata.generation"), unset("status"), allowances(creation), trace(initHop, createHop), policies(closed...)}, mods...)...)
 	}
+
+	// Controller builds: Crossplane and the Buckets' provider, each in a
+	// pod that runs the new version, and the record of the old ones.
+	const (
+		xpOld, xpNew   = "xpkg.crossplane.io/crossplane/crossplane:v2.1.0", "xpkg.crossplane.io/crossplane/crossplane:v2.1.1"
+		recOld, recNew = "xpkg.example.com/provider-recorder:v0.1.0", "xpkg.example.com/provider-recorder:v0.2.0"
+	)
+	recorder := asRecorder.Username
+	xpPod, recPod := pod("crossplane-7f9c", xpNew), pod("provider-recorder-5d2a", recNew)
+	asNewCrossplane, asNewRecorder := fromPod(asCrossplane, xpPod.Name), fromPod(asRecorder, recPod.Name)
+	builds := func(kv ...string) mod {
+		c := logic.Controllers{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			c[kv[i]] = logic.BuildHash([]string{kv[i+1]})
+		}
+		return annotate(v1alpha1.AnnotationControllerUAHash, c.Format())
+	}
+	xpUA := decode[v1alpha1.UpgradeAllowance](t, `metadata: {name: crossplane-2-1, generation: 2}
+spec:
+  serviceAccount: `+crossplane+`
+  policies:
+  - target: {apiGroup: recorder.kausality.io, resource: buckets}
+    verbs: [Update]
+    mutations: [{jsonPath: spec.forProvider.size, verbs: [Mutate]}]
+  - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
+    relation: External
+    verbs: [Update]`)
+	recUA := decode[v1alpha1.UpgradeAllowance](t, `metadata: {name: recorder-0-2, generation: 1}
+spec:
+  serviceAccount: `+recorder+`
+  policies:
+  - target: {apiGroup: recorder.kausality.io, resource: buckets}
+    verbs: [Update]
+    mutations: [{jsonPath: spec.forProvider.region, verbs: [Insert]}]`)
+	xpHop := allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "orders-data", Generation: 6,
+		Field: "spec.forProvider.size", User: crossplane, Timestamp: ts(0)}
+	xpTrace := allowance.Trace{{APIVersion: "kausality.io/v1alpha1", Kind: "UpgradeAllowance", Name: "crossplane-2-1", Generation: 2}, xpHop}
+	xpUpgraded := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbUpdate, 6, xpTrace).Shipping(sizeShipped)
+	newBuild := func(user, image, hashes, field string) string {
+		return user + " runs a new build (" + image + "; controller " + user + " build " + hashes + ") and its write changes " + field +
+			" of Bucket orders-data, which no allowance covers; an UpgradeAllowance with serviceAccount " + user + " whose policies cover that change lets the new build make it"
+	}
+	xpHashes := logic.BuildHash([]string{xpOld}) + " → " + logic.BuildHash([]string{xpNew})
+	recHashes := logic.BuildHash([]string{recOld}) + " → " + logic.BuildHash([]string{recNew})
 
 	cases := map[string]struct {
 		reason string
@@ -466,6 +511,69 @@ func TestManaged(t *testing.T) {
 			args: args{objs: []client.Object{parentXR(), parentClaim()},
 				req: update(asCrossplane, bucket(t), bucket(t, annotate(v1alpha1.AnnotationAllowances, "[")))},
 			want: result{Code: http.StatusForbidden, Message: "cannot parse annotation kausality.io/allowances on Bucket orders-data: invalid JSON: unexpected EOF"},
+		},
+		"ControllerBuildRecorded": {
+			reason: "A controller writing from a pod has its build recorded, per service account; a first record is no upgrade.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), xpPod},
+				req: update(asNewCrossplane, bucket(t, builds(recorder, recOld)), carry(closed))},
+			want: result{Allowed: true, Object: carry(openedU, builds(recorder, recOld, crossplane, xpNew)).Object},
+		},
+		"NewBuildCausedChange": {
+			reason: "A new Crossplane build carrying a change an allowance ships follows the normal rules, and its build is recorded.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), xpPod},
+				req: update(asNewCrossplane, bucket(t, builds(crossplane, xpOld)), carry(closed))},
+			want: result{Allowed: true, Object: carry(openedU, builds(crossplane, xpNew)).Object},
+		},
+		"NewBuildUncausedChangeDenied": {
+			reason: "A new Crossplane build changing a field no allowance ships is an upgrade: without an UpgradeAllowance for its service account it is denied, naming the build and the field.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), xpPod, ua},
+				req: update(asNewCrossplane, bucket(t, builds(crossplane, xpOld)), bucket(t, builds(crossplane, xpOld), set("spec.forProvider.size", "large")))},
+			want: result{Code: http.StatusForbidden, Message: newBuild(crossplane, xpNew, xpHashes, "spec.forProvider.size")},
+		},
+		"SameBuildUncausedChangeHeld": {
+			reason: "The recorded build changing a field no allowance ships is no upgrade: admitted, and the gate holds it as before.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), xpPod},
+				req: update(asNewCrossplane, bucket(t, builds(crossplane, xpNew)), bucket(t, builds(crossplane, xpNew), set("spec.forProvider.size", "large")))},
+			want: result{Allowed: true, Object: bucket(t, builds(crossplane, xpNew), set("spec.forProvider.size", "large"), policies(closed...)).Object},
+		},
+		"NewBuildUnderUpgradeAllowance": {
+			reason: "An UpgradeAllowance for Crossplane's service account covering the change admits it, with an External allowance traced to it that opens the gate once; the build is recorded.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), xpPod, xpUA},
+				req: update(asNewCrossplane, bucket(t, builds(crossplane, xpOld)), bucket(t, builds(crossplane, xpOld), set("spec.forProvider.size", "large")))},
+			want: result{Allowed: true, Object: bucket(t, builds(crossplane, xpNew), set("spec.forProvider.size", "large"), policies(openedU...),
+				allowances(xpUpgraded), trace(xpTrace...)).Object},
+			approved: approvalAt(bucket(t, set("spec.forProvider.size", "large")), 6),
+		},
+		"NewBuildBeyondUpgradeAllowanceDenied": {
+			reason: "An UpgradeAllowance for Crossplane covers only its policies' fields.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), xpPod, xpUA},
+				req: update(asNewCrossplane, bucket(t, builds(crossplane, xpOld)), bucket(t, builds(crossplane, xpOld), set("spec.forProvider.region", "us")))},
+			want: result{Code: http.StatusForbidden, Message: newBuild(crossplane, xpNew, xpHashes, "spec.forProvider.region")},
+		},
+		"NewProviderBuildLateInitDenied": {
+			reason: "A provider's new build late-initializing a field is an upgrade too: denied without an UpgradeAllowance for its service account.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), recPod, xpUA},
+				req: update(asNewRecorder, bucket(t, builds(recorder, recOld)), bucket(t, builds(recorder, recOld), set("spec.forProvider.region", "eu")))},
+			want: result{Code: http.StatusForbidden, Message: newBuild(recorder, recNew, recHashes, "spec.forProvider.region")},
+		},
+		"NewProviderBuildLateInitUnderUpgradeAllowance": {
+			reason: "Covered by an UpgradeAllowance for the provider's service account, the new build's late initialization is approved as before and its build recorded.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), recPod, recUA},
+				req: update(asNewRecorder, bucket(t, builds(recorder, recOld)), bucket(t, builds(recorder, recOld), set("spec.forProvider.region", "eu")))},
+			want:     result{Allowed: true, Object: bucket(t, builds(recorder, recNew), set("spec.forProvider.region", "eu")).Object},
+			approved: approvalAt(bucket(t, set("spec.forProvider.region", "eu")), 5),
+		},
+		"NewProviderBuildBookkeeping": {
+			reason: "A new build's write that changes no spec field (its bookkeeping annotations) is no upgrade to approve: admitted, build recorded.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), recPod},
+				req: update(asNewRecorder, bucket(t, builds(recorder, recOld)), bucket(t, builds(recorder, recOld), annotate("crossplane.io/external-name", "orders-data")))},
+			want: result{Allowed: true, Object: bucket(t, builds(recorder, recNew), annotate("crossplane.io/external-name", "orders-data")).Object},
+		},
+		"CrossplaneCannotForgeTheRecord": {
+			reason: "Whatever record a writer sends, admission writes the one it knows: Crossplane's apply without it, or with another, keeps the stored record plus its own build.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), xpPod},
+				req: update(asNewCrossplane, bucket(t, builds(recorder, recOld, crossplane, xpNew)), bucket(t, builds(crossplane, "forged")))},
+			want: result{Allowed: true, Object: bucket(t, builds(recorder, recOld, crossplane, xpNew)).Object},
 		},
 		"Delete": {
 			reason: "Deleting a managed resource is not this webhook's business.",
