@@ -2,7 +2,6 @@ package admission
 
 import (
 	"encoding/json"
-	corev1 "k8s.io/api/core/v1"
 	"maps"
 	"os"
 	"path/filepath"
