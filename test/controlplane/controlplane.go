@@ -175,13 +175,15 @@ func crossplaneModule(root string) (string, error) {
 
 // kubeconfig writes a kubeconfig for user, the administrator's client
 // certificate impersonating user: how each process authenticates as its
-// service account. The API server adds the service account groups.
-func (c *ControlPlane) kubeconfig(name, user string) (string, error) {
+// service account. The API server adds the service account groups. With a
+// pod, the user's extra names it, as a pod-bound token's does.
+func (c *ControlPlane) kubeconfig(name, user string, pod *corev1.Pod) (string, error) {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Admin.Host, CertificateAuthorityData: c.Admin.CAData}
 	ai := &clientcmdapi.AuthInfo{ClientCertificateData: c.Admin.CertData, ClientKeyData: c.Admin.KeyData, Token: c.Admin.BearerToken}
 	if user != "" {
 		ai.Impersonate = user
+		ai.ImpersonateUserExtra = podExtra(pod)
 	}
 	cfg.AuthInfos[name] = ai
 	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: name}
@@ -228,7 +230,7 @@ func (c *ControlPlane) Tail(name string, n int) string {
 }
 
 func (c *ControlPlane) startControllerManager(_ context.Context) error {
-	kc, err := c.kubeconfig("kube-controller-manager", "")
+	kc, err := c.kubeconfig("kube-controller-manager", "", nil)
 	if err != nil {
 		return err
 	}

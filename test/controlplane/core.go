@@ -40,7 +40,11 @@ func (c *ControlPlane) coreEnv(kubeconfig string) []string {
 // kind "Lock") and waits on the ClusterRole aggregation; it is idempotent,
 // so it is retried.
 func (c *ControlPlane) initCore(ctx context.Context) error {
-	kc, err := c.kubeconfig("crossplane", CrossplaneUser)
+	pod, err := c.controllerPod(ctx, "crossplane-7b9d5c", "crossplane", c.CrossplaneImage())
+	if err != nil {
+		return err
+	}
+	kc, err := c.kubeconfig("crossplane", CrossplaneUser, pod)
 	if err != nil {
 		return err
 	}
@@ -89,7 +93,7 @@ func (c *ControlPlane) startCore(ctx context.Context) error {
 // it grants Crossplane and each provider access to the provider's CRDs,
 // and aggregates each XRD's kinds to crossplane-edit and friends.
 func (c *ControlPlane) startRBACManager(ctx context.Context) error {
-	kc, err := c.kubeconfig("rbac-manager", RBACManagerUser)
+	kc, err := c.kubeconfig("rbac-manager", RBACManagerUser, nil)
 	if err != nil {
 		return err
 	}

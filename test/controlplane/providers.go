@@ -7,6 +7,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -78,9 +79,9 @@ func (r *externalRuntime) listening() error {
 
 // startRecorder runs the recording provider's controller in this process,
 // as its service account.
-func (r *externalRuntime) startRecorder(user string) error {
+func (r *externalRuntime) startRecorder(user string, pod *corev1.Pod) error {
 	cfg := rest.CopyConfig(r.c.Admin)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Extra: podExtra(pod)}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: r.c.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: logr.Discard()})
 	if err != nil {
 		return errors.Wrap(err, "cannot create the recording provider")

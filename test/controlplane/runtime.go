@@ -226,7 +226,7 @@ func (r *externalRuntime) syncProvider(ctx context.Context, rev *pkgv1.ProviderR
 		if err := writeCerts(certsDir, certs); err != nil {
 			return err
 		}
-		kc, err := r.c.kubeconfig(name, user)
+		kc, err := r.c.kubeconfig(name, user, nil)
 		if err != nil {
 			return err
 		}
@@ -236,7 +236,13 @@ func (r *externalRuntime) syncProvider(ctx context.Context, rev *pkgv1.ProviderR
 		}
 		go r.supervise(ctx)
 	case ProviderRecorder:
-		if err := r.startRecorder(user); err != nil {
+		// The recording provider is the managed resources' own: it acts
+		// from a pod running its package, so admission records its build.
+		pod, err := r.c.controllerPod(ctx, rev.GetName()+"-0", sa, rev.Spec.Package)
+		if err != nil {
+			return err
+		}
+		if err := r.startRecorder(user, pod); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 )
 
@@ -60,6 +61,17 @@ func TestS1UserCreatesClaim(t *testing.T) {
 			if !a.Consumed {
 				t.Errorf("bucket %s keeps an open allowance after creation: %+v", res, a)
 			}
+		}
+	}
+	// Crossplane and the recording provider act from their pods: each
+	// resource records the build of both (seed 000, controller upgrades).
+	for res, b := range bs {
+		rec, err := logic.ParseControllers(b.GetAnnotations()[v1alpha1.AnnotationControllerUAHash])
+		if err != nil {
+			t.Fatalf("bucket %s: %v", res, err)
+		}
+		if got, want := rec[controlplane.CrossplaneUser], logic.BuildHash([]string{cp.CrossplaneImage()}); got != want || len(rec) != 2 {
+			t.Errorf("bucket %s records builds %v, want Crossplane's %s (%s) and the recording provider's", res, rec, want, cp.CrossplaneImage())
 		}
 	}
 	// The function prunes the consumed Create allowances on Crossplane's
