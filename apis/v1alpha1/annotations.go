@@ -17,8 +17,12 @@ const (
 	AnnotationFreeze = "kausality.io/freeze"
 	// AnnotationMode overrides a policy's mode (Enforce or Log).
 	AnnotationMode = "kausality.io/mode"
-	// AnnotationControllerUAHash is a short hash of the last controller
-	// User-Agent, for upgrade detection.
+	// AnnotationControllerUAHash records which build of each controller
+	// last wrote a managed resource: a JSON object of service account user
+	// name to a short hash of the images of the writer's pod (seed 000
+	// hashed the User-Agent, which admission requests do not carry).
+	// Admission writes it; a new build's uncaused changes need an
+	// UpgradeAllowance naming the service account.
 	AnnotationControllerUAHash = "kausality.io/controller-ua-hash"
 	// AnnotationCompositionRevision names the Composition revision that last
 	// produced a composed resource.

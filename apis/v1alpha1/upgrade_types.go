@@ -6,9 +6,12 @@ import (
 
 // UpgradeAllowanceSpec is the desired state of an UpgradeAllowance.
 type UpgradeAllowanceSpec struct {
-	// ServiceAccount whose new controller version may make the changes,
-	// as the full user name, e.g.
-	// system:serviceaccount:crossplane-system:crossplane.
+	// ServiceAccount names a controller, Crossplane or a provider, as its
+	// service account's full user name, e.g.
+	// system:serviceaccount:crossplane-system:crossplane: a new build of it
+	// (the images of the pod its requests come from, recorded per resource
+	// in kausality.io/controller-ua-hash) may make the spec changes the
+	// policies cover and no allowance ships.
 	// +optional
 	ServiceAccount string `json:"serviceAccount,omitempty"`
 	// CompositionRevisions names the Composition revisions whose changed

@@ -65,15 +65,19 @@ func TestS1UserCreatesClaim(t *testing.T) {
 	}
 	// Crossplane and the recording provider act from their pods: each
 	// resource records the build of both (seed 000, controller upgrades).
-	for res, b := range bs {
-		rec, err := logic.ParseControllers(b.GetAnnotations()[v1alpha1.AnnotationControllerUAHash])
-		if err != nil {
-			t.Fatalf("bucket %s: %v", res, err)
+	want := logic.BuildHash([]string{cp.CrossplaneImage()})
+	controlplane.Eventually(t, settleTimeout, "both controllers' builds recorded", func() (bool, string) {
+		for res, b := range buckets(t, key) {
+			rec, err := logic.ParseControllers(b.GetAnnotations()[v1alpha1.AnnotationControllerUAHash])
+			if err != nil {
+				t.Fatalf("bucket %s: %v", res, err)
+			}
+			if rec[controlplane.CrossplaneUser] != want || len(rec) != 2 {
+				return false, fmt.Sprintf("bucket %s records builds %v, want Crossplane's %s (%s) and the recording provider's", res, rec, want, cp.CrossplaneImage())
+			}
 		}
-		if got, want := rec[controlplane.CrossplaneUser], logic.BuildHash([]string{cp.CrossplaneImage()}); got != want || len(rec) != 2 {
-			t.Errorf("bucket %s records builds %v, want Crossplane's %s (%s) and the recording provider's", res, rec, want, cp.CrossplaneImage())
-		}
-	}
+		return true, ""
+	})
 	// The function prunes the consumed Create allowances on Crossplane's
 	// next reconcile of the XR, which may come as late as the function's
 	// response TTL.
