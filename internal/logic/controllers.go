@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 )
 
 // MaxControllersBytes bounds the controller record the parser reads: a
@@ -29,22 +27,8 @@ type Controllers map[string]string
 // ParseControllers decodes the controller record: a JSON object of service
 // account username to build hash. The empty string is no record.
 func ParseControllers(s string) (Controllers, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	if len(s) > MaxControllersBytes {
-		return nil, errors.Errorf("value is %d bytes, more than the %d a record of a resource's controllers needs", len(s), MaxControllersBytes)
-	}
-	var m Controllers
-	if err := json.Unmarshal([]byte(s), &m); err != nil {
-		return nil, errors.Wrap(err, "must be a JSON object of service account to build hash")
-	}
-	for sa, h := range m {
-		if sa == "" || h == "" {
-			return nil, errors.Errorf("service account %q has build hash %q; neither may be empty", sa, h)
-		}
-	}
-	return m, nil
+	m, err := parseRecord(s, MaxControllersBytes, "a record of a resource's controllers", "service account", "build hash")
+	return Controllers(m), err
 }
 
 // Format encodes the record; keys are sorted, so the same controllers

@@ -52,19 +52,26 @@ func Of(annotations map[string]string) (Logic, error) {
 // ParseFunctions decodes the kausality.io/function-versions annotation: a
 // JSON object of Function name to package. The empty string is no record.
 func ParseFunctions(s string) (map[string]string, error) {
+	return parseRecord(s, MaxFunctionsBytes, "a pipeline's record", "Function", "package")
+}
+
+// parseRecord decodes a record annotation: a JSON object of non-empty key
+// (a key) to non-empty value (a value), at most max bytes (what needs
+// that many). The empty string is no record.
+func parseRecord(s string, maxBytes int, what, key, value string) (map[string]string, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	if len(s) > MaxFunctionsBytes {
-		return nil, errors.Errorf("value is %d bytes, more than the %d a pipeline's record needs", len(s), MaxFunctionsBytes)
+	if len(s) > maxBytes {
+		return nil, errors.Errorf("value is %d bytes, more than the %d %s needs", len(s), maxBytes, what)
 	}
 	var m map[string]string
 	if err := json.Unmarshal([]byte(s), &m); err != nil {
-		return nil, errors.Wrap(err, "must be a JSON object of Function name to package")
+		return nil, errors.Wrapf(err, "must be a JSON object of %s to %s", key, value)
 	}
-	for name, pkg := range m {
-		if name == "" || pkg == "" {
-			return nil, errors.Errorf("Function %q has package %q; neither may be empty", name, pkg)
+	for k, v := range m {
+		if k == "" || v == "" {
+			return nil, errors.Errorf("%s %q has %s %q; neither may be empty", key, k, value, v)
 		}
 	}
 	return m, nil
