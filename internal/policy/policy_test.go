@@ -603,8 +603,8 @@ spec:
 	}
 	bad := *u
 	bad.Spec.CompositionRevisions = []string{"a*b"}
-	if err := ValidateUpgrade(&bad); err == nil || !strings.Contains(err.Error(), "spec.compositionRevisions[0]") {
-		t.Errorf("ValidateUpgrade() = %v, want an error naming spec.compositionRevisions[0]", err)
+	if err := CompileUpgrade(&bad); err == nil || !strings.Contains(err.Error(), "spec.compositionRevisions[0]") {
+		t.Errorf("CompileUpgrade() = %v, want an error naming spec.compositionRevisions[0]", err)
 	}
 }
 

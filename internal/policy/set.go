@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
@@ -345,58 +344,4 @@ func (b Bound) ExternalVerbs(c Child) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// ValidateUpgrade checks an UpgradeAllowance, naming every bad field.
-func ValidateUpgrade(u *v1alpha1.UpgradeAllowance) error {
-	_, err := compileUpgrade(u)
-	return err
-}
-
-// CompileUpgrade checks an UpgradeAllowance the way the function and
-// admission read it: the error names every field that does not compile (an
-// UpgradeAllowance that does not compile grants nothing).
-func CompileUpgrade(u *v1alpha1.UpgradeAllowance) error {
-	_, err := compileUpgrade(u)
-	return err
-}
-
-func compileUpgrade(u *v1alpha1.UpgradeAllowance) ([]entry, error) {
-	var errs []string
-	fail := func(field string, err error) { errs = append(errs, fmt.Sprintf("%s: %v", field, err)) }
-	for i, r := range u.Spec.CompositionRevisions {
-		if r == "" || strings.Contains(strings.TrimSuffix(r, "*"), "*") {
-			fail(fmt.Sprintf("spec.compositionRevisions[%d]", i), errors.Errorf("%q must be a revision name, optionally ending in *", r))
-		}
-	}
-	for i, c := range u.Spec.Compositions {
-		if c.Name == "" || c.Revision < 1 {
-			fail(fmt.Sprintf("spec.compositions[%d]", i), errors.Errorf("needs the Composition's name and a revision number of 1 or more, got %q and %d", c.Name, c.Revision))
-		}
-	}
-	for i, f := range u.Spec.Functions {
-		if f.Name == "" {
-			fail(fmt.Sprintf("spec.functions[%d].name", i), errors.New("must name a Function"))
-		}
-		if err := logic.ValidVersionPattern(f.Version); err != nil {
-			fail(fmt.Sprintf("spec.functions[%d].version", i), err)
-		}
-	}
-	if sa := u.Spec.ServiceAccount; sa != "" {
-		if p := strings.Split(sa, ":"); len(p) != 4 || sa != serviceAccountPrefix+p[2]+":"+p[3] || p[2] == "" || p[3] == "" {
-			fail("spec.serviceAccount", errors.Errorf("%q must be a service account's user name, %s<namespace>:<name>", sa, serviceAccountPrefix))
-		}
-	}
-	es := compileEntries("spec.policies", u.Spec.Policies, fail)
-	if len(errs) > 0 {
-		return nil, errors.Errorf("UpgradeAllowance %s is invalid: %s", u.GetName(), strings.Join(errs, "; "))
-	}
-	return es, nil
-}
-
-func revisionMatches(pattern, revision string) bool {
-	if p, ok := strings.CutSuffix(pattern, "*"); ok {
-		return strings.HasPrefix(revision, p)
-	}
-	return pattern == revision
 }

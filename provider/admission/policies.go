@@ -32,7 +32,7 @@ func (h *Policies) Handle(_ context.Context, req admission.Request) admission.Re
 	case v1alpha1.UpgradeAllowanceKind:
 		u := &v1alpha1.UpgradeAllowance{}
 		if err = json.Unmarshal(req.Object.Raw, u); err == nil {
-			err = policy.ValidateUpgrade(u)
+			err = policy.CompileUpgrade(u)
 		}
 	default:
 		return admission.Allowed("")
