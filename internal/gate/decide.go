@@ -185,11 +185,13 @@ func uncovered(candidates []allowance.Allowance, pending []string) []string {
 
 // Unshipped are the changes of a write (ms) that no unconsumed External
 // allowance of as ships: the changes a writer made without a cause, which
-// would reach the cloud with the next allowance that opens the gate.
+// would reach the cloud with the next allowance that opens the gate. A
+// pending allowance (propagation control) counts: its change has a cause
+// and ships once released.
 func Unshipped(as []allowance.Allowance, ms []mutation.Mutation) []mutation.Mutation {
 	var live []allowance.Allowance
 	for _, a := range as {
-		if !a.Consumed && !a.IsPending() {
+		if !a.Consumed {
 			live = append(live, a)
 		}
 	}

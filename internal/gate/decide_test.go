@@ -165,6 +165,10 @@ func TestUnshipped(t *testing.T) {
 		return a
 	}
 	consumed := func(a allowance.Allowance) allowance.Allowance { a.Consumed = true; return a }
+	pendingGrant := func(a allowance.Allowance) allowance.Allowance {
+		a.Pending = map[string]string{"spec.forProvider.size": "abc"}
+		return a
+	}
 	size := mutation.Mutation{Path: "spec.forProvider.size", Verb: v1alpha1.MutationMutate}
 	tags := mutation.Mutation{Path: "spec.forProvider.tags.team", Verb: v1alpha1.MutationInsert}
 	cases := map[string]struct {
@@ -178,6 +182,7 @@ func TestUnshipped(t *testing.T) {
 		"ConsumedShipsNothing": {
 			as: []allowance.Allowance{consumed(grant(v1alpha1.VerbUpdate, "spec.forProvider.size"))}, want: []mutation.Mutation{size, tags},
 		},
+		"PendingShips":       {as: []allowance.Allowance{pendingGrant(grant(v1alpha1.VerbUpdate, "spec.forProvider.size"))}, want: []mutation.Mutation{tags}},
 		"DeleteShipsNothing": {as: []allowance.Allowance{grant(v1alpha1.VerbDelete)}, want: []mutation.Mutation{size, tags}},
 	}
 	for name, tc := range cases {
