@@ -35,7 +35,11 @@ func Parse(s string) ([]Allowance, error) {
 // Format encodes allowances compactly; the key order is fixed by the struct
 // and maps are sorted, so the same allowances always give the same string.
 func Format(as []Allowance) string {
-	return string(appendAllowances(make([]byte, 0, 512*len(as)+2), as))
+	n := 2
+	for i := range as {
+		n += allowanceSize(&as[i])
+	}
+	return bytesString(appendAllowances(make([]byte, 0, n), as))
 }
 
 // ParseTrace decodes the kausality.io/trace annotation value strictly. The
@@ -53,7 +57,7 @@ func ParseTrace(s string) (Trace, error) {
 
 // FormatTrace encodes a trace compactly in a stable key order.
 func FormatTrace(t Trace) string {
-	return string(appendTrace(make([]byte, 0, 256*len(t)+2), t))
+	return bytesString(appendTrace(make([]byte, 0, traceSize(t)), t))
 }
 
 func decodeStrict(s string, into any) error {

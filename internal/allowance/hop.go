@@ -112,12 +112,16 @@ func (t Trace) With(h Hop) Trace {
 	if n := len(t); n > 0 && t[n-1].Kind == h.Kind && t[n-1].Name == h.Name {
 		return slices.Clone(t)
 	}
-	return append(slices.Clone(t), h)
+	return t.Then(h)
 }
 
-// Then is a new trace: t followed by h.
+// Then is a new trace: t followed by h. It allocates once: the function
+// extends a trace for every composed resource it stamps.
 func (t Trace) Then(h Hop) Trace {
-	return append(slices.Clone(t), h)
+	out := make(Trace, len(t)+1)
+	copy(out, t)
+	out[len(t)] = h
+	return out
 }
 
 // Extends reports whether t is parent followed by exactly one hop.

@@ -140,3 +140,26 @@ func decode(b []byte, useNumber bool) (map[string]any, bool) {
 	}
 	return m, true
 }
+
+// FuzzCheckPath: the shortcut that takes a path as canonical without
+// parsing it agrees with parsing and formatting it whenever it answers.
+func FuzzCheckPath(f *testing.F) {
+	for _, s := range []string{"spec.a", "spec.l[0].x", "spec.l[10][2]", "spec.l[01]", "spec.m[a.b]", "spec[*]", "spec.*", "a..b", "a.", ".a", "a[1]b", "0.a", "spec.l[4294967296]", "spec.'a'", "a[]", "a[x]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if !plainCanonical(p) {
+			return
+		}
+		segs, err := parsePath(p)
+		if err != nil {
+			t.Fatalf("plainCanonical(%q) but it does not parse: %v", p, err)
+		}
+		if c := formatSegments(segs); c != p {
+			t.Fatalf("plainCanonical(%q) but its canonical form is %q", p, c)
+		}
+		if fs, err := fieldpath.Parse(p); err != nil || fs.String() != p {
+			t.Fatalf("plainCanonical(%q) but fieldpath gives %v, %v", p, fs, err)
+		}
+	})
+}
