@@ -27,13 +27,28 @@ type childMeta struct {
 	ann        map[string]string
 }
 
-func metaOf(resName string, obj map[string]any) childMeta {
+func (r *run) metaOf(resName string, obj map[string]any) childMeta {
 	u := unstructured.Unstructured{Object: obj}
 	name := u.GetName()
 	if name == "" {
 		name = resName
 	}
-	return childMeta{resName: resName, obj: &u, child: policy.ChildOf(u.GetAPIVersion(), u.GetKind()), name: name, generation: u.GetGeneration(), ann: u.GetAnnotations()}
+	return childMeta{resName: resName, obj: &u, child: r.childOf(u.GetAPIVersion(), u.GetKind()), name: name, generation: u.GetGeneration(), ann: u.GetAnnotations()}
+}
+
+// childOf is policy.ChildOf, worked out once a run for each kind: an XR
+// composes many resources of few kinds.
+func (r *run) childOf(apiVersion, kind string) policy.Child {
+	key := [2]string{apiVersion, kind}
+	if c, ok := r.children[key]; ok {
+		return c
+	}
+	if r.children == nil {
+		r.children = map[[2]string]policy.Child{}
+	}
+	c := policy.ChildOf(apiVersion, kind)
+	r.children[key] = c
+	return c
 }
 
 // change is what the function lets through to one composed resource.
@@ -94,10 +109,10 @@ type item struct {
 // against its observed state (nil: not created yet). It edits desired in
 // place (withheld fields keep their observed value).
 func (r *run) decide(resName string, observed, desired map[string]any) *item {
-	it := &item{resName: resName, observed: observed, desired: desired, dm: metaOf(resName, desired), ok: true}
+	it := &item{resName: resName, observed: observed, desired: desired, dm: r.metaOf(resName, desired), ok: true}
 	r.from = 0
 	if observed != nil {
-		it.om = metaOf(resName, observed)
+		it.om = r.metaOf(resName, observed)
 		it.from = allowance.ComposedGeneration(observed)
 		r.from = it.from
 		var err error
@@ -155,7 +170,7 @@ func (r *run) finish(it *item) bool {
 		ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
 		r.stampLogic(ann, om, ch)
 	}
-	(&unstructured.Unstructured{Object: desired}).SetAnnotations(ann)
+	r.stamp(dm.resName, stamp{annotations: ann, gated: gated})
 	return true
 }
 
@@ -280,13 +295,6 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 	ann[v1alpha1.AnnotationAllowances] = allowance.Format(kept)
 	ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
 	r.stampLogic(ann, om, ch)
-	u := &unstructured.Unstructured{Object: desired}
-	labels := u.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[v1alpha1.LabelGated] = "true"
-	u.SetLabels(labels)
 }
 
 // setManagementPolicies is fieldpath's SetValue of spec.managementPolicies

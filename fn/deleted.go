@@ -15,7 +15,7 @@ import (
 // deleted decides about a composed resource the pipeline no longer wants. It
 // returns the resource to keep, or nil to let Crossplane delete it.
 func (r *run) deleted(resName string, observed map[string]any) *composed.Unstructured {
-	m := metaOf(resName, observed)
+	m := r.metaOf(resName, observed)
 	r.from = allowance.ComposedGeneration(observed)
 	d := r.permitChild(m.child, v1alpha1.VerbDelete)
 	if d.ok {

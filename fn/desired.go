@@ -7,8 +7,11 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/response"
 	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 )
 
 // rewrote records that this run changed the spec of the composed resource
@@ -19,6 +22,43 @@ func (r *run) rewrote(resName string) {
 		r.rewritten = map[string]bool{}
 	}
 	r.rewritten[resName] = true
+}
+
+// stamp is what the function adds to the metadata of a composed resource
+// it gates or records: its annotations (the pipeline's and Kausality's) and,
+// when gated, the gated label. It is kept beside the resource, not written
+// into it, so that a resource answered with the request's own Struct values
+// has its metadata encoded once, from these strings.
+type stamp struct {
+	annotations map[string]string
+	gated       bool
+}
+
+// stamp records s for the composed resource resName.
+func (r *run) stamp(resName string, s stamp) {
+	if r.stamps == nil {
+		r.stamps = map[string]stamp{}
+	}
+	r.stamps[resName] = s
+}
+
+// apply writes s into obj's metadata.
+func (s stamp) apply(obj map[string]any) {
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetAnnotations(s.annotations)
+	if s.gated {
+		u.SetLabels(s.labels(obj))
+	}
+}
+
+// labels are obj's labels with the gated label.
+func (s stamp) labels(obj map[string]any) map[string]string {
+	labels := (&unstructured.Unstructured{Object: obj}).GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1alpha1.LabelGated] = "true"
+	return labels
 }
 
 // setDesired replaces the response's desired composed resources, keeping the
@@ -32,7 +72,9 @@ func (r *run) rewrote(resName string) {
 // shallow copies, so the request itself is never modified. Every other
 // resource, rewritten, kept against deletion or created here, is encoded
 // whole.
-func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out map[resource.Name]*resource.DesiredComposed, rewritten map[string]bool) error {
+//
+// stamps are each resource's stamp (nil: none).
+func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out map[resource.Name]*resource.DesiredComposed, rewritten map[string]bool, stamps map[string]stamp) error {
 	in := req.GetDesired().GetResources()
 	// rsp.Desired is the request's State (response.To shares it): answer with
 	// a State of our own.
@@ -40,16 +82,23 @@ func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out
 	rsp.Desired = desired
 	whole := map[resource.Name]*resource.DesiredComposed{}
 	for n, d := range out {
+		st, stamped := stamps[string(n)]
 		k, ok := in[string(n)]
 		if !ok || rewritten[string(n)] {
+			if stamped {
+				st.apply(d.Resource.Object)
+			}
 			whole[n] = d
 			continue
 		}
-		s, ok, err := patched(k.GetResource(), d.Resource.Object)
+		s, ok, err := patched(k.GetResource(), d.Resource.Object, st, stamped)
 		if err != nil {
 			return errors.Wrapf(err, "cannot encode desired composed resource %q", n)
 		}
 		if !ok {
+			if stamped {
+				st.apply(d.Resource.Object)
+			}
 			whole[n] = d
 			continue
 		}
@@ -69,14 +118,24 @@ func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out
 }
 
 // patched is in with metadata and spec.managementPolicies taken from obj,
-// sharing every other value with in. ok is false when in's shape does not
-// allow that (obj has a spec in has not), and the caller encodes obj whole.
-func patched(in *structpb.Struct, obj map[string]any) (*structpb.Struct, bool, error) {
+// and st applied to the metadata when stamped, sharing every other value
+// with in. ok is false when in's shape does not allow that (obj has a spec
+// in has not), and the caller encodes obj whole.
+func patched(in *structpb.Struct, obj map[string]any, st stamp, stamped bool) (*structpb.Struct, bool, error) {
 	fields := maps.Clone(in.GetFields())
 	if fields == nil {
 		return nil, false, nil
 	}
-	if md, ok := obj["metadata"]; ok {
+	md, hasMetadata := obj["metadata"]
+	switch {
+	case stamped:
+		m, _ := md.(map[string]any)
+		v, err := stampedMetadata(m, obj, st)
+		if err != nil {
+			return nil, false, err
+		}
+		fields["metadata"] = v
+	case hasMetadata:
 		v, err := structpb.NewValue(md)
 		if err != nil {
 			return nil, false, errors.Wrap(err, "cannot encode metadata")
@@ -103,4 +162,37 @@ func patched(in *structpb.Struct, obj map[string]any) (*structpb.Struct, bool, e
 		fields["spec"] = structpb.NewStructValue(&structpb.Struct{Fields: sf})
 	}
 	return &structpb.Struct{Fields: fields}, true, nil
+}
+
+// stampedMetadata encodes md, obj's metadata, with st applied: what
+// structpb.NewValue gives for md after st.apply, without building the
+// annotations and labels as maps of interfaces first.
+func stampedMetadata(md, obj map[string]any, st stamp) (*structpb.Value, error) {
+	fs := make(map[string]*structpb.Value, len(md)+2)
+	for k, v := range md {
+		if k == "annotations" || (k == "labels" && st.gated) {
+			continue
+		}
+		e, err := structpb.NewValue(v)
+		if err != nil {
+			return nil, errors.Wrapf(err, "cannot encode metadata.%s", k)
+		}
+		fs[k] = e
+	}
+	if st.annotations != nil {
+		fs["annotations"] = stringsValue(st.annotations)
+	}
+	if st.gated {
+		fs["labels"] = stringsValue(st.labels(obj))
+	}
+	return structpb.NewStructValue(&structpb.Struct{Fields: fs}), nil
+}
+
+// stringsValue is m as a protobuf Struct of strings.
+func stringsValue(m map[string]string) *structpb.Value {
+	fs := make(map[string]*structpb.Value, len(m))
+	for k, v := range m {
+		fs[k] = structpb.NewStringValue(v)
+	}
+	return structpb.NewStructValue(&structpb.Struct{Fields: fs})
 }

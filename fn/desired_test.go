@@ -20,9 +20,25 @@ import (
 // leaves the request untouched.
 func TestSetDesired(t *testing.T) {
 	cases := map[string]struct {
-		in  string // desired resource as the request has it; "" for none
-		out string // desired resource as the function leaves it
+		in    string // desired resource as the request has it; "" for none
+		out   string // desired resource as the function leaves it
+		stamp *stamp // what the function stamps on it, if anything
 	}{
+		"Stamped": {
+			in:    rds("db.t3.large", ""),
+			out:   rds("db.t3.large", "  labels: {team: a}") + "  managementPolicies: [Observe, Update, LateInitialize]\n",
+			stamp: &stamp{annotations: map[string]string{"kausality.io/trace": "[]", "x": "y"}, gated: true},
+		},
+		"StampedNotGated": {
+			in:    rds("db.t3.large", "  labels: {team: a}\n  annotations: {old: z}"),
+			out:   rds("db.t3.large", "  labels: {team: a}\n  annotations: {old: z}"),
+			stamp: &stamp{annotations: map[string]string{"kausality.io/applied": "{}"}},
+		},
+		"StampedWithoutMetadata": {
+			in:    "apiVersion: v1\nkind: ConfigMap\ndata: {a: b}\n",
+			out:   "apiVersion: v1\nkind: ConfigMap\ndata: {a: b}\n",
+			stamp: &stamp{annotations: map[string]string{"x": "y"}, gated: true},
+		},
 		"GateOpened": {
 			in:  rds("db.t3.large", ""),
 			out: rds("db.t3.large", "") + "  managementPolicies: [Observe, Update, LateInitialize]\n",
@@ -60,14 +76,21 @@ func TestSetDesired(t *testing.T) {
 			before := proto.Clone(req)
 			o := obj(t, tc.out).AsMap()
 			integers(o)
+			// The resource as the SDK would encode it: with the stamp applied.
+			stamped := runtimeCopy(o)
+			var stamps map[string]stamp
+			if tc.stamp != nil {
+				stamps = map[string]stamp{"r": *tc.stamp}
+				tc.stamp.apply(stamped)
+			}
 			out := map[resource.Name]*resource.DesiredComposed{"r": {Resource: &composed.Unstructured{Unstructured: unstructured.Unstructured{Object: o}}}}
 
 			got := response.To(req, 0)
-			if err := setDesired(got, req, out, nil); err != nil {
+			if err := setDesired(got, req, out, nil, stamps); err != nil {
 				t.Fatalf("setDesired(): %v", err)
 			}
 			want := response.To(proto.Clone(before).(*fnv1.RunFunctionRequest), 0)
-			if err := setDesired(want, req, out, map[string]bool{"r": true}); err != nil {
+			if err := setDesired(want, req, out, map[string]bool{"r": true}, stamps); err != nil {
 				t.Fatalf("setDesired(rewritten): %v", err)
 			}
 			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
@@ -77,7 +100,7 @@ func TestSetDesired(t *testing.T) {
 				t.Errorf("setDesired() changed the request: -before, +after:\n%s", diff)
 			}
 			// The whole encoding is the SDK's own.
-			s, err := structpb.NewStruct(o)
+			s, err := structpb.NewStruct(stamped)
 			if err != nil {
 				t.Fatal(err)
 			}

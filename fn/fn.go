@@ -69,12 +69,16 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 
 	// The SDK decodes numbers as float64; Kubernetes objects hold int64.
+	// Of composed resources only metadata.generation and status are read
+	// as integers; specs are compared and hashed by numeric value
+	// (mutation.Equal, Record) and encoded back as numbers either way, so
+	// their leaves are left as decoded.
 	integers(oxr.Resource.Object)
 	for _, o := range observed {
-		integers(o.Resource.Object)
+		composedIntegers(o.Resource.Object)
 	}
 	for _, d := range desired {
-		integers(d.Resource.Object)
+		composedIntegers(d.Resource.Object)
 	}
 
 	run := &run{cfg: cfg, now: f.now().UTC(), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}, req: req}
@@ -135,7 +139,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		}
 	}
 
-	if err := setDesired(rsp, req, out, run.rewritten); err != nil {
+	if err := setDesired(rsp, req, out, run.rewritten, run.stamps); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composed resources"))
 		return rsp, nil
 	}
@@ -152,6 +156,19 @@ func integers(obj map[string]any) {
 		if n, ok := integer(v); ok {
 			obj[k] = n
 		}
+	}
+}
+
+// composedIntegers is integers for what the function reads of a composed
+// resource as integers: metadata.generation and its status.
+func composedIntegers(obj map[string]any) {
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		if n, ok := integer(md["generation"]); ok {
+			md["generation"] = n
+		}
+	}
+	if st, ok := obj["status"].(map[string]any); ok {
+		integers(st)
 	}
 }
 

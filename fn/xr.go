@@ -51,20 +51,23 @@ type run struct {
 	// from is the XR generation the composed resource being decided was
 	// last composed from: XR allowances of that generation or earlier are
 	// used up for it.
-	from    int64
-	bounds  []mutation.Bounds                  // their mutation bounds, compiled by boundsOf
-	chains  map[[2]int64][]allowance.Allowance // chainOf's, by allowance index and from
-	viaXR   []allowance.Trace                  // throughXR's, by allowance index
-	xrTrace allowance.Trace                    // the XR's trace, ending with the XR's hop
-	frozen  string                             // who froze the XR or its Namespace, empty if not frozen
-	ns      map[string]any                     // the Namespace whose mode and freeze apply, nil when unknown
+	from   int64
+	bounds []mutation.Bounds                  // their mutation bounds, compiled by boundsOf
+	chains map[[2]int64][]allowance.Allowance // chainOf's, by allowance index and from
+	// children are childOf's, by apiVersion and kind.
+	children map[[2]string]policy.Child
+	viaXR    []allowance.Trace // throughXR's, by allowance index
+	xrTrace  allowance.Trace   // the XR's trace, ending with the XR's hop
+	frozen   string            // who froze the XR or its Namespace, empty if not frozen
+	ns       map[string]any    // the Namespace whose mode and freeze apply, nil when unknown
 
 	req *fnv1.RunFunctionRequest
 
 	withheld  []withheld
-	holds     []hold          // changes propagation control holds back
-	rewritten map[string]bool // composed resources whose spec this run changed beyond managementPolicies
-	problems  []string        // malformed input, one line each
+	holds     []hold           // changes propagation control holds back
+	rewritten map[string]bool  // composed resources whose spec this run changed beyond managementPolicies
+	stamps    map[string]stamp // what each composed resource's metadata gets, by resource name
+	problems  []string         // malformed input, one line each
 }
 
 // load reads the policies, upgrade allowances and XR annotations. Every
