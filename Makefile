@@ -19,6 +19,7 @@ KUBE_CONTROLLER := $(BIN)/kube-controller-manager
 ETCD            := $(BIN)/etcd
 IMAGE           := $(BIN)/image
 GOLANGCI_LINT   := $(BIN)/golangci-lint
+BENCHSTAT       := $(BIN)/benchstat
 
 TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(KUBE_CONTROLLER) $(ETCD) $(IMAGE) $(GOLANGCI_LINT)
 
@@ -62,6 +63,10 @@ $(IMAGE): test/tools/image/go.mod test/tools/image/go.sum test/tools/image/main.
 
 $(GOLANGCI_LINT): test/tools/golangci-lint/go.mod test/tools/golangci-lint/go.sum
 	cd test/tools/golangci-lint && $(GO) build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+# Only make bench needs it.
+$(BENCHSTAT): test/tools/benchstat/go.mod test/tools/benchstat/go.sum
+	cd test/tools/benchstat && $(GO) build -o $@ golang.org/x/perf/cmd/benchstat
 
 ## generate: regenerate deepcopy code and CRDs with controller-gen.
 generate: $(CONTROLLER_GEN)
@@ -140,9 +145,17 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; done
 
-## bench: run the benchmarks (compare runs with benchstat): function vs a no-op function over gRPC, core, admission handler, gate controller at 1000 MRs.
-bench: tools
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/... ./fn/... ./test/envtest/ ./test/gatebench/
+## bench: run the benchmarks BENCHCOUNT times into _output/bench.txt and print with benchstat the medians and each one's ratio to its reference (impl=noop for the function, impl=reference for admission): the function against a no-op function over gRPC and in process, the core, the admission handler, and the gate controller at 1000 MRs (one run; GATEBENCH_FLAGS='-gatebench.rate=20 -gatebench.heapprofile=heap.pb.gz').
+BENCHCOUNT ?= 6
+GATEBENCH_FLAGS ?=
+bench: tools $(BENCHSTAT)
+	@mkdir -p $(OUT)
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./internal/... ./fn/... ./test/envtest/ | tee $(OUT)/bench.txt
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/gatebench/ $(GATEBENCH_FLAGS) | tee -a $(OUT)/bench.txt
+	@echo; echo "== the function against a no-op function, admission against its reference: medians, and ratios to the first column"
+	$(BENCHSTAT) -filter '.name:(RunFunction_grpc OR RunFunction)' -col '/impl@(noop kausality transport)' $(OUT)/bench.txt
+	$(BENCHSTAT) -filter '.name:(Propagation)' -col '/impl@(plain propagated)' $(OUT)/bench.txt
+	$(BENCHSTAT) -filter '.name:ClaimUpdate' -col '/impl@(reference handler)' $(OUT)/bench.txt
 
 clean:
 	rm -rf bin .cache _output

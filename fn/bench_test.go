@@ -65,11 +65,12 @@ func benchRun(b *testing.B, req *fnv1.RunFunctionRequest, n int) {
 
 // BenchmarkRunFunction measures RunFunction at 10, 100 and 1000 composed
 // resources next to a no-op function body on the same request. Report
-// kausality/N as a ratio of noop/N.
+// impl=kausality as a ratio of impl=noop (make bench has benchstat print
+// it).
 func BenchmarkRunFunction(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		req := benchRequest(b, n)
-		b.Run(fmt.Sprintf("noop/%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("impl=noop/n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				rsp, err := noop(req)
@@ -78,7 +79,7 @@ func BenchmarkRunFunction(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("kausality/%d", n), func(b *testing.B) { benchRun(b, req, n) })
+		b.Run(fmt.Sprintf("impl=kausality/n=%d", n), func(b *testing.B) { benchRun(b, req, n) })
 	}
 }
 
@@ -93,7 +94,7 @@ func BenchmarkPropagation(b *testing.B) {
 	propagated := benchRequest(b, n)
 	propagated.Input = obj(b, "apiVersion: kausality.fn.crossplane.io/v1beta1\nkind: Input\npropagation:\n  collections:\n  - {name: instances, matchResourceName: 'rds-*'}\n")
 	for name, req := range map[string]*fnv1.RunFunctionRequest{"plain": plain, "propagated": propagated} {
-		b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) { benchRun(b, req, n) })
+		b.Run(fmt.Sprintf("impl=%s/n=%d", name, n), func(b *testing.B) { benchRun(b, req, n) })
 	}
 	// The propagated request really holds: one let through, the rest held.
 	rsp, _ := newTestFunction().RunFunction(context.Background(), propagated)

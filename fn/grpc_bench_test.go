@@ -90,15 +90,16 @@ func firstFatal(rsp *fnv1.RunFunctionResponse) *fnv1.Result {
 // over gRPC, next to a no-op function served the same way: both servers run
 // on loopback in this process and get the same request through a real client
 // connection, so marshalling, transport and the SDK's structpb decoding are
-// in both. Report grpc/kausality/N as a ratio of grpc/noop/N; the absolute
+// in both. Report impl=kausality as a ratio of impl=noop; the absolute
 // figures depend on the machine, the ratio is what Kausality costs.
 //
-// grpc/transport/N answers with Kausality's own response, computed once, and
-// does no work at all: the difference to grpc/noop/N is the cost of moving
+// impl=transport answers with Kausality's own response, computed once, and
+// does no work at all: the difference to impl=noop is the cost of moving
 // the annotations the contract (DESIGN §3) puts on every composed resource,
-// the difference to grpc/kausality/N the cost of the function's body.
+// the difference to impl=kausality the cost of the function's body.
 //
-//	go test ./fn/ -run '^$' -bench 'grpc/' -benchmem -count 6
+//	go test ./fn/ -run '^$' -bench 'grpc/' -benchmem -count 6 > grpc.txt
+//	benchstat -col '/impl@(noop kausality transport)' grpc.txt
 func BenchmarkRunFunction_grpc(b *testing.B) {
 	ctx := context.Background()
 	noopClient := serveLoopback(b, noopServer{})
@@ -111,7 +112,7 @@ func BenchmarkRunFunction_grpc(b *testing.B) {
 			b.Fatal(err)
 		}
 		transportClient := serveLoopback(b, cannedServer{rsp: canned})
-		b.Run(fmt.Sprintf("transport/%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("impl=transport/n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := transportClient.RunFunction(ctx, req); err != nil {
@@ -119,7 +120,7 @@ func BenchmarkRunFunction_grpc(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("noop/%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("impl=noop/n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				rsp, err := noopClient.RunFunction(ctx, req)
@@ -128,7 +129,7 @@ func BenchmarkRunFunction_grpc(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("kausality/%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("impl=kausality/n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				rsp, err := kausalityClient.RunFunction(ctx, req)

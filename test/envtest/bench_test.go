@@ -51,7 +51,7 @@ func BenchmarkClaimUpdate(b *testing.B) {
 		return r.Allowed && len(r.Patches) > 0, fmt.Sprintf("allowed %v, %d patches, %v", r.Allowed, len(r.Patches), r.Result)
 	})
 
-	b.Run("handler", func(b *testing.B) {
+	b.Run("impl=handler", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if r := h.Handle(ctx, req); !r.Allowed {
@@ -59,7 +59,7 @@ func BenchmarkClaimUpdate(b *testing.B) {
 			}
 		}
 	})
-	b.Run("reference", func(b *testing.B) {
+	b.Run("impl=reference", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var o, n map[string]any

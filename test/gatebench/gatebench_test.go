@@ -40,6 +40,10 @@ var (
 // them all at once, the worst case (a provider resyncing every resource).
 var rate = flag.Float64("gatebench.rate", 0, "status writes a second in the measured phase; 0: all at once")
 
+// heapProfile names a file for the provider's heap profile, taken once its
+// gates settled, to see what its resident memory holds.
+var heapProfile = flag.String("gatebench.heapprofile", "", "write the provider's heap profile (go tool pprof) here once its gates settled")
+
 // runs numbers benchmark runs; -count repeats them in one process.
 var runs atomic.Int64
 
@@ -399,6 +403,11 @@ func measure(t testing.TB, n int, run string) *result {
 	r.rssAnon, _ = p.status("RssAnon")
 	if r.metrics, err = p.Metrics(); err != nil {
 		t.Errorf("cannot scrape the provider's metrics: %v", err)
+	}
+	if *heapProfile != "" {
+		if err := p.HeapProfile(*heapProfile); err != nil {
+			t.Errorf("cannot write the provider's heap profile: %v", err)
+		}
 	}
 	return r
 }

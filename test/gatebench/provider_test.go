@@ -26,6 +26,7 @@ type provider struct {
 	log     string
 	metrics string // host:port of /metrics
 	health  string // host:port of /readyz
+	pprof   string // host:port of /debug/pprof
 
 	mu      sync.Mutex
 	peakRSS int64 // highest VmRSS sampled, bytes
@@ -46,7 +47,11 @@ func startProvider(name string) (*provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &provider{log: filepath.Join(dir, name+".log"), metrics: metrics, health: health, stop: make(chan struct{}), done: make(chan struct{})}
+	pprof, err := freeAddress()
+	if err != nil {
+		return nil, err
+	}
+	p := &provider{log: filepath.Join(dir, name+".log"), metrics: metrics, health: health, pprof: pprof, stop: make(chan struct{}), done: make(chan struct{})}
 	logf, err := os.Create(p.log)
 	if err != nil {
 		return nil, err
@@ -54,7 +59,7 @@ func startProvider(name string) (*provider, error) {
 	wo := env.WebhookInstallOptions
 	p.cmd = exec.Command(providerBin, //nolint:gosec // our own binary
 		"--webhook-port", strconv.Itoa(wo.LocalServingPort), "--webhook-certs", wo.LocalServingCertDir,
-		"--metrics-address", metrics, "--health-address", health,
+		"--metrics-address", metrics, "--health-address", health, "--pprof-address", pprof,
 		"--crossplane-service-account", controlplane.CrossplaneSA)
 	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "kubeconfig"))
 	// GATEBENCH_PROVIDER_ENV adds variables for the provider alone, to try
@@ -291,4 +296,26 @@ func (p *provider) Stop() {
 		close(p.stop)
 	}
 	<-p.done
+}
+
+// HeapProfile writes the provider's heap profile, after a garbage
+// collection, to file.
+func (p *provider) HeapProfile(file string) error {
+	resp, err := http.Get("http://" + p.pprof + "/debug/pprof/heap?gc=1") //nolint:noctx // a local probe
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/heap: %s", resp.Status)
+	}
+	f, err := os.Create(file) //nolint:gosec // the benchmark's own flag
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
