@@ -71,7 +71,7 @@ func (r *run) dropped(m childMeta, observed map[string]any, up *upgrade) *compos
 	}
 	gen := allowance.NextGeneration(m.generation)
 	hop := allowance.HopOf(m.obj, gen)
-	hop.Name, hop.Timestamp = m.name, allowance.Timestamp(r.now)
+	hop.Name, hop.Timestamp = m.name, r.stampedAt
 	del := allowance.ExternalGrant(m.child.APIGroup, m.child.Kind, v1alpha1.VerbDelete, gen, up.base.Then(hop))
 	if !slices.ContainsFunc(have, upgradeDelete) {
 		have = append(have, del)

@@ -16,6 +16,7 @@ import (
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
 	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -81,7 +82,8 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		composedIntegers(d.Resource.Object)
 	}
 
-	run := &run{cfg: cfg, now: f.now().UTC(), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}, req: req}
+	now := f.now().UTC()
+	run := &run{cfg: cfg, now: now, stampedAt: allowance.Timestamp(now), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}, req: req}
 	run.load(f.policies, req)
 	if ann := composedLogic(observed); ann != nil {
 		run.added = run.upgradeOf(ann)

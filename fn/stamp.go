@@ -124,7 +124,7 @@ func (r *run) throughXR(i int) allowance.Trace {
 func (r *run) mrHop(dm childMeta, gen int64, ch change) allowance.Hop {
 	h := allowance.HopOf(dm.obj, gen)
 	h.Name = dm.name
-	h.Timestamp = allowance.Timestamp(r.now)
+	h.Timestamp = r.stampedAt
 	switch {
 	case len(ch.passed) > 0:
 		h.Field = ch.passed[0].Path
@@ -155,5 +155,5 @@ func (r *run) traceFor(dm, om childMeta, ch change) string {
 	case ch.upgrade != nil:
 		base = ch.upgrade.base
 	}
-	return allowance.FormatTrace(base.Then(r.mrHop(dm, allowance.NextGeneration(om.generation), ch)))
+	return allowance.FormatTraceThen(base, r.mrHop(dm, allowance.NextGeneration(om.generation), ch))
 }

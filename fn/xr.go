@@ -22,7 +22,9 @@ import (
 type run struct {
 	cfg config
 	now time.Time
-	xr  *unstructured.Unstructured
+	// stampedAt is now as hops record it (allowance.Timestamp).
+	stampedAt string
+	xr        *unstructured.Unstructured
 
 	// restrictAll fails closed: set when the policies are unknown (not yet
 	// resolved by Crossplane, or one of them cannot be read), so that every

@@ -60,6 +60,20 @@ func FormatTrace(t Trace) string {
 	return bytesString(appendTrace(make([]byte, 0, traceSize(t)), t))
 }
 
+// FormatTraceThen is FormatTrace(t.Then(h)) without building that trace:
+// the function formats one for every composed resource it stamps.
+func FormatTraceThen(t Trace, h Hop) string {
+	b := make([]byte, 0, traceSize(t)+traceSize(Trace{h}))
+	b = appendTrace(b, t)
+	if len(t) > 0 {
+		b = append(b[:len(b)-1], ',')
+	} else {
+		b = b[:len(b)-1]
+	}
+	b = appendHop(b, &h)
+	return bytesString(append(b, ']'))
+}
+
 func decodeStrict(s string, into any) error {
 	if len(s) > MaxAnnotationBytes {
 		return errors.Errorf("value is %d bytes, more than the %d an object's annotations can hold", len(s), MaxAnnotationBytes)

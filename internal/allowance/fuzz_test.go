@@ -117,6 +117,11 @@ func FuzzFormatIsMarshal(f *testing.F) {
 			if got := FormatTrace(a.Trace); got != string(want) {
 				t.Fatalf("FormatTrace() = %s, json.Marshal = %s", got, want)
 			}
+			if len(a.Trace) > 0 {
+				if got := FormatTraceThen(a.Trace.Parent(), a.Trace.Last()); got != string(want) {
+					t.Fatalf("FormatTraceThen() = %s, json.Marshal = %s", got, want)
+				}
+			}
 		}
 	})
 }
