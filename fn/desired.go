@@ -37,7 +37,7 @@ type stamp struct {
 // stamp records s for the composed resource resName.
 func (r *run) stamp(resName string, s stamp) {
 	if r.stamps == nil {
-		r.stamps = map[string]stamp{}
+		r.stamps = make(map[string]stamp, len(r.req.GetDesired().GetResources()))
 	}
 	r.stamps[resName] = s
 }

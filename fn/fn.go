@@ -101,7 +101,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	sort.Strings(names)
 
-	out := map[resource.Name]*resource.DesiredComposed{}
+	out := make(map[resource.Name]*resource.DesiredComposed, len(desired))
 	items := make([]*item, 0, len(desired))
 	for _, n := range names {
 		name := resource.Name(n)
