@@ -82,21 +82,21 @@ func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out
 	rsp.Desired = desired
 	whole := map[resource.Name]*resource.DesiredComposed{}
 	for n, d := range out {
-		st, stamped := stamps[string(n)]
+		var st *stamp
+		if s, ok := stamps[string(n)]; ok {
+			st = &s
+		}
+		var s *structpb.Struct
+		patchable := false // answered with the request's own values
 		k, ok := in[string(n)]
-		if !ok || rewritten[string(n)] {
-			if stamped {
-				st.apply(d.Resource.Object)
+		if ok && !rewritten[string(n)] {
+			var err error
+			if s, patchable, err = patched(k.GetResource(), d.Resource.Object, st); err != nil {
+				return errors.Wrapf(err, "cannot encode desired composed resource %q", n)
 			}
-			whole[n] = d
-			continue
 		}
-		s, ok, err := patched(k.GetResource(), d.Resource.Object, st, stamped)
-		if err != nil {
-			return errors.Wrapf(err, "cannot encode desired composed resource %q", n)
-		}
-		if !ok {
-			if stamped {
+		if !patchable {
+			if st != nil {
 				st.apply(d.Resource.Object)
 			}
 			whole[n] = d
@@ -118,19 +118,19 @@ func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out
 }
 
 // patched is in with metadata and spec.managementPolicies taken from obj,
-// and st applied to the metadata when stamped, sharing every other value
+// and st (nil: none) applied to the metadata, sharing every other value
 // with in. ok is false when in's shape does not allow that (obj has a spec
 // in has not), and the caller encodes obj whole.
-func patched(in *structpb.Struct, obj map[string]any, st stamp, stamped bool) (*structpb.Struct, bool, error) {
+func patched(in *structpb.Struct, obj map[string]any, st *stamp) (*structpb.Struct, bool, error) {
 	fields := maps.Clone(in.GetFields())
 	if fields == nil {
 		return nil, false, nil
 	}
 	md, hasMetadata := obj["metadata"]
 	switch {
-	case stamped:
+	case st != nil:
 		m, _ := md.(map[string]any)
-		v, err := stampedMetadata(m, obj, st)
+		v, err := stampedMetadata(m, obj, *st)
 		if err != nil {
 			return nil, false, err
 		}

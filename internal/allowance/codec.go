@@ -63,7 +63,7 @@ func FormatTrace(t Trace) string {
 // FormatTraceThen is FormatTrace(t.Then(h)) without building that trace:
 // the function formats one for every composed resource it stamps.
 func FormatTraceThen(t Trace, h Hop) string {
-	b := make([]byte, 0, traceSize(t)+traceSize(Trace{h}))
+	b := make([]byte, 0, traceSize(t)+hopSize(&h))
 	b = appendTrace(b, t)
 	if len(t) > 0 {
 		b = append(b[:len(b)-1], ',')

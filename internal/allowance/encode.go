@@ -44,10 +44,13 @@ func allowanceSize(a *Allowance) int {
 func traceSize(t Trace) int {
 	n := 2
 	for i := range t {
-		h := &t[i]
-		n += 112 + len(h.APIVersion) + len(h.Kind) + len(h.Name) + len(h.Field) + len(h.User) + len(h.Timestamp) + mapSize(h.Attestations) + mapSize(h.Labels)
+		n += hopSize(&t[i])
 	}
 	return n
+}
+
+func hopSize(h *Hop) int {
+	return 112 + len(h.APIVersion) + len(h.Kind) + len(h.Name) + len(h.Field) + len(h.User) + len(h.Timestamp) + mapSize(h.Attestations) + mapSize(h.Labels)
 }
 
 func mapSize(m map[string]string) int {
