@@ -95,8 +95,10 @@ func firstFatal(rsp *fnv1.RunFunctionResponse) *fnv1.Result {
 //
 // impl=transport answers with Kausality's own response, computed once, and
 // does no work at all: the difference to impl=noop is the cost of moving
-// the annotations the contract (DESIGN §3) puts on every composed resource,
-// the difference to impl=kausality the cost of the function's body.
+// Kausality's larger answer (the annotations DESIGN §3 puts on every
+// composed resource, the gated label, spec.managementPolicies: proto's cost
+// grows with their number of Struct values more than with their bytes), the
+// difference to impl=kausality the cost of the function's body.
 //
 //	go test ./fn/ -run '^$' -bench 'grpc/' -benchmem -count 6 > grpc.txt
 //	benchstat -col '/impl@(noop kausality transport)' grpc.txt
