@@ -46,7 +46,7 @@ type Composites struct {
 
 // Handle implements admission.Handler.
 func (h *Composites) Handle(ctx context.Context, req admission.Request) admission.Response {
-	old, obj, done := write(h.Trusted, req, false)
+	old, obj, sent, done := write(h.Trusted, req, false)
 	if done != nil {
 		return *done
 	}
@@ -62,7 +62,7 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 	}
 	var warnings []string
 	if len(set.Names()) == 0 {
-		return patched(req, obj)
+		return patched(sent, obj)
 	}
 
 	r := policy.Request{Object: obj.Object, User: identity(req.UserInfo), Now: h.Now(), WatchSelection: !h.Trusted.Has(req.UserInfo.Username)}
@@ -109,7 +109,7 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 	if len(d.Allowances) > 0 {
 		audit[auditInitiator] = d.Allowances[0].Initiator
 	}
-	return withAudit(patched(req, obj), audit).WithWarnings(warnings...)
+	return withAudit(patched(sent, obj), audit).WithWarnings(warnings...)
 }
 
 // policiesFor is the compiled policy set for obj's kind, and why any policy

@@ -46,7 +46,7 @@ type Managed struct {
 
 // Handle implements admission.Handler.
 func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.Response {
-	old, obj, done := write(h.Trusted, req, true)
+	old, obj, sent, done := write(h.Trusted, req, true)
 	if done != nil {
 		return *done
 	}
@@ -58,7 +58,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		if !gated {
 			// A patch, in case write restored protected annotations.
-			return patched(req, obj)
+			return patched(sent, obj)
 		}
 		if warning != "" {
 			warnings = append(warnings, warning)
@@ -213,7 +213,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	if d.Changed || reconsumed || upgraded {
 		admit.SetAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
 	}
-	return patched(req, obj).WithWarnings(warnings...)
+	return patched(sent, obj).WithWarnings(warnings...)
 }
 
 // gates decides whether a write of a resource without the gated label is

@@ -2,7 +2,6 @@ package admission
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -12,7 +11,6 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -45,27 +43,35 @@ func objects(req admission.Request) (old, obj *unstructured.Unstructured, err er
 	return old, obj, nil
 }
 
-// patched is the response that turns the request's object into obj: a JSON
-// patch of the leaves that differ, worked out on decoded objects. Encoding
-// obj and letting jsonpatch decode both documents again cost as much as
-// the rest of a webhook call.
-func patched(req admission.Request, obj *unstructured.Unstructured) admission.Response {
-	var was map[string]any
-	if err := utiljson.Unmarshal(req.Object.Raw, &was); err != nil {
-		return admission.Errored(500, fmt.Errorf("cannot decode %s: %w", admit.Describe(obj), err))
-	}
-	ops := diffPatch(nil, "", was, obj.Object)
+// patched is the response that turns the request's object, as sent, into
+// obj: a JSON patch of the leaves that differ, worked out on decoded
+// objects. Encoding obj and letting jsonpatch decode both documents again
+// cost as much as the rest of a webhook call; sent is a copy taken before
+// any handler edited obj (see write), not a third decoding.
+func patched(sent map[string]any, obj *unstructured.Unstructured) admission.Response {
+	ops := diffPatch(sent, obj.Object)
 	if len(ops) == 0 {
 		return admission.Allowed("")
 	}
 	return admission.Patched("", ops...)
 }
 
-// diffPatch appends to ops the JSON patch operations that turn was into
-// is below the JSON pointer at: maps are compared key by key, in sorted
-// order so the patch is stable; anything else that differs is replaced
-// whole.
-func diffPatch(ops []jsonpatch.JsonPatchOperation, at string, was, is any) []jsonpatch.JsonPatchOperation {
+// diffPatch is the JSON patch that turns was into is, sorted by path so
+// the patch is stable. Its operations touch disjoint paths (none is below
+// another's), so their order does not change what the patch does; sorting
+// once is cheaper than sorting the keys of every map on the way.
+func diffPatch(was, is map[string]any) []jsonpatch.JsonPatchOperation {
+	ops := diffOps(nil, "", was, is)
+	if len(ops) > 1 {
+		slices.SortFunc(ops, func(a, b jsonpatch.JsonPatchOperation) int { return strings.Compare(a.Path, b.Path) })
+	}
+	return ops
+}
+
+// diffOps appends to ops the JSON patch operations that turn was into is
+// below the JSON pointer at: maps are compared key by key; anything else
+// that differs is replaced whole.
+func diffOps(ops []jsonpatch.JsonPatchOperation, at string, was, is any) []jsonpatch.JsonPatchOperation {
 	wm, wok := was.(map[string]any)
 	im, iok := is.(map[string]any)
 	if !wok || !iok {
@@ -74,19 +80,27 @@ func diffPatch(ops []jsonpatch.JsonPatchOperation, at string, was, is any) []jso
 		}
 		return ops
 	}
-	for _, k := range slices.Sorted(maps.Keys(wm)) {
+	for k := range wm {
 		if _, ok := im[k]; !ok {
 			ops = append(ops, jsonpatch.NewOperation("remove", at+"/"+pointerEscape.Replace(k), nil))
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(im)) {
-		p := at + "/" + pointerEscape.Replace(k)
+	for k, iv := range im {
 		w, ok := wm[k]
 		if !ok {
-			ops = append(ops, jsonpatch.NewOperation("add", p, im[k]))
+			ops = append(ops, jsonpatch.NewOperation("add", at+"/"+pointerEscape.Replace(k), iv))
 			continue
 		}
-		ops = diffPatch(ops, p, w, im[k])
+		_, wmap := w.(map[string]any)
+		_, imap := iv.(map[string]any)
+		if !wmap || !imap {
+			// A leaf: the pointer is only built for one that differs.
+			if !mutation.Equal(w, iv) {
+				ops = append(ops, jsonpatch.NewOperation("replace", at+"/"+pointerEscape.Replace(k), iv))
+			}
+			continue
+		}
+		ops = diffOps(ops, at+"/"+pointerEscape.Replace(k), w, iv)
 	}
 	return ops
 }

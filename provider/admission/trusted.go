@@ -7,6 +7,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
@@ -17,10 +18,11 @@ import (
 // operations pass, undecodable objects and protected changes fail. With
 // restore (managed resources), a provider's stale write-back of protected
 // annotations is undone in obj instead of denied (see restoreStale); the
-// caller must then answer with a patch.
-func write(t admit.Writers, req admission.Request, restore bool) (old, obj *unstructured.Unstructured, done *admission.Response) {
-	respond := func(r admission.Response) (*unstructured.Unstructured, *unstructured.Unstructured, *admission.Response) {
-		return nil, nil, &r
+// caller must then answer with a patch. sent is obj as the request sent
+// it, for patched: a copy, since handlers edit obj in place.
+func write(t admit.Writers, req admission.Request, restore bool) (old, obj *unstructured.Unstructured, sent map[string]any, done *admission.Response) {
+	respond := func(r admission.Response) (*unstructured.Unstructured, *unstructured.Unstructured, map[string]any, *admission.Response) {
+		return nil, nil, nil, &r
 	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return respond(admission.Allowed(""))
@@ -42,8 +44,9 @@ func write(t admit.Writers, req admission.Request, restore bool) (old, obj *unst
 			Message: fmt.Sprintf("%s has been modified since resource version %s; read it again and retry", admit.Describe(obj), obj.GetResourceVersion()),
 		}}})
 	}
+	sent = runtime.DeepCopyJSON(obj.Object)
 	if msg := t.Protect(req.UserInfo.Username, old, obj); msg != "" && !(restore && admit.RestoreStale(old, obj)) {
 		return respond(admission.Denied(msg))
 	}
-	return old, obj, nil
+	return old, obj, sent, nil
 }

@@ -139,7 +139,10 @@ func TestTrustedProtect(t *testing.T) {
 func TestTrustedWrite(t *testing.T) {
 	type want struct {
 		old, obj *unstructured.Unstructured
-		done     *result
+		// sent is the object as sent, before any restore: what the
+		// handler's patch starts from.
+		sent map[string]any
+		done *result
 	}
 	stored := claim(t, allowances(claimAllowance()), trace(claimHop()))
 	changed := claim(t, allowances(claimAllowance()), trace(claimHop()), set("spec.size", "large"))
@@ -165,7 +168,7 @@ func TestTrustedWrite(t *testing.T) {
 			reason:  "A provider recording a creation with its older copy of the annotations gets the stored protected annotations back, not a denial that would leave the creation unrecorded.",
 			req:     update(asProviderAWS, storedConsumed, staleMR),
 			restore: true,
-			want:    want{old: storedConsumed, obj: restoredMR},
+			want:    want{old: storedConsumed, obj: restoredMR, sent: staleMR.Object},
 		},
 		"StaleWriteBackDeniedWhereNotRestored": {
 			reason: "Claims and composites have no provider bookkeeping: the same write is denied.",
@@ -190,12 +193,12 @@ func TestTrustedWrite(t *testing.T) {
 		"Update": {
 			reason: "An admitted update decodes both objects for the handler to decide.",
 			req:    update(asAlice, stored, changed),
-			want:   want{old: stored, obj: changed},
+			want:   want{old: stored, obj: changed, sent: changed.Object},
 		},
 		"Create": {
 			reason: "A create has no old object.",
 			req:    create(asAlice, claim(t)),
-			want:   want{obj: claim(t)},
+			want:   want{obj: claim(t), sent: claim(t).Object},
 		},
 		"Delete": {
 			reason: "Deletions are not writes: they pass, with nothing decoded.",
@@ -222,8 +225,8 @@ func TestTrustedWrite(t *testing.T) {
 	}
 	for n, tc := range cases {
 		t.Run(n, func(t *testing.T) {
-			old, obj, done := write(trusted, tc.req, tc.restore)
-			got := want{old: old, obj: obj}
+			old, obj, sent, done := write(trusted, tc.req, tc.restore)
+			got := want{old: old, obj: obj, sent: sent}
 			if done != nil {
 				r := outcome(t, tc.req, *done)
 				got.done = &r
