@@ -97,8 +97,10 @@ func TestGateCloses(t *testing.T) {
 // BenchmarkGateClose1000 reports how long the gate controller takes from a
 // provider's status write that catches up with an Update allowance to the
 // closed gate, for 1000 gated Buckets whose status is written at once (or
-// at -gatebench.rate), and the provider's resident memory. The goals (p99 ≤ 1s, RSS ≤ 50 MB) are
-// reported, not asserted.
+// at -gatebench.rate), and the provider's resident memory, next to that of
+// a bare controller-runtime manager caching the same Buckets (./reference)
+// in the same run. The goals (p99 ≤ 1s, RSS ≤ 50 MB) are reported, not
+// asserted.
 func BenchmarkGateClose1000(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		r := measure(b, 1000, fmt.Sprintf("bench-%d", runs.Add(1)))
@@ -126,6 +128,8 @@ type result struct {
 	rssPeak   int64
 	rssEnd    int64
 	rssAnon   int64 // of rssEnd, what is not the binary's mapped pages
+	// The reference manager's (see ./reference), in the same run.
+	refIdle, refPeak, refEnd int64
 	// cpu the provider used from the first status write until settled.
 	cpu time.Duration
 	// cpCPU kube-apiserver and etcd used in the same time.
@@ -133,6 +137,7 @@ type result struct {
 	// metrics at the end, and before the first status write.
 	metrics, before map[string]float64
 	provider        *provider
+	reference       *provider
 }
 
 func (r *result) percentile(p float64) time.Duration {
@@ -152,9 +157,11 @@ func (r *result) during(metric string, filters ...string) float64 {
 func (r *result) String() string {
 	return fmt.Sprintf("close latency p50 %s p99 %s max %s; all %d closed %s after the first status write (%.0f/s), the writes took %s, conditions settled after %s; provider saw all open %s after stamping and was idle after %s. "+
 		"Provider RSS idle %.1f MB (anonymous %.1f MB), peak %.1f MB, end %.1f MB (anonymous %.1f MB); Go heap in use %.1f MB, Go sys %.1f MB. "+
+		"Reference manager caching the same Buckets: RSS idle %.1f MB, peak %.1f MB, end %.1f MB; the provider holds %.2f× its peak, %.2f× its end. "+
 		"While closing, per Bucket: provider CPU %.1f ms (kube-apiserver and etcd %.1f ms), gate reconciles %.2f, managed webhook calls %.2f, API requests GET %.2f PUT %.2f POST %.2f",
 		ms(r.percentile(0.5)), ms(r.percentile(0.99)), ms(r.percentile(1)), len(r.latencies), ms(r.burst), r.closesPerSecond(), ms(r.writes), ms(r.settled), ms(r.seen), ms(r.quiet),
 		mb(r.rssIdle), mb(r.idleAnon), mb(r.rssPeak), mb(r.rssEnd), mb(r.rssAnon), mb(int64(r.metrics["go_memstats_heap_inuse_bytes"])), mb(int64(r.metrics["go_memstats_sys_bytes"])),
+		mb(r.refIdle), mb(r.refPeak), mb(r.refEnd), ratio(r.rssPeak, r.refPeak), ratio(r.rssEnd, r.refEnd),
 		r.cpuPerMR(), float64(r.cpCPU)/float64(time.Millisecond)/float64(r.n), r.perMR("controller_runtime_reconcile_total", `controller="gate/`), r.perMR("controller_runtime_webhook_requests_total", `webhook="/mutate-managed"`),
 		r.perMR("rest_client_requests_total", `method="GET"`), r.perMR("rest_client_requests_total", `method="PUT"`), r.perMR("rest_client_requests_total", `method="POST"`))
 }
@@ -172,6 +179,13 @@ func (r *result) closesPerSecond() float64 {
 }
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
 func mb(b int64) float64        { return float64(b) / (1 << 20) }
 
 func (r *result) report(b *testing.B) {
@@ -182,6 +196,8 @@ func (r *result) report(b *testing.B) {
 	b.ReportMetric(mb(r.rssPeak), "rss-peak-MB")
 	b.ReportMetric(mb(r.rssEnd), "rss-end-MB")
 	b.ReportMetric(mb(r.rssAnon), "rss-anon-MB")
+	b.ReportMetric(ratio(r.rssPeak, r.refPeak), "rss-peak-x-reference")
+	b.ReportMetric(ratio(r.rssEnd, r.refEnd), "rss-end-x-reference")
 	b.ReportMetric(mb(int64(r.metrics["go_memstats_heap_inuse_bytes"])), "heap-inuse-MB")
 	b.ReportMetric(r.cpuPerMR(), "cpu-ms/MR")
 	b.ReportMetric(float64(r.cpCPU)/float64(time.Millisecond)/float64(r.n), "apiserver-cpu-ms/MR")
@@ -197,6 +213,7 @@ func (r *result) report(b *testing.B) {
 func (r *result) cleanup(t testing.TB) {
 	t.Helper()
 	r.provider.Stop()
+	r.reference.Stop()
 	kube, err := as("")
 	if err != nil {
 		t.Fatal(err)
@@ -234,8 +251,14 @@ func measure(t testing.TB, n int, run string) *result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &result{run: run, n: n, provider: p}
+	ref, err := startReference("reference-" + run)
+	if err != nil {
+		p.Stop()
+		t.Fatal(err)
+	}
+	r := &result{run: run, n: n, provider: p, reference: ref}
 	t.Cleanup(p.Stop)
+	t.Cleanup(ref.Stop)
 	fail := func(format string, args ...any) {
 		t.Helper()
 		t.Fatalf(format+"\nprovider log (tail):\n%s", append(args, tail(p.Log(), 40))...)
@@ -245,6 +268,7 @@ func measure(t testing.TB, n int, run string) *result {
 	}
 	r.rssIdle, _ = p.RSS()
 	r.idleAnon, _ = p.status("RssAnon")
+	r.refIdle, _ = ref.RSS()
 
 	w := newWatch(ctx, t, run)
 
@@ -401,6 +425,7 @@ func measure(t testing.TB, n int, run string) *result {
 	r.burst = last.Sub(first)
 	r.rssEnd, r.rssPeak = p.RSS()
 	r.rssAnon, _ = p.status("RssAnon")
+	r.refEnd, r.refPeak = ref.RSS()
 	if r.metrics, err = p.Metrics(); err != nil {
 		t.Errorf("cannot scrape the provider's metrics: %v", err)
 	}

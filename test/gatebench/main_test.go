@@ -9,8 +9,10 @@
 //
 // needs KUBEBUILDER_ASSETS (make sets it to .cache/bin). -gatebench.rate N
 // spreads the measured status writes to N a second (default: all at once);
-// GATEBENCH_PROVIDER_ENV sets environment variables of the provider process
-// alone, to try runtime settings (GOMEMLIMIT, GOGC). TestGateCloses is the
+// GATEBENCH_PROVIDER_ENV sets environment variables of the provider (and
+// reference) processes alone, to try runtime settings (GOMEMLIMIT, GOGC).
+// The memory figures come with a reference: a bare controller-runtime
+// manager (./reference) caching the same Buckets in the same run. TestGateCloses is the
 // same run with a few resources, for make test.
 package gatebench
 
@@ -50,8 +52,9 @@ var (
 	admin  *rest.Config
 	scheme *runtime.Scheme
 	// dir holds the provider binary, its kubeconfig and its logs.
-	dir         string
-	providerBin string
+	dir          string
+	providerBin  string
+	referenceBin string
 )
 
 func TestMain(m *testing.M) {
@@ -73,12 +76,15 @@ func run(m *testing.M) int {
 
 	// Built as make xpkg builds the binary that ships.
 	providerBin = filepath.Join(dir, "provider-kausality")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", providerBin, "./provider")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "cannot build provider-kausality: %v\n%s", err, out)
-		return 1
+	referenceBin = filepath.Join(dir, "reference")
+	for bin, pkg := range map[string]string{providerBin: "./provider", referenceBin: "./test/gatebench/reference"} {
+		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
+		build.Dir = root
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "cannot build %s: %v\n%s", pkg, err, out)
+			return 1
+		}
 	}
 
 	ctrllog.SetLogger(logr.Discard())

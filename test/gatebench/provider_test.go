@@ -19,8 +19,8 @@ import (
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 )
 
-// provider is the provider binary running as its own process, so its
-// resident memory is its own.
+// provider is the provider binary (or the reference manager) running as
+// its own process, so its resident memory is its own.
 type provider struct {
 	cmd     *exec.Cmd
 	log     string
@@ -39,6 +39,30 @@ type provider struct {
 // webhook server is ready. It samples the process's VmRSS every 50ms
 // until stopped.
 func startProvider(name string) (*provider, error) {
+	pprof, err := freeAddress()
+	if err != nil {
+		return nil, err
+	}
+	wo := env.WebhookInstallOptions
+	p, err := startProcess(name, providerBin,
+		"--webhook-port", strconv.Itoa(wo.LocalServingPort), "--webhook-certs", wo.LocalServingCertDir,
+		"--pprof-address", pprof, "--crossplane-service-account", controlplane.CrossplaneSA)
+	if err != nil {
+		return nil, err
+	}
+	p.pprof = pprof
+	return p, nil
+}
+
+// startReference starts the reference manager (see ./reference), the
+// floor of the provider's memory figures, sampled the same way.
+func startReference(name string) (*provider, error) {
+	return startProcess(name, referenceBin)
+}
+
+// startProcess starts bin with args, its own metrics and health addresses
+// and the test's kubeconfig, and waits until it is ready.
+func startProcess(name, bin string, args ...string) (*provider, error) {
 	metrics, err := freeAddress()
 	if err != nil {
 		return nil, err
@@ -47,29 +71,21 @@ func startProvider(name string) (*provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	pprof, err := freeAddress()
-	if err != nil {
-		return nil, err
-	}
-	p := &provider{log: filepath.Join(dir, name+".log"), metrics: metrics, health: health, pprof: pprof, stop: make(chan struct{}), done: make(chan struct{})}
+	p := &provider{log: filepath.Join(dir, name+".log"), metrics: metrics, health: health, stop: make(chan struct{}), done: make(chan struct{})}
 	logf, err := os.Create(p.log)
 	if err != nil {
 		return nil, err
 	}
-	wo := env.WebhookInstallOptions
-	p.cmd = exec.Command(providerBin, //nolint:gosec // our own binary
-		"--webhook-port", strconv.Itoa(wo.LocalServingPort), "--webhook-certs", wo.LocalServingCertDir,
-		"--metrics-address", metrics, "--health-address", health, "--pprof-address", pprof,
-		"--crossplane-service-account", controlplane.CrossplaneSA)
+	p.cmd = exec.Command(bin, append([]string{"--metrics-address", metrics, "--health-address", health}, args...)...) //nolint:gosec // our own binaries
 	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "kubeconfig"))
-	// GATEBENCH_PROVIDER_ENV adds variables for the provider alone, to try
-	// runtime settings: GATEBENCH_PROVIDER_ENV='GOMEMLIMIT=32MiB GOGC=50'.
+	// GATEBENCH_PROVIDER_ENV adds variables for the measured processes
+	// alone, to try runtime settings: GATEBENCH_PROVIDER_ENV='GOMEMLIMIT=32MiB GOGC=50'.
 	p.cmd.Env = append(p.cmd.Env, strings.Fields(os.Getenv("GATEBENCH_PROVIDER_ENV"))...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		_ = logf.Close()
-		return nil, fmt.Errorf("cannot start provider-kausality: %w", err)
+		return nil, fmt.Errorf("cannot start %s: %w", filepath.Base(bin), err)
 	}
 	_ = logf.Close()
 	go p.sample()
@@ -85,7 +101,7 @@ func startProvider(name string) (*provider, error) {
 		}
 		if time.Now().After(deadline) {
 			p.Stop()
-			return nil, fmt.Errorf("provider-kausality is not ready after a minute: %v\n%s", err, p.Log()) //nolint:errorlint // err is nil on a non-200 answer
+			return nil, fmt.Errorf("%s is not ready after a minute: %v\n%s", filepath.Base(bin), err, p.Log()) //nolint:errorlint // err is nil on a non-200 answer
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
