@@ -179,14 +179,15 @@ func (r *result) closesPerSecond() float64 {
 }
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
+func mb(b int64) float64        { return float64(b) / (1 << 20) }
 
+// ratio is a over b, 0 when b is unknown.
 func ratio(a, b int64) float64 {
 	if b == 0 {
 		return 0
 	}
 	return float64(a) / float64(b)
 }
-func mb(b int64) float64        { return float64(b) / (1 << 20) }
 
 func (r *result) report(b *testing.B) {
 	b.ReportMetric(float64(r.percentile(0.5))/float64(time.Millisecond), "p50-ms")
