@@ -27,13 +27,14 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	recorderv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/v1alpha1"
 )
 
 var (
 	closedGate = []string{"Observe", "LateInitialize"}
 	openGate   = []string{"Observe", "Update", "LateInitialize"}
 
-	buckets = schema.GroupVersionResource{Group: "recorder.kausality.io", Version: "v1alpha1", Resource: "buckets"}
+	buckets = recorderv1alpha1.SchemeGroupVersion.WithResource("buckets")
 )
 
 // rate spreads the status writes: at most this many a second; 0 writes
@@ -219,7 +220,7 @@ func (r *result) cleanup(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []schema.GroupVersionKind{buckets.GroupVersion().WithKind("Bucket"), {Group: "example.com", Version: "v1alpha1", Kind: "XDatabase"}} {
+	for _, kind := range []schema.GroupVersionKind{recorderv1alpha1.BucketGroupVersionKind, {Group: "example.com", Version: "v1alpha1", Kind: "XDatabase"}} {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(kind)
 		if err := kube.DeleteAllOf(context.Background(), u, client.MatchingLabels{labelRun: r.run}); err != nil {
@@ -285,7 +286,7 @@ func measure(t testing.TB, n int, run string) *result {
 		xr.SetName(name)
 		xr.SetLabels(map[string]string{labelRun: run})
 		xr.SetAnnotations(map[string]string{v1alpha1.AnnotationAllowances: allowance.Format([]allowance.Allowance{
-			allowance.ExternalGrant(buckets.Group, "Bucket", v1alpha1.VerbUpdate, 1, allowance.Trace{xrHop(name)}),
+			allowance.ExternalGrant(recorderv1alpha1.Group, recorderv1alpha1.BucketKind, v1alpha1.VerbUpdate, 1, allowance.Trace{xrHop(name)}),
 		})})
 		if err := kube.Create(ctx, xr); err != nil {
 			fail("cannot create composite %s: %v", name, err)
@@ -329,7 +330,7 @@ func measure(t testing.TB, n int, run string) *result {
 			// their spec (the CRD's defaults included) was let through yet:
 			// the allowance ships all of it.
 			ann[v1alpha1.AnnotationAllowances] = allowance.Format([]allowance.Allowance{
-				allowance.ExternalGrant(buckets.Group, "Bucket", v1alpha1.VerbUpdate, gen, allowance.Trace{xrHop(xr), own}).
+				allowance.ExternalGrant(recorderv1alpha1.Group, recorderv1alpha1.BucketKind, v1alpha1.VerbUpdate, gen, allowance.Trace{xrHop(xr), own}).
 					Shipping([]v1alpha1.MutationBound{{JSONPath: "spec", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationAll}}}),
 			})
 			b.SetAnnotations(ann)
@@ -486,7 +487,7 @@ func bucket(name, run string, xr *unstructured.Unstructured) *unstructured.Unstr
 		"forProvider":        map[string]any{"size": int64(1), "region": "eu"},
 		"managementPolicies": []any{"Observe", "LateInitialize"},
 	}}}
-	b.SetGroupVersionKind(buckets.GroupVersion().WithKind("Bucket"))
+	b.SetGroupVersionKind(recorderv1alpha1.BucketGroupVersionKind)
 	b.SetName(name)
 	b.SetLabels(map[string]string{v1alpha1.LabelGated: "true", "crossplane.io/composite": xr.GetName(), labelRun: run})
 	b.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: xr.GetAPIVersion(), Kind: xr.GetKind(), Name: xr.GetName(), UID: xr.GetUID(),
