@@ -68,31 +68,23 @@ func diffPatch(was, is map[string]any) []jsonpatch.JsonPatchOperation {
 	return ops
 }
 
-// diffOps appends to ops the JSON patch operations that turn was into is
-// below the JSON pointer at: maps are compared key by key; anything else
-// that differs is replaced whole.
-func diffOps(ops []jsonpatch.JsonPatchOperation, at string, was, is any) []jsonpatch.JsonPatchOperation {
-	wm, wok := was.(map[string]any)
-	im, iok := is.(map[string]any)
-	if !wok || !iok {
-		if !mutation.Equal(was, is) {
-			ops = append(ops, jsonpatch.NewOperation("replace", at, is))
-		}
-		return ops
-	}
-	for k := range wm {
-		if _, ok := im[k]; !ok {
+// diffOps appends to ops the JSON patch operations that turn the map was
+// into the map is below the JSON pointer at: nested maps are compared key
+// by key; anything else that differs is replaced whole.
+func diffOps(ops []jsonpatch.JsonPatchOperation, at string, was, is map[string]any) []jsonpatch.JsonPatchOperation {
+	for k := range was {
+		if _, ok := is[k]; !ok {
 			ops = append(ops, jsonpatch.NewOperation("remove", at+"/"+pointerEscape.Replace(k), nil))
 		}
 	}
-	for k, iv := range im {
-		w, ok := wm[k]
+	for k, iv := range is {
+		w, ok := was[k]
 		if !ok {
 			ops = append(ops, jsonpatch.NewOperation("add", at+"/"+pointerEscape.Replace(k), iv))
 			continue
 		}
-		_, wmap := w.(map[string]any)
-		_, imap := iv.(map[string]any)
+		wm, wmap := w.(map[string]any)
+		im, imap := iv.(map[string]any)
 		if !wmap || !imap {
 			// A leaf: the pointer is only built for one that differs.
 			if !mutation.Equal(w, iv) {
@@ -100,7 +92,7 @@ func diffOps(ops []jsonpatch.JsonPatchOperation, at string, was, is any) []jsonp
 			}
 			continue
 		}
-		ops = diffOps(ops, at+"/"+pointerEscape.Replace(k), w, iv)
+		ops = diffOps(ops, at+"/"+pointerEscape.Replace(k), wm, im)
 	}
 	return ops
 }
