@@ -13,6 +13,7 @@ GO        ?= go
 CROSSPLANE      := $(BIN)/crossplane
 CROSSPLANE_CORE := $(BIN)/crossplane-core
 PAT             := $(BIN)/function-patch-and-transform
+PAT_MODULE      := github.com/crossplane-contrib/function-patch-and-transform
 CONTROLLER_GEN  := $(BIN)/controller-gen
 KUBE_APISERVER  := $(BIN)/kube-apiserver
 KUBE_CONTROLLER := $(BIN)/kube-controller-manager
@@ -42,7 +43,7 @@ $(CROSSPLANE_CORE): test/tools/core/go.mod test/tools/core/go.sum
 	cd test/tools/core && $(GO) build -o $@ github.com/crossplane/crossplane/v2/cmd/crossplane
 
 $(PAT): test/tools/patch-and-transform/go.mod test/tools/patch-and-transform/go.sum
-	cd test/tools/patch-and-transform && $(GO) build -o $@ github.com/crossplane-contrib/function-patch-and-transform
+	cd test/tools/patch-and-transform && $(GO) build -o $@ $(PAT_MODULE)
 
 $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
 	cd test/tools/controller-gen && $(GO) build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
@@ -83,8 +84,8 @@ build:
 	$(GO) build -o bin/function-kausality ./fn
 	$(GO) build -o bin/provider-kausality ./provider
 
-## unit: gofmt, vet and run every Go test (render tests need the tools).
-unit: tools
+## unit: gofmt, vet and run every Go test (render tests need the tools, the scenario suite the packages).
+unit: tools xpkg
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
@@ -114,7 +115,12 @@ xpkg: $(CROSSPLANE) $(IMAGE)
 	@# The scenario suite installs these too; its package runtime is External,
 	@# so they carry no runtime image.
 	$(CROSSPLANE) xpkg build --package-root test/recorder/package --examples-root $(OUT)/no-examples --package-file $(OUT)/provider-recorder.xpkg
-	$(CROSSPLANE) xpkg build --package-root "$$(cd test/tools/patch-and-transform && $(GO) list -m -f '{{.Dir}}' github.com/crossplane-contrib/function-patch-and-transform)/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-patch-and-transform.xpkg
+	@# The package root is the pinned module's own package/ folder: download
+	@# the module first, since go list prints no Dir for a module not in the
+	@# module cache (a fresh machine's cache is empty).
+	pat_dir="$$(cd test/tools/patch-and-transform && $(GO) mod download -json $(PAT_MODULE) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$$/\1/p')"; \
+	  if [ -z "$$pat_dir" ] || [ ! -d "$$pat_dir/package" ]; then echo "cannot find the package folder of $(PAT_MODULE) (got '$$pat_dir')"; exit 1; fi; \
+	  $(CROSSPLANE) xpkg build --package-root "$$pat_dir/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-patch-and-transform.xpkg
 
 ## render: render every example with the real crossplane render and print the output.
 render: tools
