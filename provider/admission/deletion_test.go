@@ -94,6 +94,16 @@ func TestDeletion(t *testing.T) {
 		policies(gate.Observe, gate.LateInitialize)(b)
 		return b
 	}
+	// wildcard is b with its gate open for a change whose rule granted the
+	// External verbs "*": it includes Delete, but no deletion opened it.
+	wildcard := func(b *unstructured.Unstructured, origin allowance.Hop) *unstructured.Unstructured {
+		gen := b.GetGeneration() + 1
+		own := allowance.Hop{APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: b.GetName(), Generation: gen, Timestamp: origin.Timestamp}
+		out := b.DeepCopy()
+		allowances(allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbAll, gen, allowance.Trace{origin, own}))(out)
+		policies("*")(out)
+		return out
+	}
 	byAlice := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "orders", Generation: 1, User: alice, Timestamp: ts(0)}
 	byUpgrade := allowance.Hop{APIVersion: "kausality.io/v1alpha1", Kind: v1alpha1.UpgradeAllowanceKind, Name: "xdatabases-buckets-2", Generation: 1, Timestamp: ts(0)}
 	opensBoth := "deleting DatabaseClaim team-a/orders deletes these cloud resources, as its policies allow: Bucket orders-data, Bucket orders-logs"
@@ -251,6 +261,40 @@ func TestDeletion(t *testing.T) {
 				result:  result{Allowed: true, Warnings: []string{"the Delete gate of Bucket orders-data was opened for a deletion above it that has not happened; deleting Bucket orders-data by itself orphans its cloud resource"}},
 				buckets: byName(revoked(opened(data, byUpgrade))),
 			},
+		},
+		"WildcardGateRevokedByBucketDeletion": {
+			reason: "Alice deletes a Bucket whose gate is open for her change under a rule granting the External verbs \"*\": that gate includes Delete but was opened for a change, not this deletion, so it is revoked first and the cloud bucket is orphaned.",
+			args:   args{objs: []client.Object{claims, deletesCloud, composite(), claim(t), wildcard(data, byAlice)}, req: remove(asAlice, wildcard(data, byAlice))},
+			want: want{
+				result:  result{Allowed: true, Warnings: []string{"the gate of Bucket orders-data was open for a change that includes Delete; a deletion closes it, so deleting Bucket orders-data does not delete its cloud resource unless a deleting rule permits it"}},
+				buckets: byName(revoked(wildcard(data, byAlice))),
+			},
+		},
+		"WildcardGateRevokedByClaimDeletion": {
+			reason: "Alice deletes the Claim (allow-delete set) while a \"*\" gate is open on a Bucket, and the deleting rules do not allow the external Delete: the gate is revoked, so the garbage collector's deletion of the Bucket orphans it.",
+			args:   args{objs: []client.Object{claims, orphans, composite(), wildcard(data, byAlice), logs}, req: remove(asAlice, deletable)},
+			want:   want{result: result{Allowed: true}, buckets: byName(revoked(wildcard(data, byAlice)), logs)},
+		},
+		"WildcardGateDryRun": {
+			reason: "A dry run revokes nothing.",
+			args:   args{objs: []client.Object{claims, deletesCloud, composite(), claim(t), wildcard(data, byAlice)}, req: dryRun(remove(asAlice, wildcard(data, byAlice)))},
+			want: want{
+				result:  result{Allowed: true, Warnings: []string{"the gate of Bucket orders-data was open for a change that includes Delete; a deletion closes it, so deleting Bucket orders-data does not delete its cloud resource unless a deleting rule permits it"}},
+				buckets: byName(wildcard(data, byAlice)),
+			},
+		},
+		"UngatedBucketOfRestrictedKindGatedClosed": {
+			reason: "Bob deletes a Bucket created before a policy restricted its kind and never written since (ungated, managementPolicies [\"*\"]): its gate is closed and it is labelled gated before the deletion goes on, so the cloud bucket is orphaned.",
+			args:   args{objs: []client.Object{claims, deletesCloud, composite(), bucket(t, name("orders-cache"), unlabel(v1alpha1.LabelGated), policies("*"))}, req: remove(asBob, bucket(t, name("orders-cache"), unlabel(v1alpha1.LabelGated), policies("*")))},
+			want: want{
+				result:  result{Allowed: true, Warnings: []string{"Bucket orders-cache is of a kind AllowancePolicies restrict and was not gated: its gate was closed first, so deleting it orphans its cloud resource"}},
+				buckets: byName(bucket(t, name("orders-cache"), policies(gate.Observe, gate.LateInitialize))),
+			},
+		},
+		"UngatedBucketOfUnrestrictedKind": {
+			reason: "Without a policy restricting its kind, deleting an ungated Bucket is not Kausality's business.",
+			args:   args{objs: []client.Object{bucket(t, name("orders-cache"), unlabel(v1alpha1.LabelGated), policies("*"))}, req: remove(asBob, bucket(t, name("orders-cache"), unlabel(v1alpha1.LabelGated), policies("*")))},
+			want:   want{result: result{Allowed: true}, buckets: byName(bucket(t, name("orders-cache"), unlabel(v1alpha1.LabelGated), policies("*")))},
 		},
 		"BucketWithoutDeleteGate": {
 			reason: "Deleting a Bucket without an open Delete gate is not this webhook's concern: it is orphaned by its closed gate.",

@@ -64,6 +64,11 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 			warnings = append(warnings, warning)
 		}
 	}
+	// What the resource acts on and answers to is part of what its gate
+	// ships: retargeting it would aim the next open gate elsewhere.
+	if msg := h.Trusted.Identity(identity(req.UserInfo), old, obj); msg != "" {
+		return admission.Denied(msg)
+	}
 	if !h.Trusted.Has(req.UserInfo.Username) && admit.FreezeChanged(old, obj) {
 		set, _, err := policiesFor(ctx, h.Policies, h.Cache, obj)
 		if err != nil {

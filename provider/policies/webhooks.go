@@ -30,6 +30,7 @@ const (
 	PathComposites = "/mutate-composite"
 	PathManaged    = "/mutate-managed"
 	PathDeletion   = "/validate-delete"
+	PathStatus     = "/validate-status"
 )
 
 // DynamicName names the webhook configurations and admission policies the
@@ -268,6 +269,25 @@ func deleting(name string, cc admissionregistrationv1.WebhookClientConfig, rs []
 	}
 }
 
+// validating is one of Kausality's validating webhooks without side
+// effects, failing closed.
+func validating(name string, cc admissionregistrationv1.WebhookClientConfig, rs []admissionregistrationv1.RuleWithOperations, selector *metav1.LabelSelector) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{
+		Name: name, ClientConfig: cc, Rules: rs, ObjectSelector: selector,
+		SideEffects: sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
+	}
+}
+
+// subresource names the subresource sub of each resource, as webhook rules
+// do ("buckets/status").
+func subresource(gvrs []schema.GroupVersionResource, sub string) []schema.GroupVersionResource {
+	out := make([]schema.GroupVersionResource, len(gvrs))
+	for i, r := range gvrs {
+		out[i] = r.GroupVersion().WithResource(r.Resource + "/" + sub)
+	}
+	return out
+}
+
 func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.WebhookClientConfig, t target) error {
 	var hooks []admissionregistrationv1.MutatingWebhook
 	if len(t.composites) > 0 {
@@ -315,6 +335,19 @@ func (w *Webhooks) syncValidating(ctx context.Context, cc admissionregistrationv
 		// gate is open for a deletion above it that is not final revokes
 		// that gate first.
 		hooks = append(hooks, deleting("managed-deletion.kausality.io", clientConfig(cc, PathDeletion), rules(t.managed, admissionregistrationv1.Delete), gatedSelector))
+	}
+	if len(t.restricted) > 0 {
+		// Deleting an ungated resource of a restricted kind (created
+		// before a policy named its kind, never written since) closes its
+		// gate first, as for a gated one: it is orphaned.
+		hooks = append(hooks, deleting("restricted-deletion.managed.kausality.io", clientConfig(cc, PathDeletion), rules(t.restricted, admissionregistrationv1.Delete), ungatedSelector))
+	}
+	// What Kausality reads from status must be facts: only Crossplane and
+	// the providers write the status of the Claims and composites the
+	// policies name and of gated managed resources.
+	hooks = append(hooks, validating("status.kausality.io", clientConfig(cc, PathStatus), rules(subresource(t.composites, "status"), admissionregistrationv1.Update), nil))
+	if len(t.managed) > 0 {
+		hooks = append(hooks, validating("managed-status.kausality.io", clientConfig(cc, PathStatus), rules(subresource(t.managed, "status"), admissionregistrationv1.Update), gatedSelector))
 	}
 	return w.apply(ctx, c, "ValidatingWebhookConfiguration", func() {
 		if !equality.Semantic.DeepEqual(c.Webhooks, hooks) {

@@ -202,6 +202,34 @@ func managedDeletionHook(cc admissionregistrationv1.WebhookClientConfig, rules .
 	return h
 }
 
+// restrictedDeletionHook is the deletion webhook for ungated resources of
+// restricted kinds.
+func restrictedDeletionHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.ValidatingWebhook {
+	h := deletionHook(cc, rules...)
+	h.Name = "restricted-deletion.managed.kausality.io"
+	h.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: v1alpha1.LabelGated, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}}}}
+	return h
+}
+
+// statusHook is the webhook for status writes of Claims and composites of
+// the policies' kinds.
+func statusHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{
+		Name: "status.kausality.io", ClientConfig: cc, Rules: rules,
+		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+		AdmissionReviewVersions: []string{"v1"}, TimeoutSeconds: ptr.To[int32](10),
+	}
+}
+
+// managedStatusHook is the webhook for status writes of gated managed
+// resources.
+func managedStatusHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.ValidatingWebhook {
+	h := statusHook(cc, rules...)
+	h.Name = "managed-status.kausality.io"
+	h.ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelGated: "true"}}
+	return h
+}
+
 // The CEL of the deletion protection, spelled out.
 const (
 	wantAllowDelete = `has(oldObject.metadata.annotations) && 'kausality.io/allow-delete' in oldObject.metadata.annotations && oldObject.metadata.annotations['kausality.io/allow-delete'] == 'true'`
@@ -365,6 +393,9 @@ func TestWebhooksSync(t *testing.T) {
 				validating: &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.ValidatingWebhook{
 					deletionHook(service(PathDeletion), rule("example.com", []string{"databaseclaims", "xdatabases"}, deleteOp)),
 					managedDeletionHook(service(PathDeletion), rule("nop.example.org", []string{"nopresources"}, deleteOp), rule("recorder.kausality.io", []string{"buckets"}, deleteOp)),
+					restrictedDeletionHook(service(PathDeletion), rule("recorder.kausality.io", []string{"buckets"}, deleteOp)),
+					statusHook(service(PathStatus), rule("example.com", []string{"databaseclaims/status", "xdatabases/status"}, admissionregistrationv1.Update)),
+					managedStatusHook(service(PathStatus), rule("nop.example.org", []string{"nopresources/status"}, admissionregistrationv1.Update), rule("recorder.kausality.io", []string{"buckets/status"}, admissionregistrationv1.Update)),
 				}},
 				vaps:     []admissionregistrationv1.ValidatingAdmissionPolicy{*vapClaims},
 				bindings: []admissionregistrationv1.ValidatingAdmissionPolicyBinding{*bindingClaims},
@@ -381,6 +412,8 @@ func TestWebhooksSync(t *testing.T) {
 				validating: &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.ValidatingWebhook{
 					deletionHook(admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://provider.example.org:9443" + PathDeletion), CABundle: caBundle},
 						rule("example.com", []string{"xdatabases"}, deleteOp)),
+					statusHook(admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://provider.example.org:9443" + PathStatus), CABundle: caBundle},
+						rule("example.com", []string{"xdatabases/status"}, admissionregistrationv1.Update)),
 				}},
 			}},
 		},
@@ -412,6 +445,7 @@ func TestWebhooksSync(t *testing.T) {
 				}},
 				validating: &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.ValidatingWebhook{
 					deletionHook(service(PathDeletion), rule("example.com", []string{"databaseclaims", "xdatabases"}, deleteOp)),
+					statusHook(service(PathStatus), rule("example.com", []string{"databaseclaims/status", "xdatabases/status"}, admissionregistrationv1.Update)),
 				}},
 				vaps:     []admissionregistrationv1.ValidatingAdmissionPolicy{*vapClaimsTwo, *foreign},
 				bindings: []admissionregistrationv1.ValidatingAdmissionPolicyBinding{*bindingClaims},

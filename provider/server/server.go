@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -84,6 +85,10 @@ func Scheme() (*runtime.Scheme, error) {
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		return nil, errors.Wrap(err, "cannot add kausality.io types to the scheme")
 	}
+	// CRDs: a managed kind's CRD starts its discovery (kinds.CRDs).
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		return nil, errors.Wrap(err, "cannot add CustomResourceDefinitions to the scheme")
+	}
 	return s, nil
 }
 
@@ -127,6 +132,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 				// Admission reads the mode of the Namespace of every
 				// Claim and XR it evaluates.
 				&corev1.Namespace{}: {Label: labels.Everything()},
+				// A managed kind's CRD starts its discovery (metadata only).
+				kinds.CRDMetadata(): {Label: labels.Everything()},
 			},
 		},
 	})
@@ -155,6 +162,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	}, o.Log.WithName("discovery"))
 	if err := mgr.Add(watcher); err != nil {
 		return nil, errors.Wrap(err, "cannot add the managed kind discovery")
+	}
+	if err := (&kinds.CRDs{Reader: direct, Watcher: watcher}).Setup(mgr); err != nil {
+		return nil, err
 	}
 
 	pc := policy.NewCache()
@@ -197,6 +207,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	srv.Register(policies.PathManaged, &webhook.Admission{Handler: &admission.Managed{Reader: direct, Policies: mgr.GetClient(), Cache: pc, Trusted: trusted, Gate: o.Gate, Now: o.Now}})
 	srv.Register(policies.PathDeletion, &webhook.Admission{Handler: &admission.Deletion{Policies: mgr.GetClient(), Cache: pc, Reader: direct, Kube: direct, Trusted: trusted,
 		Managed: managedGVKs, Gate: o.Gate, Now: o.Now}})
+	srv.Register(policies.PathStatus, &webhook.Admission{Handler: &admission.Status{Trusted: trusted}})
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, errors.Wrap(err, "cannot add the health check")

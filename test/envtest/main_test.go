@@ -103,14 +103,15 @@ func start(ctx context.Context) error {
 	}
 	for _, o := range []client.Object{
 		// Users (Alice, Bob, Carol) and Crossplane's service account edit
-		// Claims, composites and Buckets and read Kausality's kinds, as
-		// crossplane-edit bound cluster-wide would let them; only "admin"
-		// may write AllowancePolicies and Namespaces.
+		// Claims, composites and Buckets, their status included, and read
+		// Kausality's kinds, as crossplane-edit bound cluster-wide would
+		// let them; only "admin" may write AllowancePolicies and
+		// Namespaces.
 		&rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: "kausality-test-edit"},
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{"example.com"}, Resources: []string{"*"}, Verbs: []string{"*"}},
-				{APIGroups: []string{recorderv1alpha1.Group}, Resources: []string{"buckets"}, Verbs: []string{"*"}},
+				{APIGroups: []string{recorderv1alpha1.Group}, Resources: []string{"buckets", "buckets/status"}, Verbs: []string{"*"}},
 				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
 				{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"namespaces", "events"}, Verbs: []string{"get", "list", "watch"}},
 			},
@@ -142,7 +143,7 @@ func start(ctx context.Context) error {
 		MetricsAddress: "0", HealthAddress: "0",
 		WebhookHost: wo.LocalServingHost, WebhookPort: wo.LocalServingPort, CertDir: wo.LocalServingCertDir,
 		StaticWebhook: "provider-kausality", CrossplaneUser: crossplane,
-		Gate: gate.Config{MaxOpen: 10 * time.Minute}, DiscoveryInterval: time.Second, Now: clock.Now, Log: log,
+		Gate: gate.Config{MaxOpen: 10 * time.Minute}, DiscoveryInterval: time.Hour, Now: clock.Now, Log: log,
 	}); err != nil {
 		return fmt.Errorf("cannot create the provider: %w", err)
 	}

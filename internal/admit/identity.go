@@ -1,0 +1,110 @@
+package admit
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+// AnnotationExternalName is crossplane-runtime's annotation naming the
+// cloud resource a managed resource acts on.
+const AnnotationExternalName = "crossplane.io/external-name"
+
+// GroupMasters is the group of the cluster's administrators, who are
+// outside the threat model: they can edit AllowancePolicies and the
+// webhook configurations themselves.
+const GroupMasters = "system:masters"
+
+// garbageCollectors are the usernames of Kubernetes' garbage collector: the
+// controller manager's own, and its service account when it runs with
+// --use-service-account-credentials (kubeadm's default). An orphaning
+// deletion of a composite has it remove the composite's owner references.
+var garbageCollectors = []string{
+	"system:kube-controller-manager",
+	"system:serviceaccount:kube-system:generic-garbage-collector",
+}
+
+// Identity says why user may not make this write of a gated managed
+// resource, or "" when it may. A managed resource's identity is what it
+// acts on and whom it answers to: crossplane.io/external-name names the
+// cloud resource every gate that opens acts on, and the controller
+// reference names the composite whose allowances, freeze and deletion
+// decide that gate. Changing either retargets everything the gate ships
+// (DESIGN §4a: identity-bearing metadata is part of what a gate ships), so
+// neither is a user's to change on a resource Kausality gates:
+//   - the external name only its provider changes (crossplane-runtime
+//     records it around a creation), never Crossplane or a user: a
+//     Composition that retargets a gated resource is refused, as a hand
+//     edit is, and the resource is re-imported under a new name instead;
+//   - the controller reference only Crossplane changes (it composes the
+//     resource), and the garbage collector removes, when the composite is
+//     deleted with orphaning propagation.
+//
+// The cluster's administrators (system:masters) may change both.
+func (t Writers) Identity(user policy.Identity, old, obj *unstructured.Unstructured) string {
+	if old == nil || slices.Contains(user.Groups, GroupMasters) {
+		return ""
+	}
+	var changed []string
+	if ov, nv := externalName(old), externalName(obj); ov != nv && !t.Controller(user.Username) {
+		changed = append(changed, fmt.Sprintf("annotation %s (from %q to %q)", AnnotationExternalName, ov, nv))
+	}
+	if oc, nc := metav1.GetControllerOf(old), metav1.GetControllerOf(obj); !sameController(oc, nc) {
+		removedByGC := nc == nil && slices.Contains(garbageCollectors, user.Username)
+		if user.Username != t.Crossplane && !removedByGC {
+			changed = append(changed, fmt.Sprintf("controller reference (from %s to %s)", describeRef(oc), describeRef(nc)))
+		}
+	}
+	if len(changed) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s of %s: user %q may not change what a gated managed resource acts on or answers to; only its provider changes %s and only Crossplane its controller reference; to act on another cloud resource, create a managed resource for it",
+		strings.Join(changed, " and "), Describe(obj), user.Username, AnnotationExternalName)
+}
+
+// externalName is o's crossplane.io/external-name, "" when unset.
+func externalName(o *unstructured.Unstructured) string {
+	return o.GetAnnotations()[AnnotationExternalName]
+}
+
+// sameController reports whether two controller references name the same
+// object: the owner's UID, and its kind and name for references written
+// without one.
+func sameController(a, b *metav1.OwnerReference) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.UID == b.UID && a.Kind == b.Kind && a.Name == b.Name && a.APIVersion == b.APIVersion
+}
+
+func describeRef(r *metav1.OwnerReference) string {
+	if r == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%s %s", r.Kind, r.Name)
+}
+
+// Status says why user may not write the status of obj, a gated managed
+// resource or a Claim or composite of a kind AllowancePolicies name, or ""
+// when it may. Kausality reads stored status everywhere it asks what has
+// happened: which generation a provider observed (an allowance is used
+// up), whether an XR is still being created (the creation bound), whether
+// an XR applied an upgrade and is Ready (a roll-out's next batch). Those
+// must be facts, so only the controllers that establish them write them:
+// Crossplane (composites and Claims), providers (managed resources, by
+// their service accounts in Crossplane's namespace), Kausality's provider,
+// and the cluster's administrators. Crossplane's crossplane-edit role
+// grants users every verb on status subresources; this takes that back
+// for what Kausality reads.
+func (t Writers) Status(user policy.Identity, obj *unstructured.Unstructured) string {
+	if t.Has(user.Username) || t.Controller(user.Username) || slices.Contains(user.Groups, GroupMasters) {
+		return ""
+	}
+	return fmt.Sprintf("status of %s: user %q may not write it; Kausality decides what has happened (observed generations, conditions, readiness) from status, so only Crossplane and the providers write the status of gated managed resources and of the Claims and composites AllowancePolicies name",
+		Describe(obj), user.Username)
+}

@@ -1,0 +1,99 @@
+package admit
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+// identified is a gated Bucket acting on the cloud resource named and
+// controlled by the composite whose UID is given ("" for none).
+func identified(externalName, controller string) *unstructured.Unstructured {
+	u := bucket(nil)
+	if externalName != "" {
+		u.SetAnnotations(map[string]string{AnnotationExternalName: externalName})
+	}
+	if controller != "" {
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "xr-" + controller,
+			UID: types.UID(controller), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}})
+	}
+	return u
+}
+
+func TestIdentity(t *testing.T) {
+	stored := identified("orders-data", "orders")
+	user := func(name string, groups ...string) policy.Identity {
+		return policy.Identity{Username: name, Groups: append(groups, "system:authenticated")}
+	}
+	cases := map[string]struct {
+		reason   string
+		user     policy.Identity
+		old, obj *unstructured.Unstructured
+		want     string // a part of the refusal, "" when allowed
+	}{
+		"UserRetargetsExternalName": {reason: "The next gate that opens would act on the victim's cloud resource.",
+			user: user(bob), old: stored, obj: identified("payments-data", "orders"), want: `annotation crossplane.io/external-name (from "orders-data" to "payments-data")`},
+		"UserSetsUnsetExternalName": {reason: "A resource not yet created would observe, then update, the victim's resource.",
+			user: user(bob), old: identified("", "orders"), obj: identified("payments-data", "orders"), want: "crossplane.io/external-name"},
+		"UserRemovesExternalName": {reason: "Without it, some providers create a second resource, others adopt by name.",
+			user: user(bob), old: stored, obj: identified("", "orders"), want: "crossplane.io/external-name"},
+		"CrossplaneRetargets": {reason: "A Composition that retargets a gated resource is refused like a hand edit.",
+			user: user(crossplane), old: stored, obj: identified("payments-data", "orders"), want: "crossplane.io/external-name"},
+		"ProviderRecordsExternalName": {reason: "crossplane-runtime records the name the cloud assigned: the provider's bookkeeping.",
+			user: user(recorder), old: identified("", "orders"), obj: stored},
+		"UserRepointsController": {reason: "Pointing away from a frozen composite would lift the freeze.",
+			user: user(bob), old: stored, obj: identified("orders-data", "scratch"), want: "controller reference (from XDatabase xr-orders to XDatabase xr-scratch)"},
+		"UserDropsController": {reason: "Without a controller the deletion above counts as final.",
+			user: user(bob), old: stored, obj: identified("orders-data", ""), want: "controller reference (from XDatabase xr-orders to none)"},
+		"CrossplaneComposes": {reason: "Crossplane sets the controller reference of what it composes.",
+			user: user(crossplane), old: identified("orders-data", ""), obj: stored},
+		"GarbageCollectorOrphans": {reason: "An orphaning deletion of the composite removes its owner references.",
+			user: user("system:serviceaccount:kube-system:generic-garbage-collector"), old: stored, obj: identified("orders-data", "")},
+		"GarbageCollectorDoesNotRepoint": {reason: "The garbage collector only removes references.",
+			user: user("system:kube-controller-manager"), old: stored, obj: identified("orders-data", "scratch"), want: "controller reference"},
+		"Administrator": {reason: "Cluster administrators are outside the threat model.",
+			user: user("admin", GroupMasters), old: stored, obj: identified("payments-data", "scratch")},
+		"Creation": {reason: "Importing a resource names it at creation; creation is gated by other rules.",
+			user: user(bob), obj: stored},
+		"OtherEdits": {reason: "Writes that leave the identity alone are for the other rules.",
+			user: user(bob), old: stored, obj: func() *unstructured.Unstructured { u := stored.DeepCopy(); u.SetLabels(map[string]string{"team": "a"}); return u }()},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := writers.Identity(tc.user, tc.old, tc.obj)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("%s\nIdentity(%s) = %q, want a refusal containing %q", tc.reason, tc.user.Username, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStatus(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		user   policy.Identity
+		want   bool // refused
+	}{
+		"User":          {reason: "crossplane-edit grants users /status; Kausality reads it as fact.", user: policy.Identity{Username: bob, Groups: []string{"system:authenticated"}}, want: true},
+		"Crossplane":    {reason: "Crossplane writes composites' and Claims' status.", user: policy.Identity{Username: crossplane}},
+		"Provider":      {reason: "A provider writes its managed resources' status.", user: policy.Identity{Username: recorder}},
+		"Kausality":     {reason: "The gate controller writes the GateOpen condition.", user: policy.Identity{Username: kausality}},
+		"Administrator": {reason: "Cluster administrators are outside the threat model.", user: policy.Identity{Username: "admin", Groups: []string{GroupMasters}}},
+		"OtherServiceAccount": {reason: "A service account outside Crossplane's namespace is a user.",
+			user: policy.Identity{Username: "system:serviceaccount:team-a:ci"}, want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := writers.Status(tc.user, bucket(nil))
+			if (got != "") != tc.want || (tc.want && !strings.Contains(got, "status of Bucket orders-data")) {
+				t.Errorf("%s\nStatus(%s) = %q, want refused: %v", tc.reason, tc.user.Username, got, tc.want)
+			}
+		})
+	}
+}
