@@ -62,7 +62,11 @@ func TestIdentity(t *testing.T) {
 		"Creation": {reason: "Importing a resource names it at creation; creation is gated by other rules.",
 			user: user(bob), obj: stored},
 		"OtherEdits": {reason: "Writes that leave the identity alone are for the other rules.",
-			user: user(bob), old: stored, obj: func() *unstructured.Unstructured { u := stored.DeepCopy(); u.SetLabels(map[string]string{"team": "a"}); return u }()},
+			user: user(bob), old: stored, obj: func() *unstructured.Unstructured {
+				u := stored.DeepCopy()
+				u.SetLabels(map[string]string{"team": "a"})
+				return u
+			}()},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
