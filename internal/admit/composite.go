@@ -145,7 +145,7 @@ func RefuseBroken(broken []string, old, obj *unstructured.Unstructured) string {
 // says) and name.
 func Composed(xr *unstructured.Unstructured) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
-	for _, path := range [][]string{{"spec", "resourceRefs"}, {"spec", "crossplane", "resourceRefs"}} {
+	for _, path := range resourceRefPaths {
 		refs, _, _ := unstructured.NestedSlice(xr.Object, path...)
 		for _, r := range refs {
 			ref, _ := r.(map[string]any)

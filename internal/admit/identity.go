@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -108,3 +109,31 @@ func (t Writers) Status(user policy.Identity, obj *unstructured.Unstructured) st
 	return fmt.Sprintf("status of %s: user %q may not write it; Kausality decides what has happened (observed generations, conditions, readiness) from status, so only Crossplane and the providers write the status of gated managed resources and of the Claims and composites AllowancePolicies name",
 		Describe(obj), user.Username)
 }
+
+// References says why user may not make this write of a Claim or composite,
+// or "" when it may: only Crossplane changes the references a composite
+// keeps to what it composed (spec.resourceRefs, legacy, or
+// spec.crossplane.resourceRefs). A deletion opens the Delete gates of the
+// resources a composite references and controls (DESIGN §4a), so a
+// reference a user added would be read as proof of composition.
+func (t Writers) References(user policy.Identity, old, obj *unstructured.Unstructured) string {
+	if user.Username == t.Crossplane || slices.Contains(user.Groups, GroupMasters) {
+		return ""
+	}
+	for _, path := range resourceRefPaths {
+		var was any
+		if old != nil {
+			was, _, _ = unstructured.NestedFieldNoCopy(old.Object, path...)
+		}
+		is, _, _ := unstructured.NestedFieldNoCopy(obj.Object, path...)
+		if !equality.Semantic.DeepEqual(was, is) {
+			return fmt.Sprintf("%s of %s: user %q may not change it; only Crossplane records what a composite composed, and a deletion acts on what it records",
+				strings.Join(path, "."), Describe(obj), user.Username)
+		}
+	}
+	return ""
+}
+
+// resourceRefPaths are where composites keep references to what they
+// composed: legacy and modern.
+var resourceRefPaths = [][]string{{"spec", "resourceRefs"}, {"spec", "crossplane", "resourceRefs"}}

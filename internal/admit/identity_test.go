@@ -101,3 +101,47 @@ func TestStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestReferences(t *testing.T) {
+	xr := func(refs ...string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
+		u.SetAPIVersion("example.com/v1alpha1")
+		u.SetKind("XDatabase")
+		u.SetName("orders-x1")
+		if len(refs) > 0 {
+			l := make([]any, 0, len(refs))
+			for _, r := range refs {
+				l = append(l, map[string]any{"apiVersion": "recorder.kausality.io/v1alpha1", "kind": "Bucket", "name": r})
+			}
+			_ = unstructured.SetNestedSlice(u.Object, l, "spec", "crossplane", "resourceRefs")
+		}
+		return u
+	}
+	cases := map[string]struct {
+		reason   string
+		user     policy.Identity
+		old, obj *unstructured.Unstructured
+		want     string
+	}{
+		"BobAddsHisBucket": {reason: "A reference Bob adds would be read as proof of composition when a deletion opens Delete gates.",
+			user: policy.Identity{Username: bob}, old: xr("orders-data"), obj: xr("orders-data", "bobs-bucket"), want: "spec.crossplane.resourceRefs of XDatabase orders-x1"},
+		"BobCreatesWithReferences": {reason: "At creation too.",
+			user: policy.Identity{Username: bob}, obj: xr("orders-data"), want: "spec.crossplane.resourceRefs"},
+		"CrossplaneRecords": {reason: "Crossplane records what it composed.",
+			user: policy.Identity{Username: crossplane}, old: xr(), obj: xr("orders-data")},
+		"AliceEditsSpec": {reason: "Other spec changes are the policies' business.",
+			user: policy.Identity{Username: alice}, old: xr("orders-data"), obj: func() *unstructured.Unstructured {
+				u := xr("orders-data")
+				_ = unstructured.SetNestedField(u.Object, "large", "spec", "size")
+				return u
+			}()},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := writers.References(tc.user, tc.old, tc.obj)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("%s\nReferences(%s) = %q, want a refusal containing %q", tc.reason, tc.user.Username, got, tc.want)
+			}
+		})
+	}
+}

@@ -56,6 +56,11 @@ func (c Controllers) Wrote(serviceAccount, build string) (Controllers, *Change) 
 	return out, nil
 }
 
+// UnboundBuild stands for the build of a controller whose token is bound to
+// no pod, so that its build cannot be known: it is never recorded, and a
+// write by it is always a change of build.
+const UnboundBuild = "unbound"
+
 // BuildHash is the hash of a controller's build: of the images its pod
 // runs, which name the binary and its version and nothing that changes
 // when the same version is restarted or rescheduled (seed 000, hash

@@ -92,7 +92,7 @@ func (h *Managed) build(ctx context.Context, u authenticationv1.UserInfo, old, o
 		return as, "", nil
 	}
 	b, err := buildOf(ctx, h.Reader, u)
-	if err != nil || b == nil {
+	if err != nil {
 		if old != nil {
 			admit.KeepStored(obj, old, key)
 		}
@@ -105,8 +105,24 @@ func (h *Managed) build(ctx context.Context, u authenticationv1.UserInfo, old, o
 	// Only admission writes the record: one that does not read starts
 	// again, which is no change for anyone.
 	rec, _ := logic.ParseControllers(stored)
-	next, change := rec.Wrote(u.Username, b.Hash)
-	admit.SetAnnotation(obj, key, next.Format())
+	var change *logic.Change
+	if b == nil {
+		// A controller whose token is bound to no pod (a long-lived token,
+		// one minted for a process outside the cluster) names no build: it
+		// counts as one the resource has not recorded, every time, so its
+		// uncaused changes need an UpgradeAllowance, as a new build's do.
+		// Nothing is recorded for it.
+		if old == nil {
+			return as, "", nil
+		}
+		admit.KeepStored(obj, old, key)
+		b = &Build{Images: []string{"a token bound to no pod"}, Hash: logic.UnboundBuild}
+		change = &logic.Change{Controller: u.Username, From: rec[u.Username], To: logic.UnboundBuild}
+	} else {
+		var next logic.Controllers
+		next, change = rec.Wrote(u.Username, b.Hash)
+		admit.SetAnnotation(obj, key, next.Format())
+	}
 	if change == nil || old == nil {
 		return as, "", nil
 	}

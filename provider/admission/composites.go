@@ -60,6 +60,9 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 	if msg := h.Trusted.Freeze(identity(req.UserInfo), old, obj, set, h.Now()); msg != "" {
 		return admission.Denied(msg)
 	}
+	if msg := h.Trusted.References(identity(req.UserInfo), old, obj); msg != "" {
+		return admission.Denied(msg)
+	}
 	var warnings []string
 	if len(set.Names()) == 0 {
 		return patched(sent, obj)

@@ -40,6 +40,11 @@ func TestManaged(t *testing.T) {
 		return claim(t, append([]mod{generation(2), observed(2), set("spec.size", "large"), trace(claimHop())}, mods...)...)
 	}
 	ua := decode[v1alpha1.UpgradeAllowance](t, upgradeAllowance)
+	// Controllers acting from their pods (pod-bound tokens) and the build
+	// record a write by each gets.
+	recorderPod, crossplanePod := pod("provider-recorder-5d8b", "xpkg.example.org/provider-recorder:v1"), pod("crossplane-7f9c", "xpkg.crossplane.io/crossplane/crossplane:v2.3.4")
+	recorderBuild := logic.Controllers{asRecorder.Username: logic.BuildHash([]string{recorderPod.Spec.Containers[0].Image})}.Format()
+	crossplaneBuild := logic.Controllers{asCrossplane.Username: logic.BuildHash([]string{crossplanePod.Spec.Containers[0].Image})}.Format()
 	buckets := allowancePolicy(t, bucketsPolicy)
 
 	// The function's write carrying the resize to the Bucket: the new
@@ -315,9 +320,21 @@ spec:
 		},
 		"ClosedGateReadOffWrite": {
 			reason: "The closed gate is the one the writer keeps the resource on: [Observe] stays [Observe], never [Observe, LateInitialize].",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), crossplanePod},
+				req: update(fromPod(asCrossplane, crossplanePod.Name), bucket(t, policies(gate.Observe)), bucket(t, policies(gate.Observe), set("spec.forProvider.tags[1]", "team-a")))},
+			want: result{Allowed: true, Object: bucket(t, policies(gate.Observe), set("spec.forProvider.tags[1]", "team-a"), annotate(v1alpha1.AnnotationControllerUAHash, crossplaneBuild)).Object},
+		},
+		"UnboundCrossplaneChangeDenied": {
+			reason: "Crossplane writing with a token bound to no pod names no build: its change no allowance ships counts as a new build's and needs an UpgradeAllowance.",
 			args: args{objs: []client.Object{parentXR(), parentClaim()},
 				req: update(asCrossplane, bucket(t, policies(gate.Observe)), bucket(t, policies(gate.Observe), set("spec.forProvider.tags[1]", "team-a")))},
-			want: result{Allowed: true, Object: bucket(t, policies(gate.Observe), set("spec.forProvider.tags[1]", "team-a")).Object},
+			want: result{Code: http.StatusForbidden, Message: "system:serviceaccount:crossplane-system:crossplane runs a new build (a token bound to no pod; controller system:serviceaccount:crossplane-system:crossplane build  → unbound) and its write changes spec.forProvider.tags[1] of Bucket orders-data, which no allowance covers; an UpgradeAllowance with serviceAccount system:serviceaccount:crossplane-system:crossplane whose policies cover that change lets the new build make it"},
+		},
+		"UnboundProviderLateInitDenied": {
+			reason: "A provider's late initialization with a token bound to no pod is an unknown build's change.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asRecorder, bucket(t), bucket(t, set("spec.forProvider.region", "eu")))},
+			want: result{Code: http.StatusForbidden, Message: "system:serviceaccount:crossplane-system:provider-recorder runs a new build (a token bound to no pod; controller system:serviceaccount:crossplane-system:provider-recorder build  → unbound) and its write changes spec.forProvider.region of Bucket orders-data, which no allowance covers; an UpgradeAllowance with serviceAccount system:serviceaccount:crossplane-system:provider-recorder whose policies cover that change lets the new build make it"},
 		},
 		"ClosedGateObserveOpens": {
 			reason: "With [Observe] as the closed gate, an Update allowance opens [Observe, Update], not [Observe, Update, LateInitialize].",
@@ -350,10 +367,10 @@ spec:
 			want: result{Allowed: true, Object: bucket(t, annotate("crossplane.io/external-name", "orders-data-7f3a")).Object},
 		},
 		"ProviderLateInitializes": {
-			reason: "The provider filling an unset spec field is its late initialization: admitted, no hand edit, the trace stays.",
-			args: args{objs: []client.Object{parentXR(), parentClaim()},
-				req: update(asRecorder, bucket(t, trace(claimHop(), xrHop(), bucketHop())), bucket(t, trace(claimHop(), xrHop(), bucketHop()), set("spec.forProvider.region", "eu")))},
-			want: result{Allowed: true, Object: bucket(t, trace(claimHop(), xrHop(), bucketHop()), set("spec.forProvider.region", "eu")).Object},
+			reason: "The provider filling an unset spec field is its late initialization: admitted, no hand edit, the trace stays; its build is recorded.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), recorderPod},
+				req: update(fromPod(asRecorder, recorderPod.Name), bucket(t, trace(claimHop(), xrHop(), bucketHop())), bucket(t, trace(claimHop(), xrHop(), bucketHop()), set("spec.forProvider.region", "eu")))},
+			want: result{Allowed: true, Object: bucket(t, trace(claimHop(), xrHop(), bucketHop()), set("spec.forProvider.region", "eu"), annotate(v1alpha1.AnnotationControllerUAHash, recorderBuild)).Object},
 			// The region it copied from the cloud ships nothing new.
 			approved: approvalAt(bucket(t, set("spec.forProvider.region", "eu")), 5),
 		},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -15,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 )
 
 // Kinds of the scenario chain: DatabaseClaim → XDatabase → Bucket.
@@ -139,22 +137,8 @@ func (c *ControlPlane) SettledClosed(ctx context.Context, claim client.ObjectKey
 	if n, ok := refs.([]any); !ok || len(n) != len(bs) {
 		return false, fmt.Sprintf("XR references %v, %d Buckets exist", refs, len(bs)), nil
 	}
-	for res, b := range bs {
-		if s := Condition(b, "Synced"); s.Status != "True" || s.ObservedGeneration != b.GetGeneration() {
-			return false, fmt.Sprintf("Bucket %s Synced %s at generation %d of %d", res, s.Status, s.ObservedGeneration, b.GetGeneration()), nil
-		}
-		if !slices.Equal(Gate(b), closed) {
-			return false, fmt.Sprintf("Bucket %s gate %v", res, Gate(b)), nil
-		}
-		as, err := allowance.Parse(b.GetAnnotations()[v1alpha1.AnnotationAllowances])
-		if err != nil {
-			return false, "", err
-		}
-		if open := allowance.Unconsumed(as, b.Object); len(open) > 0 {
-			return false, fmt.Sprintf("Bucket %s has %d open allowances", res, len(open)), nil
-		}
-	}
-	return true, "", nil
+	why, err = bucketsSettled(bs, closed)
+	return why == "" && err == nil, why, err
 }
 
 // Describe is a one-line summary of a Claim's chain, for failure messages.

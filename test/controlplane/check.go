@@ -76,6 +76,17 @@ func Update(c client.Client, obj client.Object, fn func()) error {
 	})
 }
 
+// UpdateStatus is Update through the status subresource.
+func UpdateStatus(c client.Client, obj client.Object, fn func()) error {
+	return retry.RetryOnConflict(conflictBackoff, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		fn()
+		return c.Status().Update(context.Background(), obj)
+	})
+}
+
 // conflictBackoff retries a write that lost a race for about five seconds:
 // a resource whose gate opens and closes sees several writes by the
 // provider and Crossplane within a second, longer than client-go's

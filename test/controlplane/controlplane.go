@@ -45,6 +45,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/provider/server"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
+	recordermv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/m/v1alpha1"
 	recorderv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/render"
 )
@@ -154,7 +155,7 @@ func scheme() (*runtime.Scheme, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, add := range []func(*runtime.Scheme) error{recorderv1alpha1.AddToScheme, pkgv1.AddToScheme, pkgv1beta1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{recorderv1alpha1.AddToScheme, recordermv1alpha1.AddToScheme, pkgv1.AddToScheme, pkgv1beta1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, err
 		}

@@ -3,12 +3,7 @@ package controlplane
 import (
 	"context"
 	"path/filepath"
-	"slices"
 	"time"
-
-	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // InstallDatabase installs the chain the scenarios and the demo walk: the
@@ -19,21 +14,8 @@ func (c *ControlPlane) InstallDatabase(ctx context.Context, policies string) err
 	if err := c.ApplyFile(ctx, filepath.Join(c.Root, "examples", "database", "xrd.yaml")); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for _, crd := range []string{"databaseclaims.example.com", "xdatabases.example.com"} {
-		for {
-			o := &apiextensionsv1.CustomResourceDefinition{}
-			err := c.admin.Get(ctx, client.ObjectKey{Name: crd}, o)
-			if err == nil && slices.ContainsFunc(o.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
-				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
-			}) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return errors.Wrapf(err, "crossplane did not establish %s", crd)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+	if err := c.established(ctx, 60*time.Second, "databaseclaims.example.com", "xdatabases.example.com"); err != nil {
+		return err
 	}
 	if err := c.ApplyFile(ctx, policies); err != nil {
 		return err

@@ -79,10 +79,14 @@ func run(m *testing.M) int {
 	return code
 }
 
-// setup installs the scenario's XRD (the database example's) and
-// AllowancePolicies, and waits until the provider's webhooks cover them.
+// setup installs the scenarios' XRDs (the database example's, legacy, and
+// the Crossplane v2 XStore) and AllowancePolicies, and waits until the
+// provider's webhooks cover them.
 func setup(ctx context.Context) error {
-	return cp.InstallDatabase(ctx, filepath.Join("testdata", "policies.yaml"))
+	if err := cp.InstallDatabase(ctx, filepath.Join("testdata", "policies.yaml")); err != nil {
+		return err
+	}
+	return cp.InstallStore(ctx, v2Dir)
 }
 
 func as(t *testing.T, user string, groups ...string) client.Client {

@@ -82,15 +82,18 @@ func TestRefusedDeletionRevokesTheDeleteGate(t *testing.T) {
 
 	cloud.Put("refused-1", recorder.State{Size: 1, Region: "eu"})
 	cloud.Put("refused-2", recorder.State{Size: 1, Region: "eu"})
-	xr := object("XDatabase", "", "refused-x", map[string]any{"size": "1",
-		"resourceRefs": []any{
-			map[string]any{"apiVersion": "recorder.kausality.io/v1alpha1", "kind": "Bucket", "name": "refused-1"},
-			map[string]any{"apiVersion": "recorder.kausality.io/v1alpha1", "kind": "Bucket", "name": "refused-2"},
-		}},
-		map[string]string{v1alpha1.AnnotationAllowDelete: "true"})
+	xr := object("XDatabase", "", "refused-x", map[string]any{"size": "1"}, map[string]string{v1alpha1.AnnotationAllowDelete: "true"})
 	xr.SetLabels(map[string]string{"test.kausality.io/refuse": "true"})
 	if err := aliceC.Create(ctx, xr); err != nil {
 		t.Fatal(err)
+	}
+	// Crossplane records what it composed; only it may.
+	refs := []any{
+		map[string]any{"apiVersion": "recorder.kausality.io/v1alpha1", "kind": "Bucket", "name": "refused-1"},
+		map[string]any{"apiVersion": "recorder.kausality.io/v1alpha1", "kind": "Bucket", "name": "refused-2"},
+	}
+	if err := controlplane.Update(cp, xr, func() { _ = unstructured.SetNestedSlice(xr.Object, refs, "spec", "resourceRefs") }); err != nil {
+		t.Fatalf("crossplane records the XDatabase's resources: %v", err)
 	}
 	reconciled(t, xr)
 	b, b2 := bucket("refused-1", 1, xr), bucket("refused-2", 1, xr)

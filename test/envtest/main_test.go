@@ -32,6 +32,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/provider/server"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
+	recordermv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/m/v1alpha1"
 	recorderv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/v1alpha1"
 )
 
@@ -94,8 +95,10 @@ func start(ctx context.Context) error {
 	if scheme, err = server.Scheme(); err != nil {
 		return err
 	}
-	if err := recorderv1alpha1.AddToScheme(scheme); err != nil {
-		return err
+	for _, add := range []func(*runtime.Scheme) error{recorderv1alpha1.AddToScheme, recordermv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
 	}
 	kube, err := client.New(admin, client.Options{Scheme: scheme})
 	if err != nil {

@@ -75,6 +75,12 @@ func TestBobCannotRetargetOrForgeStatus(t *testing.T) {
 	unstructured.RemoveNestedField(cleared.Object, "status")
 	deniedAs("Bob writes the XDatabase's status", "status of XDatabase retarget-x", bobC.Status().Update(ctx, cleared))
 
+	// Adding his own Bucket to what the XDatabase records it composed,
+	// which a deletion would read as proof of composition.
+	refs := xr.DeepCopy()
+	_ = unstructured.SetNestedSlice(refs.Object, []any{map[string]any{"apiVersion": "recorder.kausality.io/v1alpha1", "kind": "Bucket", "name": "bobs"}}, "spec", "resourceRefs")
+	deniedAs("Bob adds a resource reference", "spec.resourceRefs of XDatabase retarget-x", bobC.Update(ctx, refs))
+
 	// Crossplane writes its composite's status as before.
 	reconciled(t, xr)
 

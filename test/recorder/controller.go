@@ -12,46 +12,80 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	mv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/m/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/recorder/apis/v1alpha1"
 )
 
-// Bucket is a cluster-scoped, legacy-style managed resource.
-var _ resource.LegacyManaged = &v1alpha1.Bucket{} //nolint:staticcheck // deliberately the legacy (cluster-scoped) kind
+// Bucket is a cluster-scoped, legacy-style managed resource; the
+// recorder.m.kausality.io Bucket is its namespaced, Crossplane v2 twin.
+var (
+	_ resource.LegacyManaged = &v1alpha1.Bucket{} //nolint:staticcheck // deliberately the legacy (cluster-scoped) kind
+	_ resource.ModernManaged = &mv1alpha1.Bucket{}
+)
 
 const errNotBucket = "managed resource is not a Bucket"
 
-// Setup registers the Bucket controller with the manager: crossplane-runtime's
-// managed reconciler with management policies enabled, polling every poll and
-// with no creation grace period, whose external client works against cloud.
-// The manager's scheme must hold the v1alpha1 types. Controller name
-// validation is skipped so that several managers in one test binary may each
-// run the controller.
+// Setup registers the Bucket controllers with the manager, one per kind:
+// crossplane-runtime's managed reconciler with management policies enabled,
+// polling every poll and with no creation grace period, whose external
+// client works against cloud. The manager's scheme must hold both APIs'
+// types. Controller name validation is skipped so that several managers in
+// one test binary may each run the controllers.
 func Setup(mgr ctrl.Manager, cloud *Cloud, poll time.Duration) error {
-	name := managed.ControllerName(v1alpha1.BucketKind)
-	skipNameValidation := true
+	for _, k := range []struct {
+		gvk schema.GroupVersionKind
+		obj client.Object
+	}{
+		{v1alpha1.BucketGroupVersionKind, &v1alpha1.Bucket{}},
+		{mv1alpha1.BucketGroupVersionKind, &mv1alpha1.Bucket{}},
+	} {
+		name := managed.ControllerName(k.gvk.GroupKind().String())
+		skipNameValidation := true
+		r := managed.NewReconciler(mgr,
+			resource.ManagedKind(k.gvk),
+			managed.WithExternalConnector(&connector{cloud: cloud}),
+			managed.WithManagementPolicies(),
+			managed.WithPollInterval(poll),
+			// The Cloud is strongly consistent: trust a "does not exist"
+			// right after a Create. The default 30s grace period would
+			// otherwise stall deleting a Bucket created less than 30s ago.
+			managed.WithCreationGracePeriod(0),
+			managed.WithLogger(logging.NewLogrLogger(mgr.GetLogger().WithValues("controller", name))),
+			managed.WithRecorder(event.NewAPIRecorder(mgr.GetEventRecorderFor(name))), //nolint:staticcheck // crossplane-runtime's recorder wants the old events API.
+		)
+		if err := ctrl.NewControllerManagedBy(mgr).
+			Named(name).
+			For(k.obj).
+			WithEventFilter(resource.DesiredStateChanged()).
+			WithOptions(controller.Options{SkipNameValidation: &skipNameValidation}).
+			Complete(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	r := managed.NewReconciler(mgr,
-		resource.ManagedKind(v1alpha1.BucketGroupVersionKind),
-		managed.WithExternalConnector(&connector{cloud: cloud}),
-		managed.WithManagementPolicies(),
-		managed.WithPollInterval(poll),
-		// The Cloud is strongly consistent: trust a "does not exist" right
-		// after a Create. The default 30s grace period would otherwise stall
-		// deleting a Bucket created less than 30s ago.
-		managed.WithCreationGracePeriod(0),
-		managed.WithLogger(logging.NewLogrLogger(mgr.GetLogger().WithValues("controller", name))),
-		managed.WithRecorder(event.NewAPIRecorder(mgr.GetEventRecorderFor(name))), //nolint:staticcheck // crossplane-runtime's recorder wants the old events API.
-	)
+// bucket is what the external client reads and writes of either kind.
+type bucket struct {
+	resource.Managed
+	params *v1alpha1.BucketParameters
+	at     *v1alpha1.BucketObservation
+}
 
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(name).
-		For(&v1alpha1.Bucket{}).
-		WithEventFilter(resource.DesiredStateChanged()).
-		WithOptions(controller.Options{SkipNameValidation: &skipNameValidation}).
-		Complete(r)
+// bucketOf is mg as a bucket of either kind.
+func bucketOf(mg resource.Managed) (bucket, error) {
+	switch cr := mg.(type) {
+	case *v1alpha1.Bucket:
+		return bucket{Managed: cr, params: &cr.Spec.ForProvider, at: &cr.Status.AtProvider}, nil
+	case *mv1alpha1.Bucket:
+		return bucket{Managed: cr, params: &cr.Spec.ForProvider, at: &cr.Status.AtProvider}, nil
+	}
+	return bucket{}, errors.New(errNotBucket)
 }
 
 // connector connects directly to the Cloud; no ProviderConfig is read.
@@ -75,9 +109,9 @@ type external struct {
 // Observe reports whether the bucket exists and matches spec.forProvider, and
 // copies it into status.atProvider. It never late-initializes.
 func (e *external) Observe(_ context.Context, mg resource.Managed) (managed.ExternalObservation, error) {
-	cr, ok := mg.(*v1alpha1.Bucket)
-	if !ok {
-		return managed.ExternalObservation{}, errors.New(errNotBucket)
+	cr, err := bucketOf(mg)
+	if err != nil {
+		return managed.ExternalObservation{}, err
 	}
 
 	s, exists := e.cloud.observe(externalName(cr))
@@ -85,10 +119,10 @@ func (e *external) Observe(_ context.Context, mg resource.Managed) (managed.Exte
 		return managed.ExternalObservation{ResourceExists: false}, nil
 	}
 
-	cr.Status.AtProvider = v1alpha1.BucketObservation{Size: s.Size, Region: s.Region}
+	*cr.at = v1alpha1.BucketObservation{Size: s.Size, Region: s.Region}
 	cr.SetConditions(xpv2.Available())
 
-	p := cr.Spec.ForProvider
+	p := *cr.params
 	return managed.ExternalObservation{
 		ResourceExists:          true,
 		ResourceUpToDate:        s.Size == p.Size && s.Region == p.Region && maps.Equal(s.Tags, p.Tags),
@@ -98,9 +132,9 @@ func (e *external) Observe(_ context.Context, mg resource.Managed) (managed.Exte
 
 // Create writes spec.forProvider into the Cloud.
 func (e *external) Create(_ context.Context, mg resource.Managed) (managed.ExternalCreation, error) {
-	cr, ok := mg.(*v1alpha1.Bucket)
-	if !ok {
-		return managed.ExternalCreation{}, errors.New(errNotBucket)
+	cr, err := bucketOf(mg)
+	if err != nil {
+		return managed.ExternalCreation{}, err
 	}
 	e.cloud.write(VerbCreate, externalName(cr), stateOf(cr))
 	return managed.ExternalCreation{}, nil
@@ -108,9 +142,9 @@ func (e *external) Create(_ context.Context, mg resource.Managed) (managed.Exter
 
 // Update writes spec.forProvider into the Cloud.
 func (e *external) Update(_ context.Context, mg resource.Managed) (managed.ExternalUpdate, error) {
-	cr, ok := mg.(*v1alpha1.Bucket)
-	if !ok {
-		return managed.ExternalUpdate{}, errors.New(errNotBucket)
+	cr, err := bucketOf(mg)
+	if err != nil {
+		return managed.ExternalUpdate{}, err
 	}
 	e.cloud.write(VerbUpdate, externalName(cr), stateOf(cr))
 	return managed.ExternalUpdate{}, nil
@@ -118,9 +152,9 @@ func (e *external) Update(_ context.Context, mg resource.Managed) (managed.Exter
 
 // Delete removes the bucket from the Cloud.
 func (e *external) Delete(_ context.Context, mg resource.Managed) (managed.ExternalDelete, error) {
-	cr, ok := mg.(*v1alpha1.Bucket)
-	if !ok {
-		return managed.ExternalDelete{}, errors.New(errNotBucket)
+	cr, err := bucketOf(mg)
+	if err != nil {
+		return managed.ExternalDelete{}, err
 	}
 	e.cloud.remove(externalName(cr))
 	return managed.ExternalDelete{}, nil
@@ -130,7 +164,7 @@ func (e *external) Delete(_ context.Context, mg resource.Managed) (managed.Exter
 func (e *external) Disconnect(_ context.Context) error { return nil }
 
 // externalName is the cloud bucket cr manages.
-func externalName(cr *v1alpha1.Bucket) string {
+func externalName(cr bucket) string {
 	if n := meta.GetExternalName(cr); n != "" {
 		return n
 	}
@@ -138,7 +172,7 @@ func externalName(cr *v1alpha1.Bucket) string {
 }
 
 // stateOf returns the Cloud state spec.forProvider asks for.
-func stateOf(cr *v1alpha1.Bucket) State {
-	p := cr.Spec.ForProvider
+func stateOf(cr bucket) State {
+	p := *cr.params
 	return State{Size: p.Size, Region: p.Region, Tags: p.Tags}
 }

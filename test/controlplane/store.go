@@ -1,0 +1,143 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+)
+
+// Kinds of the Crossplane v2 chain: a namespaced XStore (no Claim) →
+// namespaced Buckets of the recorder's ".m." API group.
+var (
+	StoreGVK   = schema.GroupVersionKind{Group: "v2.example.com", Version: "v1alpha1", Kind: "XStore"}
+	MBucketGVK = schema.GroupVersionKind{Group: "recorder.m.kausality.io", Version: "v1alpha1", Kind: "Bucket"}
+)
+
+// InstallStore installs the Crossplane v2 chain from dir: the XStore XRD
+// (xrd.yaml), once Crossplane has established its CRD the
+// AllowancePolicies (policies.yaml), and waits until the provider's
+// webhooks cover XStores and namespaced Buckets.
+func (c *ControlPlane) InstallStore(ctx context.Context, dir string) error {
+	if err := c.ApplyFile(ctx, filepath.Join(dir, "xrd.yaml")); err != nil {
+		return err
+	}
+	if err := c.established(ctx, 60*time.Second, "xstores.v2.example.com"); err != nil {
+		return err
+	}
+	if err := c.ApplyFile(ctx, filepath.Join(dir, "policies.yaml")); err != nil {
+		return err
+	}
+	return WaitForRules(ctx, c.admin, "xstores", "buckets")
+}
+
+// established waits until Crossplane established each named CRD.
+func (c *ControlPlane) established(ctx context.Context, timeout time.Duration, crds ...string) error {
+	deadline := time.Now().Add(timeout)
+	for _, crd := range crds {
+		for {
+			o := &apiextensionsv1.CustomResourceDefinition{}
+			err := c.admin.Get(ctx, client.ObjectKey{Name: crd}, o)
+			if err == nil && slices.ContainsFunc(o.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
+				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+			}) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return errors.Wrapf(err, "crossplane did not establish %s", crd)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// StoreBuckets are the namespaced Buckets composed for an XStore, by
+// composition resource name.
+func (c *ControlPlane) StoreBuckets(ctx context.Context, xr client.ObjectKey) (map[string]*unstructured.Unstructured, error) {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(MBucketGVK.GroupVersion().WithKind("BucketList"))
+	if err := c.admin.List(ctx, l, client.InNamespace(xr.Namespace), client.MatchingLabels{"crossplane.io/composite": xr.Name}); err != nil {
+		return nil, err
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for i := range l.Items {
+		out[l.Items[i].GetAnnotations()["crossplane.io/composition-resource-name"]] = &l.Items[i]
+	}
+	return out, nil
+}
+
+// StoreSettled says whether Crossplane, Kausality and the provider are done
+// with an XStore: it was reconciled at its generation, and every Bucket
+// it references was observed at its generation with its gate closed and no
+// allowance left open. why says what is still going on.
+func (c *ControlPlane) StoreSettled(ctx context.Context, key client.ObjectKey) (ok bool, why string, err error) {
+	xr, err := c.Object(ctx, StoreGVK, key)
+	if err != nil || xr == nil {
+		return false, "no XStore", err
+	}
+	if s := Condition(xr, "Synced"); s.Status != "True" || s.ObservedGeneration != xr.GetGeneration() {
+		return false, fmt.Sprintf("XStore Synced %s at generation %d of %d: %s", s.Status, s.ObservedGeneration, xr.GetGeneration(), s.Message), nil
+	}
+	bs, err := c.StoreBuckets(ctx, key)
+	if err != nil {
+		return false, "", err
+	}
+	// A modern XR keeps them at spec.crossplane.resourceRefs.
+	refs, _ := fieldpath.Pave(xr.Object).GetValue("spec.crossplane.resourceRefs")
+	if n, ok := refs.([]any); !ok || len(n) != len(bs) {
+		return false, fmt.Sprintf("XStore references %v, %d Buckets exist", refs, len(bs)), nil
+	}
+	why, err = bucketsSettled(bs, ClosedGate)
+	return why == "" && err == nil, why, err
+}
+
+// bucketsSettled says what keeps Buckets from having settled: one not
+// observed at its generation, with its gate open or an allowance open; ""
+// when none.
+func bucketsSettled(bs map[string]*unstructured.Unstructured, closed []string) (string, error) {
+	for res, b := range bs {
+		if s := Condition(b, "Synced"); s.Status != "True" || s.ObservedGeneration != b.GetGeneration() {
+			return fmt.Sprintf("Bucket %s Synced %s at generation %d of %d", res, s.Status, s.ObservedGeneration, b.GetGeneration()), nil
+		}
+		if !slices.Equal(Gate(b), closed) {
+			return fmt.Sprintf("Bucket %s gate %v", res, Gate(b)), nil
+		}
+		as, err := allowance.Parse(b.GetAnnotations()[v1alpha1.AnnotationAllowances])
+		if err != nil {
+			return "", err
+		}
+		if open := allowance.Unconsumed(as, b.Object); len(open) > 0 {
+			return fmt.Sprintf("Bucket %s has %d open allowances", res, len(open)), nil
+		}
+	}
+	return "", nil
+}
+
+// DescribeStore is a one-line summary of an XStore's chain, for failure
+// messages.
+func (c *ControlPlane) DescribeStore(ctx context.Context, key client.ObjectKey) string {
+	var b strings.Builder
+	if xr, _ := c.Object(ctx, StoreGVK, key); xr != nil {
+		spec, _ := xr.Object["spec"].(map[string]any)
+		fmt.Fprintf(&b, "XStore gen %d size %v tier %v allowances %s %s; ", xr.GetGeneration(), spec["size"], spec["tier"], xr.GetAnnotations()[v1alpha1.AnnotationAllowances], Conditions(xr))
+	}
+	bs, _ := c.StoreBuckets(ctx, key)
+	for res, bk := range bs {
+		size, _, _ := unstructured.NestedFieldNoCopy(bk.Object, "spec", "forProvider", "size")
+		fmt.Fprintf(&b, "Bucket %s gen %d size %v gate %v allowances %s %s; ", res, bk.GetGeneration(), size, Gate(bk), bk.GetAnnotations()[v1alpha1.AnnotationAllowances], Conditions(bk))
+	}
+	return b.String()
+}

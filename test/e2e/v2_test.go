@@ -1,0 +1,268 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+)
+
+// The Crossplane v2 shape: Alice and Bob have exactly what crossplane-edit
+// gives them in their namespace (every verb on its XStores and namespaced
+// Buckets, status subresources included) and write the namespaced XR
+// directly; Crossplane composes namespaced Buckets of a ".m." API group
+// into the same namespace.
+
+var v2Dir = filepath.Join("testdata", "v2")
+
+// storeComposition applies testdata/v2/composition.yaml as the test's own
+// Composition and returns its name.
+func storeComposition(t *testing.T) string {
+	t.Helper()
+	name := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if err := cp.Composition(context.Background(), filepath.Join(v2Dir, "composition.yaml"), name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func store(namespace, name, size string, annotations map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": size}}}
+	u.SetGroupVersionKind(controlplane.StoreGVK)
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	u.SetAnnotations(annotations)
+	return u
+}
+
+// createdStore has Alice create an XStore composed by comp in namespace
+// ns (with crossplane-edit for Alice and Bob) and waits until it settled.
+func createdStore(t *testing.T, comp, ns, name string) client.ObjectKey {
+	t.Helper()
+	namespace(t, ns)
+	x := store(ns, name, "small", nil)
+	_ = unstructured.SetNestedField(x.Object, comp, "spec", "crossplane", "compositionRef", "name")
+	if err := alice(t).Create(context.Background(), x); err != nil {
+		t.Fatalf("alice creates XStore %s/%s: %v", ns, name, err)
+	}
+	key := client.ObjectKeyFromObject(x)
+	settleStore(t, key)
+	return key
+}
+
+func settleStore(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	ctx := context.Background()
+	controlplane.Eventually(t, settleTimeout, fmt.Sprintf("the chain of XStore %s to settle", key), func() (bool, string) {
+		ok, why, err := cp.StoreSettled(ctx, key)
+		if err != nil {
+			return false, err.Error()
+		}
+		return ok, why + " — " + cp.DescribeStore(ctx, key)
+	})
+}
+
+func storeBuckets(t *testing.T, key client.ObjectKey) map[string]*unstructured.Unstructured {
+	t.Helper()
+	bs, err := cp.StoreBuckets(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
+}
+
+// expectStoreCalls is expectCalls for an XStore's Buckets, named by the
+// composed resources as they are now.
+func expectStoreCalls(t *testing.T, key client.ObjectKey, bs map[string]*unstructured.Unstructured, want map[string][3]int) {
+	t.Helper()
+	controlplane.Eventually(t, settleTimeout, "the cloud calls", func() (bool, string) {
+		for res, w := range want {
+			if got := counts(bs[res].GetName()); got != w {
+				return false, fmt.Sprintf("bucket %s: Create/Update/Delete = %v, want %v — %s", res, got, w, cp.DescribeStore(context.Background(), key))
+			}
+		}
+		return true, ""
+	})
+	time.Sleep(2 * controlplane.Poll)
+	for res, w := range want {
+		if got := counts(bs[res].GetName()); got != w {
+			t.Errorf("%s bucket %s: external Create/Update/Delete = %v, want %v", key, res, got, w)
+		}
+	}
+}
+
+// TestV2PermittedAndWithheldChanges: Alice creates an XStore; both Buckets
+// are created once, traced XStore → Bucket naming her. Her resize reaches
+// the data bucket exactly once; Bob's resize (no policy lets him
+// initiate) is denied and reaches nothing.
+func TestV2PermittedAndWithheldChanges(t *testing.T) {
+	t.Parallel()
+	key := createdStore(t, storeComposition(t), "v2-change", "shop")
+	bs := storeBuckets(t, key)
+	if len(bs) != 2 || bs["data"] == nil || bs["logs"] == nil {
+		t.Fatalf("buckets = %v, want data and logs", bs)
+	}
+	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+	for res, b := range bs {
+		if b.GetNamespace() != key.Namespace {
+			t.Errorf("bucket %s in namespace %q, want the XStore's %q", res, b.GetNamespace(), key.Namespace)
+		}
+		tr := traceOf(t, b)
+		if got := strings.Join(kinds(tr), " → "); got != "XStore → Bucket" {
+			t.Errorf("bucket %s trace = %s, want XStore → Bucket", res, got)
+		}
+		if tr.Initiator() != controlplane.Alice {
+			t.Errorf("bucket %s trace starts with %q, want %s", res, tr.Initiator(), controlplane.Alice)
+		}
+	}
+
+	x := store(key.Namespace, key.Name, "", nil)
+	if err := controlplane.Update(alice(t), x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") }); err != nil {
+		t.Fatalf("alice resizes: %v", err)
+	}
+	settleStore(t, key)
+	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+	if s, _ := cp.Cloud.Get(bs["data"].GetName()); s.Size != 2 {
+		t.Errorf("cloud size of the data bucket = %d, want 2", s.Size)
+	}
+
+	err := controlplane.Update(as(t, controlplane.Bob), x, func() { _ = unstructured.SetNestedField(x.Object, "small", "spec", "size") })
+	controlplane.ErrorContains(t, err, "spec.size", "AllowancePolicy xstores")
+	settleStore(t, key)
+	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+}
+
+// TestV2BobWithCrossplaneEdit: everything crossplane-edit lets Bob write
+// in his namespace that would move a gated Bucket without a cause is
+// refused: retargeting it with crossplane.io/external-name, pointing its
+// controller reference away from its XStore, forging its observed
+// generation through /status, clearing the XStore's conditions so it looks
+// initializing. Alice's permitted resize afterwards reaches the data
+// bucket exactly once, and the cloud bucket Bob aimed at is untouched.
+func TestV2BobWithCrossplaneEdit(t *testing.T) {
+	t.Parallel()
+	key := createdStore(t, storeComposition(t), "v2-bob", "shop")
+	bs := storeBuckets(t, key)
+	data := bs["data"]
+	victim := bs["logs"].GetName()
+	bob := as(t, controlplane.Bob)
+	refused := func(what string, err error, want ...string) {
+		t.Helper()
+		if err == nil || !kerrors.IsForbidden(err) {
+			t.Errorf("%s: got %v, want a denial", what, err)
+			return
+		}
+		controlplane.ErrorContains(t, err, want...)
+	}
+
+	b := data.DeepCopy()
+	refused("bob sets external-name", controlplane.Update(bob, b, func() {
+		ann := b.GetAnnotations()
+		ann["crossplane.io/external-name"] = victim
+		b.SetAnnotations(ann)
+	}), "crossplane.io/external-name", "may not change what a gated managed resource acts on")
+
+	b = data.DeepCopy()
+	refused("bob repoints the controller reference", controlplane.Update(bob, b, func() {
+		b.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: controlplane.StoreGVK.GroupVersion().String(), Kind: "XStore", Name: "scratch",
+			UID: types.UID("00000000-0000-4000-8000-00000000dddd"), Controller: ptr.To(true)}})
+	}), "controller reference")
+
+	b = data.DeepCopy()
+	refused("bob forges the Bucket's observed generation", controlplane.UpdateStatus(bob, b, func() {
+		conds, _, _ := unstructured.NestedSlice(b.Object, "status", "conditions")
+		for i := range conds {
+			if c, ok := conds[i].(map[string]any); ok {
+				c["observedGeneration"] = b.GetGeneration() + 3
+			}
+		}
+		_ = unstructured.SetNestedSlice(b.Object, conds, "status", "conditions")
+	}), "status of Bucket")
+
+	x := store(key.Namespace, key.Name, "", nil)
+	refused("bob clears the XStore's conditions", controlplane.UpdateStatus(bob, x, func() {
+		unstructured.RemoveNestedField(x.Object, "status", "conditions")
+	}), "status of XStore")
+
+	if err := controlplane.Update(alice(t), x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") }); err != nil {
+		t.Fatalf("alice resizes: %v", err)
+	}
+	settleStore(t, key)
+	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+	if got := storeBuckets(t, key)["data"].GetAnnotations()["crossplane.io/external-name"]; got != data.GetName() {
+		t.Errorf("external-name of the data bucket = %q, want %q", got, data.GetName())
+	}
+	if s, _ := cp.Cloud.Get(victim); s.Size != 1 {
+		t.Errorf("cloud size of %s = %d, want 1: Bob's target was written", victim, s.Size)
+	}
+}
+
+// TestV2DeletionWhileAWildcardGateIsOpen: a tier change is granted every
+// External verb, so while it is being applied the data bucket's gate
+// includes Delete. Alice deletes the XStore then (allow-delete set); its
+// deleting rules grant no external Delete. The wildcard gate was opened
+// for a change, not this deletion: it is revoked, both cloud buckets are
+// orphaned, and the tier change reaches the cloud at most once.
+func TestV2DeletionWhileAWildcardGateIsOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	key := createdStore(t, storeComposition(t), "v2-wildcard", "shop")
+	bs := storeBuckets(t, key)
+	data := bs["data"]
+	release := cp.Cloud.Hold(data.GetName())
+	defer release()
+
+	x := store(key.Namespace, key.Name, "", nil)
+	if err := controlplane.Update(alice(t), x, func() { _ = unstructured.SetNestedField(x.Object, "gold", "spec", "tier") }); err != nil {
+		t.Fatalf("alice changes the tier: %v", err)
+	}
+	controlplane.Eventually(t, settleTimeout, "the data bucket's gate to include Delete", func() (bool, string) {
+		b := &unstructured.Unstructured{}
+		b.SetGroupVersionKind(controlplane.MBucketGVK)
+		if err := alice(t).Get(ctx, client.ObjectKeyFromObject(data), b); err != nil {
+			return false, err.Error()
+		}
+		g := gate(b)
+		return slices.Contains(g, "*") || slices.Contains(g, "Delete"), fmt.Sprintf("gate %v — %s", g, cp.DescribeStore(ctx, key))
+	})
+
+	if err := controlplane.Update(alice(t), x, func() {
+		x.SetAnnotations(map[string]string{v1alpha1.AnnotationAllowDelete: "true"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice(t).Delete(ctx, x); err != nil {
+		t.Fatalf("alice deletes the XStore: %v", err)
+	}
+	release()
+	controlplane.Eventually(t, settleTimeout, "the XStore and its Buckets to go", func() (bool, string) {
+		left := storeBuckets(t, key)
+		xs, err := cp.Object(ctx, controlplane.StoreGVK, key)
+		return err == nil && xs == nil && len(left) == 0, fmt.Sprintf("%d buckets left — %s", len(left), cp.DescribeStore(ctx, key))
+	})
+	time.Sleep(2 * controlplane.Poll)
+	for res, b := range bs {
+		if n := counts(b.GetName())[2]; n != 0 {
+			t.Errorf("bucket %s: %d external Deletes, want 0 (orphaned)", res, n)
+		}
+		if _, ok := cp.Cloud.Get(b.GetName()); !ok {
+			t.Errorf("cloud bucket %s (%s) is gone", b.GetName(), res)
+		}
+	}
+	if n := counts(data.GetName())[1]; n > 1 {
+		t.Errorf("data bucket: %d external Updates, want at most the tier change's one", n)
+	}
+}
