@@ -149,8 +149,8 @@ func TestV2PermittedAndWithheldChanges(t *testing.T) {
 // in his namespace that would move a gated Bucket without a cause is
 // refused: retargeting it with crossplane.io/external-name, pointing its
 // controller reference away from its XStore, forging its observed
-// generation through /status, clearing the XStore's conditions so it looks
-// initializing. Alice's permitted resize afterwards reaches the data
+// generation through /status, pointing it at another ProviderConfig,
+// clearing the XStore's conditions so it looks initializing. Alice's permitted resize afterwards reaches the data
 // bucket exactly once, and the cloud bucket Bob aimed at is untouched.
 func TestV2BobWithCrossplaneEdit(t *testing.T) {
 	t.Parallel()
@@ -191,6 +191,14 @@ func TestV2BobWithCrossplaneEdit(t *testing.T) {
 		}
 		_ = unstructured.SetNestedSlice(b.Object, conds, "status", "conditions")
 	}), "status of Bucket")
+
+	// The boundary of what Kausality protects: ProviderConfigs and their
+	// Secrets are Bob's to edit under crossplane-edit, but which one a
+	// gated Bucket acts through is a spec field like any other.
+	b = data.DeepCopy()
+	refused("bob points the Bucket at another ProviderConfig", controlplane.Update(bob, b, func() {
+		_ = unstructured.SetNestedMap(b.Object, map[string]any{"kind": "ProviderConfig", "name": "bobs-account"}, "spec", "providerConfigRef")
+	}), "spec.providerConfigRef")
 
 	x := store(key.Namespace, key.Name, "", nil)
 	refused("bob clears the XStore's conditions", controlplane.UpdateStatus(bob, x, func() {

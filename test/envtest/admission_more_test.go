@@ -77,8 +77,21 @@ func TestWebhookRulesNameOnlyPolicyKinds(t *testing.T) {
 	if c := got["composites.kausality.io"]; !slices.Contains(c, "databaseclaims") || !slices.Contains(c, "xdatabases") || len(c) != 2 {
 		t.Errorf("composites webhook resources = %v, want exactly databaseclaims and xdatabases", c)
 	}
-	if c := got["managed.kausality.io"]; !slices.Equal(c, []string{"buckets"}) {
-		t.Errorf("managed webhook resources = %v, want [buckets]", c)
+	// Both recording providers' Buckets: the cluster-scoped and the
+	// namespaced (recorder.m.kausality.io) kind, one rule per group.
+	if c := got["managed.kausality.io"]; !slices.Equal(c, []string{"buckets", "buckets"}) {
+		t.Errorf("managed webhook resources = %v, want [buckets buckets]", c)
+	}
+	var groups []string
+	for _, h := range m.Webhooks {
+		if h.Name == "managed.kausality.io" {
+			for _, r := range h.Rules {
+				groups = append(groups, r.APIGroups...)
+			}
+		}
+	}
+	if want := []string{"recorder.kausality.io", "recorder.m.kausality.io"}; !slices.Equal(groups, want) {
+		t.Errorf("managed webhook groups = %v, want %v", groups, want)
 	}
 }
 

@@ -201,14 +201,17 @@ func TestUnchainedAllowanceIsDenied(t *testing.T) {
 		a := allowance.Allowance{Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "Bucket"}}, Verbs: []string{"Update"},
 			Generation: b.GetGeneration() + 1, Initiator: "mallory",
 			Trace: allowance.Trace{{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "unchained-x", Generation: 42}, {APIVersion: "recorder.kausality.io/v1alpha1", Kind: "Bucket", Name: "unchained-1", Generation: b.GetGeneration() + 1, Timestamp: allowance.Timestamp(time.Now())}}}
-		ann := map[string]string{v1alpha1.AnnotationAllowances: allowance.Format([]allowance.Allowance{a})}
+		ann := b.GetAnnotations()
+		ann[v1alpha1.AnnotationAllowances] = allowance.Format([]allowance.Allowance{a})
 		b.SetAnnotations(ann)
 	})
 	controlplane.ErrorContains(t, err, "denied", "does not chain to an unconsumed allowance of XDatabase unchained-x")
 
 	// And nobody but Kausality and Crossplane may stamp one.
 	err = controlplane.Update(aliceC, b, func() {
-		b.SetAnnotations(map[string]string{v1alpha1.AnnotationAllowances: "[]"})
+		ann := b.GetAnnotations()
+		ann[v1alpha1.AnnotationAllowances] = "[]"
+		b.SetAnnotations(ann)
 	})
 	controlplane.ErrorContains(t, err, "denied", "only Kausality and Crossplane may change")
 }

@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -54,6 +56,8 @@ var (
 	provider manager.Manager
 	// clock is the provider's clock; tests move it forward to expire gates.
 	clock = &testClock{}
+	// crossplanePod is the pod Crossplane's requests come from.
+	crossplanePod *corev1.Pod
 )
 
 type testClock struct{ offset atomic.Int64 }
@@ -136,6 +140,25 @@ func start(ctx context.Context) error {
 		}
 	}
 
+	// Crossplane acts from its pod, with a pod-bound token, as on a
+	// cluster: admission knows its build (a token bound to no pod is an
+	// unknown build's).
+	xpPod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "crossplane-system", Name: "crossplane-0"},
+		Spec: corev1.PodSpec{ServiceAccountName: "crossplane", AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "main", Image: "xpkg.crossplane.io/crossplane/crossplane:v2.3.4"}}},
+	}
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "crossplane-system"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "crossplane-system", Name: "crossplane"}},
+		xpPod,
+	} {
+		if err := kube.Create(ctx, o); err != nil {
+			return fmt.Errorf("cannot create Crossplane's pod: %w", err)
+		}
+	}
+	crossplanePod = xpPod
+
 	log := logr.Discard()
 	if os.Getenv("KAUSALITY_TEST_LOG") != "" {
 		log = zap.New(zap.UseDevMode(true))
@@ -193,6 +216,9 @@ func as(t testing.TB, user string, groups ...string) client.Client {
 	t.Helper()
 	cfg := rest.CopyConfig(admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	if user == crossplane {
+		cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/pod-name": {crossplanePod.GetName()}, "authentication.kubernetes.io/pod-uid": {string(crossplanePod.GetUID())}}
+	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatalf("cannot create a client for %s: %v", user, err)

@@ -162,6 +162,55 @@ func TestBucketLifecycle(t *testing.T) {
 	}
 	wantCalls(t, cloud, name, VerbCreate, 1, 1)
 	wantCalls(t, cloud, name, VerbUpdate, 2, 3)
+
+	// 6. The namespaced (Crossplane v2) Bucket: created, changed and
+	// deleted once each, by the same reconciler.
+	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	const nsName = "nb1"
+	nb := &mv1alpha1.Bucket{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: nsName},
+		Spec: mv1alpha1.BucketSpec{
+			ManagedResourceSpec: xpv2.ManagedResourceSpec{ManagementPolicies: xpv2.ManagementPolicies{xpv2.ManagementActionAll}},
+			ForProvider:         v1alpha1.BucketParameters{Size: 1, Region: "eu"},
+		},
+	}
+	if err := kube.Create(ctx, nb); err != nil {
+		t.Fatalf("cannot create the namespaced Bucket: %v", err)
+	}
+	key := client.ObjectKeyFromObject(nb)
+	waitFor(t, "the namespaced Bucket to be Ready at its generation", func() (bool, string) {
+		if err := kube.Get(ctx, key, nb); err != nil {
+			return false, err.Error()
+		}
+		s, r := nb.GetCondition(xpv2.TypeSynced), nb.GetCondition(xpv2.TypeReady)
+		return s.Status == corev1.ConditionTrue && s.ObservedGeneration == nb.GetGeneration() && r.Status == corev1.ConditionTrue, fmt.Sprintf("Synced %s at %d, Ready %s", s.Status, s.ObservedGeneration, r.Status)
+	})
+	wantCalls(t, cloud, nsName, VerbCreate, 1, 1)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := kube.Get(ctx, key, nb); err != nil {
+			return err
+		}
+		nb.Spec.ForProvider.Size = 2
+		return kube.Update(ctx, nb)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the namespaced Bucket's change in the cloud", func() (bool, string) {
+		n := cloud.Count(VerbUpdate, nsName)
+		return n == 1, fmt.Sprintf("%d Updates", n)
+	})
+	settle()
+	wantCalls(t, cloud, nsName, VerbUpdate, 1, 2)
+	if err := kube.Delete(ctx, nb); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the namespaced Bucket to be gone", func() (bool, string) {
+		err := kube.Get(ctx, key, &mv1alpha1.Bucket{})
+		return kerrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
+	})
+	wantCalls(t, cloud, nsName, VerbDelete, 1, 0)
 }
 
 // waitFor polls cond until it holds, failing the test after timeout; cond
