@@ -6,6 +6,7 @@
 package recorder
 
 import (
+	"errors"
 	"maps"
 	"sync"
 )
@@ -43,11 +44,12 @@ type Cloud struct {
 	buckets map[string]State
 	calls   []Call
 	held    map[string]chan struct{}
+	failing map[string]bool
 }
 
 // NewCloud returns an empty Cloud.
 func NewCloud() *Cloud {
-	return &Cloud{buckets: map[string]State{}, held: map[string]chan struct{}{}}
+	return &Cloud{buckets: map[string]State{}, held: map[string]chan struct{}{}, failing: map[string]bool{}}
 }
 
 // Hold makes the next writes to the named bucket wait until release is
@@ -66,6 +68,23 @@ func (c *Cloud) Hold(name string) (release func()) {
 			c.mu.Unlock()
 			close(ch)
 		})
+	}
+}
+
+// errFailing is what a write to a failing bucket returns.
+var errFailing = errors.New("the cloud API refuses writes to this bucket")
+
+// Fail makes every Create and Update of the named bucket fail, unrecorded,
+// until restore is called, as a cloud API that keeps refusing a change
+// would: the provider retries, and the change stays unapplied.
+func (c *Cloud) Fail(name string) (restore func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failing[name] = true
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.failing, name)
 	}
 }
 
@@ -139,14 +158,19 @@ func (c *Cloud) observe(name string) (State, bool) {
 	return s, ok
 }
 
-// write records a Create or Update call and stores the bucket.
-func (c *Cloud) write(verb, name string, s State) {
+// write records a Create or Update call and stores the bucket; a failing
+// bucket's write fails and is not recorded.
+func (c *Cloud) write(verb, name string, s State) error {
 	c.wait(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.failing[name] {
+		return errFailing
+	}
 	c.calls = append(c.calls, Call{Verb: verb, Name: name, Size: s.Size})
 	s.Tags = maps.Clone(s.Tags)
 	c.buckets[name] = s
+	return nil
 }
 
 // remove records a Delete call and removes the bucket.

@@ -136,8 +136,7 @@ func (e *external) Create(_ context.Context, mg resource.Managed) (managed.Exter
 	if err != nil {
 		return managed.ExternalCreation{}, err
 	}
-	e.cloud.write(VerbCreate, externalName(cr), stateOf(cr))
-	return managed.ExternalCreation{}, nil
+	return managed.ExternalCreation{}, e.cloud.write(VerbCreate, externalName(cr), stateOf(cr))
 }
 
 // Update writes spec.forProvider into the Cloud.
@@ -146,8 +145,7 @@ func (e *external) Update(_ context.Context, mg resource.Managed) (managed.Exter
 	if err != nil {
 		return managed.ExternalUpdate{}, err
 	}
-	e.cloud.write(VerbUpdate, externalName(cr), stateOf(cr))
-	return managed.ExternalUpdate{}, nil
+	return managed.ExternalUpdate{}, e.cloud.write(VerbUpdate, externalName(cr), stateOf(cr))
 }
 
 // Delete removes the bucket from the Cloud.
