@@ -106,8 +106,15 @@ var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 // own Composition and returns its name.
 func composition(t *testing.T, revision int) string {
 	t.Helper()
+	return compositionFrom(t, filepath.Join("testdata", fmt.Sprintf("composition-%d.yaml", revision)))
+}
+
+// compositionFrom applies the Composition in file as the test's own
+// Composition and returns its name.
+func compositionFrom(t *testing.T, file string) string {
+	t.Helper()
 	name := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if err := cp.Composition(context.Background(), filepath.Join("testdata", fmt.Sprintf("composition-%d.yaml", revision)), name); err != nil {
+	if err := cp.Composition(context.Background(), file, name); err != nil {
 		t.Fatal(err)
 	}
 	return name

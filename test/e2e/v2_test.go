@@ -32,11 +32,7 @@ var v2Dir = filepath.Join("testdata", "v2")
 // Composition and returns its name.
 func storeComposition(t *testing.T) string {
 	t.Helper()
-	name := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if err := cp.Composition(context.Background(), filepath.Join(v2Dir, "composition.yaml"), name); err != nil {
-		t.Fatal(err)
-	}
-	return name
+	return compositionFrom(t, filepath.Join(v2Dir, "composition.yaml"))
 }
 
 func store(namespace, name, size string, annotations map[string]string) *unstructured.Unstructured {
