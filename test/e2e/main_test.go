@@ -238,11 +238,18 @@ func expectCalls(t *testing.T, key client.ObjectKey, want map[string][3]int) {
 	}
 }
 
+// expectClosed waits until every bucket's gate is closed: a gate the last
+// change opened closes once the provider applied it, which may come after
+// the cloud call expectCalls waited for (settle may see the chain settled
+// before a Claim's change reached the XR).
 func expectClosed(t *testing.T, key client.ObjectKey) {
 	t.Helper()
-	for res, b := range buckets(t, key) {
-		if !slices.Equal(gate(b), controlplane.ClosedGate) {
-			t.Errorf("%s bucket %s gate = %v, want %v", key, res, gate(b), controlplane.ClosedGate)
+	controlplane.Eventually(t, settleTimeout, "every gate closed", func() (bool, string) {
+		for res, b := range buckets(t, key) {
+			if !slices.Equal(gate(b), controlplane.ClosedGate) {
+				return false, fmt.Sprintf("%s bucket %s gate = %v, want %v", key, res, gate(b), controlplane.ClosedGate)
+			}
 		}
-	}
+		return true, ""
+	})
 }
