@@ -48,7 +48,18 @@ var garbageCollectors = []string{
 //
 // The cluster's administrators (system:masters) may change both.
 func (t Writers) Identity(user policy.Identity, old, obj *unstructured.Unstructured) string {
-	if old == nil || slices.Contains(user.Groups, GroupMasters) {
+	if slices.Contains(user.Groups, GroupMasters) {
+		return ""
+	}
+	if old == nil {
+		// A gated resource created by hand that names a composite as its
+		// controller would be adopted by Crossplane (a deleted composed
+		// resource recreated by Bob with a victim's external name) and
+		// then opened by the composite's next permitted change.
+		if c := metav1.GetControllerOf(obj); c != nil && user.Username != t.Crossplane {
+			return fmt.Sprintf("controller reference (%s) of %s: user %q may not create a gated managed resource controlled by a composite; only Crossplane composes them",
+				describeRef(c), Describe(obj), user.Username)
+		}
 		return ""
 	}
 	var changed []string

@@ -60,7 +60,11 @@ func TestIdentity(t *testing.T) {
 		"Administrator": {reason: "Cluster administrators are outside the threat model.",
 			user: user("admin", GroupMasters), old: stored, obj: identified("payments-data", "scratch")},
 		"Creation": {reason: "Importing a resource names it at creation; creation is gated by other rules.",
-			user: user(bob), obj: stored},
+			user: user(bob), obj: identified("orders-data", "")},
+		"UserCreatesControlledResource": {reason: "Crossplane would adopt a hand-made resource naming its composite, and open it with the composite's next change.",
+			user: user(bob), obj: stored, want: "may not create a gated managed resource controlled by a composite"},
+		"CrossplaneCreatesControlledResource": {reason: "Crossplane composes.",
+			user: user(crossplane), obj: stored},
 		"OtherEdits": {reason: "Writes that leave the identity alone are for the other rules.",
 			user: user(bob), old: stored, obj: func() *unstructured.Unstructured {
 				u := stored.DeepCopy()
