@@ -36,8 +36,9 @@ func (r *run) metaOf(resName string, obj map[string]any) childMeta {
 	return childMeta{resName: resName, obj: &u, child: r.childOf(u.GetAPIVersion(), u.GetKind()), name: name, generation: u.GetGeneration(), ann: u.GetAnnotations()}
 }
 
-// childOf is policy.ChildOf, worked out once a run for each kind: an XR
-// composes many resources of few kinds.
+// childOf is the kind's Child as the policies' status resolved it
+// (policy.Kinds), worked out once a run for each kind: an XR composes many
+// resources of few kinds.
 func (r *run) childOf(apiVersion, kind string) policy.Child {
 	key := [2]string{apiVersion, kind}
 	if c, ok := r.children[key]; ok {
@@ -46,7 +47,7 @@ func (r *run) childOf(apiVersion, kind string) policy.Child {
 	if r.children == nil {
 		r.children = map[[2]string]policy.Child{}
 	}
-	c := policy.ChildOf(apiVersion, kind)
+	c := r.kinds.ChildOf(apiVersion, kind)
 	r.children[key] = c
 	return c
 }

@@ -116,7 +116,11 @@ func (r *run) noAllowance(c policy.Child, verb string) string {
 	if r.restrictAll {
 		return "the AllowancePolicies are not known (not resolved yet, or unreadable), so every change is withheld"
 	}
-	return fmt.Sprintf("no unconsumed allowance on %s grants %s of %s; policies: %s", ref(r.xr.Object), verb, c.Resource, strings.Join(r.set.Names(), ", "))
+	msg := fmt.Sprintf("no unconsumed allowance on %s grants %s of %s; policies: %s", ref(r.xr.Object), verb, c.Resource, strings.Join(r.set.Names(), ", "))
+	if r.set.RestrictsUnresolved(c) {
+		msg += fmt.Sprintf("; %s counts as restricted because targets of its apiGroup are not resolved by the API server yet (AllowancePolicy status.targets): %s", c.Kind, strings.Join(r.set.Unresolved(), ", "))
+	}
+	return msg
 }
 
 // boundsOf is the compiled mutation bounds of allowance i, compiled once.

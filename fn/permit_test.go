@@ -42,8 +42,8 @@ func permitRun(t *testing.T, phase policy.Phase, allowed bool) *run {
 }
 
 func TestPermit(t *testing.T) {
-	rdsKind := policy.ChildOf("rds.aws.crossplane.io/v1alpha1", "RDSInstance")
-	bucket := policy.ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
+	rdsKind := policy.Kinds{}.ChildOf("rds.aws.crossplane.io/v1alpha1", "RDSInstance")
+	bucket := policy.Kinds{}.ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
 	class := mutation.Mutation{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}
 	region := mutation.Mutation{Path: "spec.forProvider.region", Verb: v1alpha1.MutationMutate}
 	// observedAt is the logic change of a resource last produced by rev.

@@ -31,6 +31,7 @@ type run struct {
 	// composed resource counts as restricted.
 	restrictAll bool
 	set         policy.Set
+	kinds       policy.Kinds // the resources policy targets name, as the API server serves them
 	phase       policy.Phase
 	log         bool // Log mode: report, do not withhold
 	drift       v1alpha1.DriftPolicy
@@ -96,6 +97,7 @@ func (r *run) loadPolicies(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
 		r.problem(err)
 		r.restrictAll = true
 	}
+	r.kinds = policy.KindsOf(aps)
 	set, errs := cache.For(r.xr.GetAPIVersion(), r.xr.GetKind(), aps)
 	for _, err := range errs {
 		r.problem(err)

@@ -237,9 +237,10 @@ type AllowancePolicySpec struct {
 	DeletionProtection bool `json:"deletionProtection,omitempty"`
 }
 
-// PolicyStatus is the observed state of a policy.
-type PolicyStatus struct {
-	// Conditions: Ready says whether every CEL expression and path compiled.
+// CompiledStatus says whether an object's CEL and paths compiled.
+type CompiledStatus struct {
+	// Conditions: Ready says whether every CEL expression and path compiled
+	// (and, on an AllowancePolicy, every target resolved).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -249,7 +250,42 @@ type PolicyStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
-// ConditionReady is the condition type that says a policy compiled.
+// PolicyStatus is the observed state of an AllowancePolicy.
+type PolicyStatus struct {
+	CompiledStatus `json:",inline"`
+	// Targets are the resources the policy's targets name, as the API
+	// server serves them: the provider resolves each apiGroup and resource
+	// through its CustomResourceDefinition (or discovery, for built-in
+	// kinds). The function and admission match composed resources by the
+	// kind recorded here, never by a guessed plural; a target missing here
+	// is unresolved, and every kind of its apiGroup counts as restricted
+	// until it resolves (fail closed).
+	// +listType=map
+	// +listMapKey=apiGroup
+	// +listMapKey=resource
+	// +optional
+	Targets []ResolvedTarget `json:"targets,omitempty"`
+}
+
+// ResolvedTarget is one resource a policy's targets name, as the API server
+// serves it.
+type ResolvedTarget struct {
+	// APIGroup of the resource, as the target names it.
+	APIGroup string `json:"apiGroup"`
+	// Resource is the plural, as the target names it.
+	Resource string `json:"resource"`
+	// Kind the API server serves the resource as.
+	Kind string `json:"kind"`
+	// Versions the API server serves, sorted.
+	// +optional
+	Versions []string `json:"versions,omitempty"`
+	// Namespaced says whether objects of the kind live in namespaces.
+	// +optional
+	Namespaced bool `json:"namespaced,omitempty"`
+}
+
+// ConditionReady is the condition type that says a policy compiled and
+// every target resolved.
 const ConditionReady = "Ready"
 
 // An AllowancePolicy maps changes of a Claim's or XR's watched fields to the

@@ -130,7 +130,7 @@ type UpgradeAllowance struct {
 // Ready condition says whether it compiled, and the counts what it reached
 // among gated managed resources, as the provider last looked.
 type UpgradeAllowanceStatus struct {
-	PolicyStatus `json:",inline"`
+	CompiledStatus `json:",inline"`
 	// Upgraded counts the gated managed resources whose current change it
 	// let through: their trace starts at it.
 	// +optional

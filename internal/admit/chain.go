@@ -19,7 +19,9 @@ import (
 // written (Obj), the time, and how to look up what its allowances chain to.
 type Chain struct {
 	Old, Obj *unstructured.Unstructured
-	Now      time.Time
+	// Child is the resource's kind as the API server serves it.
+	Child policy.Child
+	Now   time.Time
 	// Composite returns the resource's controlling composite, nil when it
 	// has none; it is asked at most once.
 	Composite func() (*unstructured.Unstructured, error)
@@ -108,7 +110,7 @@ func (c Chain) Refuse(as []allowance.Allowance) (string, error) {
 		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) && a.Within(x) }) {
 			return fmt.Sprintf("allowance %d on %s grants more than the allowance of %s it chains to (relation, target or verbs)", i, Describe(obj), Describe(xr)), nil
 		}
-		if f := unshippable(a, xrAllowances, parent, obj); f != "" {
+		if f := unshippable(a, xrAllowances, parent, c.Child); f != "" {
 			return fmt.Sprintf("allowance %d on %s ships %s, which no allowance of %s it chains to lets through", i, Describe(obj), f, Describe(xr)), nil
 		}
 	}
@@ -116,10 +118,11 @@ func (c Chain) Refuse(as []allowance.Allowance) (string, error) {
 }
 
 // unshippable names the first field External allowance a ships that the
-// composite allowances of its chain (parent) do not let reach obj, or ""
+// composite allowances of its chain (parent) do not let reach a resource
+// of kind child, or ""
 // (DESIGN §4a: a pipeline step after Kausality must not name a field it
 // changed itself, or the gate would ship it).
-func unshippable(a allowance.Allowance, xrAllowances []allowance.Allowance, parent allowance.Trace, obj *unstructured.Unstructured) string {
+func unshippable(a allowance.Allowance, xrAllowances []allowance.Allowance, parent allowance.Trace, child policy.Child) string {
 	if a.Relation != v1alpha1.RelationExternal || len(a.Mutations) == 0 {
 		return ""
 	}
@@ -130,7 +133,7 @@ func unshippable(a allowance.Allowance, xrAllowances []allowance.Allowance, pare
 		}
 	}
 	ms := mutation.Named(a.Mutations)
-	ok := policy.Shippable(chain, policy.ChildOf(obj.GetAPIVersion(), obj.GetKind()), ms)
+	ok := policy.Shippable(chain, child, ms)
 	for _, m := range ms {
 		if !slices.Contains(ok, m) {
 			return m.Path

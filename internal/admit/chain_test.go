@@ -10,6 +10,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 func TestChainRefuse(t *testing.T) {
@@ -101,7 +102,8 @@ func TestChainRefuse(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := Chain{Old: tc.old, Obj: bucket(map[string]any{"size": "large"}), Now: now,
+			obj := bucket(map[string]any{"size": "large"})
+			c := Chain{Old: tc.old, Obj: obj, Child: policy.ChildFor(obj.GroupVersionKind(), "buckets"), Now: now,
 				Composite: func() (*unstructured.Unstructured, error) { return tc.composite, tc.lookupErr },
 				Upgrades:  func(string) (bool, error) { return tc.upgrades, nil }}
 			got, err := c.Refuse(tc.as)

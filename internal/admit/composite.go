@@ -86,9 +86,10 @@ func CrossplaneField(p string) bool {
 	return slices.ContainsFunc(crossplaneFields, func(f string) bool { return mutation.Under(p, f) })
 }
 
-// ParentFor picks the Claim's unconsumed allowance for this composite that
-// covers every spec change, first in trace order. note says why none did.
-func ParentFor(claim, old, xr *unstructured.Unstructured, resource string) (*allowance.Allowance, string, error) {
+// ParentFor picks the Claim's unconsumed allowance for this composite, of
+// kind child as the API server serves it, that covers every spec change,
+// first in trace order. note says why none did.
+func ParentFor(claim, old, xr *unstructured.Unstructured, child policy.Child) (*allowance.Allowance, string, error) {
 	as, err := allowance.Parse(claim.GetAnnotations()[v1alpha1.AnnotationAllowances])
 	if err != nil {
 		return nil, "", errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, Describe(claim))
@@ -98,10 +99,6 @@ func ParentFor(claim, old, xr *unstructured.Unstructured, resource string) (*all
 		oldSpec = old.Object["spec"]
 	}
 	changed := mutation.Diff("spec", oldSpec, xr.Object["spec"], mutation.WithSkip(CrossplaneField))
-	child := policy.ChildOf(xr.GetAPIVersion(), xr.GetKind())
-	if resource != "" {
-		child.Resource = resource
-	}
 	as = allowance.Unconsumed(as, claim.Object)
 	allowance.Sort(as)
 	for i, a := range as {

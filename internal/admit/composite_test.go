@@ -108,7 +108,7 @@ func TestParentFor(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, note, err := ParentFor(tc.claim, old, tc.obj, "xdatabases")
+			got, note, err := ParentFor(tc.claim, old, tc.obj, policy.ChildFor(tc.obj.GroupVersionKind(), "xdatabases"))
 			if err != nil {
 				t.Fatal(err)
 			}

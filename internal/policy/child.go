@@ -3,9 +3,6 @@ package policy
 import (
 	"slices"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
@@ -17,21 +14,13 @@ type Child struct {
 	APIGroup   string
 	APIVersion string
 	Kind       string
-	// Resource is the lower-case plural, guessed from the kind the way
-	// controller-gen and Crossplane name CRDs.
+	// Resource is the lower-case plural, as the API server serves the kind
+	// when known (Kinds), else guessed the way controller-gen names CRDs.
 	Resource string
-}
-
-// ChildOf returns the Child for an object's apiVersion and kind.
-func ChildOf(apiVersion, kind string) Child {
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil {
-		// An apiVersion with several slashes: keep what is there so nothing
-		// matches it by accident.
-		gv = schema.GroupVersion{Group: apiVersion}
-	}
-	plural, _ := meta.UnsafeGuessKindToResource(gv.WithKind(kind))
-	return Child{APIGroup: gv.Group, APIVersion: gv.Version, Kind: kind, Resource: plural.Resource}
+	// Guessed says Resource is a guess: no policy's status records the
+	// kind. Such a kind counts as restricted wherever a target of its
+	// apiGroup is unresolved, since that target may name it.
+	Guessed bool
 }
 
 // MatchesChild reports whether a ControllerChild target names the child's

@@ -89,15 +89,15 @@ func dbSet(t testing.TB, extra ...string) Set {
 	return s
 }
 
-var rdsChild = ChildOf("rds.aws.crossplane.io/v1alpha1", "RDSInstance")
+var rdsChild = Kinds{}.ChildOf("rds.aws.crossplane.io/v1alpha1", "RDSInstance")
 
 func TestChildOf(t *testing.T) {
-	want := Child{APIGroup: "rds.aws.crossplane.io", APIVersion: "v1alpha1", Kind: "RDSInstance", Resource: "rdsinstances"}
+	want := Child{APIGroup: "rds.aws.crossplane.io", APIVersion: "v1alpha1", Kind: "RDSInstance", Resource: "rdsinstances", Guessed: true}
 	if diff := cmp.Diff(want, rdsChild); diff != "" {
 		t.Errorf("ChildOf: -want +got:\n%s", diff)
 	}
-	if got := ChildOf("eks.aws.m.upbound.io/v1beta1", "NodeGroup").Resource; got != "nodegroups" {
-		t.Errorf("ChildOf(NodeGroup).Resource = %q, want nodegroups", got)
+	if got := (Kinds{}).ChildOf("eks.aws.m.upbound.io/v1beta1", "NodeGroup").Resource; got != "nodegroups" {
+		t.Errorf("Kinds{}.ChildOf(NodeGroup).Resource = %q, want nodegroups", got)
 	}
 }
 
@@ -261,7 +261,7 @@ func TestRestricts(t *testing.T) {
 	if !s.Restricts(rdsChild) || !s.RestrictsExternal(rdsChild) {
 		t.Error("the database policy must restrict RDSInstance and its external resource")
 	}
-	bucket := ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
+	bucket := Kinds{}.ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
 	if s.Restricts(bucket) || s.RestrictsExternal(bucket) {
 		t.Error("a kind no entry names must be unrestricted")
 	}
@@ -276,7 +276,7 @@ func TestRestricting(t *testing.T) {
 spec:
   for: {apiGroup: example.com, kind: XCache}
   rules: [{trigger: spec.size, conditions: ["object.("]}]`)
-	bucket := ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
+	bucket := Kinds{}.ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
 	cases := map[string]struct {
 		reason  string
 		ps      []v1alpha1.AllowancePolicy
@@ -391,7 +391,7 @@ spec:
 func TestBounds(t *testing.T) {
 	s := dbSet(t)
 	init := s.PhaseBound(PhaseInitializing)
-	bucket := ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
+	bucket := Kinds{}.ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
 	instanceClass := mutation.Mutation{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}
 	checks := []struct {
 		name string
@@ -579,7 +579,7 @@ spec:
 	}
 	ic := mutation.Mutation{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}
 	region := mutation.Mutation{Path: "spec.forProvider.region", Verb: v1alpha1.MutationMutate}
-	bucket := ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
+	bucket := Kinds{}.ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
 	checks := []struct {
 		name      string
 		got, want bool

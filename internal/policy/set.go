@@ -91,6 +91,7 @@ func (c *Cache) For(apiVersion, kind string, ps []v1alpha1.AllowancePolicy) (Set
 			continue
 		}
 		s.policies = append(s.policies, cp)
+		s.unresolve(&ps[i])
 	}
 	slices.SortStableFunc(s.policies, func(a, b *Compiled) int {
 		if pa, pb := a.policy.Spec.Priority, b.policy.Spec.Priority; pa != pb {
@@ -132,14 +133,55 @@ func (c *Cache) all(ps []v1alpha1.AllowancePolicy) (Set, []error) {
 			continue
 		}
 		s.policies = append(s.policies, cp)
+		s.unresolve(&ps[i])
 	}
 	return s, errs
+}
+
+// unresolve records the resources p's targets name that its status does
+// not record as resolved.
+func (s *Set) unresolve(p *v1alpha1.AllowancePolicy) {
+	for _, n := range Unresolved(p) {
+		if !slices.Contains(s.unresolved, n) {
+			s.unresolved = append(s.unresolved, n)
+		}
+	}
 }
 
 // Set is the compiled policies that apply to one kind, highest priority
 // first. The zero Set restricts nothing.
 type Set struct {
 	policies []*Compiled
+	// unresolved are the resources targets name that no API server
+	// resolution backs (Unresolved): each restricts every kind of its
+	// apiGroup whose resource is only guessed.
+	unresolved []Named
+}
+
+// Unresolved are the resources the set's targets name that are not
+// resolved yet, as "resource.group".
+func (s Set) Unresolved() []string {
+	out := make([]string, 0, len(s.unresolved))
+	for _, n := range s.unresolved {
+		out = append(out, n.String())
+	}
+	return out
+}
+
+// RestrictsUnresolved reports whether c counts as restricted only because
+// a target not resolved yet may name it: no entry names c, its resource is
+// a guess, and a target of its apiGroup is unresolved.
+func (s Set) RestrictsUnresolved(c Child) bool {
+	return s.unresolvedFor(c) && !s.entries(func(e entry) bool {
+		return (e.relation == v1alpha1.RelationControllerChild && MatchesChild(e.Target, c)) ||
+			(e.relation == v1alpha1.RelationExternal && MatchesExternal(e.Target, c))
+	})
+}
+
+// unresolvedFor reports whether an unresolved target may name c: its
+// resource is a guess and a target of its apiGroup is unresolved.
+func (s Set) unresolvedFor(c Child) bool {
+	return c.Guessed && slices.ContainsFunc(s.unresolved, func(n Named) bool { return n.Group == c.APIGroup })
 }
 
 // Names are the policies' names, in priority order.
@@ -169,15 +211,17 @@ func (s Set) entries(fn func(entry) bool) bool {
 }
 
 // Restricts reports whether some ControllerChild entry names the child's
-// kind; changes to a kind no entry names are unrestricted.
+// kind, or may name it (an unresolved target of its apiGroup: fail
+// closed); changes to a kind no entry names are unrestricted.
 func (s Set) Restricts(c Child) bool {
-	return s.entries(func(e entry) bool { return e.relation == v1alpha1.RelationControllerChild && MatchesChild(e.Target, c) })
+	return s.unresolvedFor(c) || s.entries(func(e entry) bool { return e.relation == v1alpha1.RelationControllerChild && MatchesChild(e.Target, c) })
 }
 
 // RestrictsExternal reports whether some External entry names the child's
-// external resource, i.e. whether Kausality owns the child's gate.
+// external resource, or may name it, i.e. whether Kausality owns the
+// child's gate.
 func (s Set) RestrictsExternal(c Child) bool {
-	return s.entries(func(e entry) bool { return e.relation == v1alpha1.RelationExternal && MatchesExternal(e.Target, c) })
+	return s.unresolvedFor(c) || s.entries(func(e entry) bool { return e.relation == v1alpha1.RelationExternal && MatchesExternal(e.Target, c) })
 }
 
 // Phase tells obj's lifecycle phase: Deleting once it has a deletion

@@ -12,7 +12,7 @@ import (
 )
 
 func TestShippable(t *testing.T) {
-	bucket := ChildOf("recorder.kausality.io/v1alpha1", "Bucket")
+	bucket := Kinds{}.ChildOf("recorder.kausality.io/v1alpha1", "Bucket")
 	child := func(paths ...string) allowance.Allowance {
 		a := allowance.Allowance{Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{APIGroup: "recorder.kausality.io", Resource: "buckets"}, Verbs: []string{"Update"}}
 		for _, p := range paths {

@@ -83,7 +83,7 @@ func buildOf(ctx context.Context, r client.Reader, u authenticationv1.UserInfo) 
 // recorded, or a controller's first write, follows the normal rules.
 //
 // It returns the allowances to store, a denial, or an error.
-func (h *Managed) build(ctx context.Context, u authenticationv1.UserInfo, old, obj *unstructured.Unstructured, as []allowance.Allowance, lateInit bool) ([]allowance.Allowance, string, error) {
+func (h *Managed) build(ctx context.Context, u authenticationv1.UserInfo, child policy.Child, old, obj *unstructured.Unstructured, as []allowance.Allowance, lateInit bool) ([]allowance.Allowance, string, error) {
 	key := v1alpha1.AnnotationControllerUAHash
 	if u.Username != h.Trusted.Crossplane && !h.Trusted.Controller(u.Username) {
 		if old != nil && h.Trusted.Has(u.Username) {
@@ -142,7 +142,6 @@ func (h *Managed) build(ctx context.Context, u authenticationv1.UserInfo, old, o
 	}
 	up := policy.Upgrade{Changes: []logic.Change{*change}}
 	bound := policy.UpgradeBound(ul.Items, up)
-	child := policy.ChildOf(obj.GetAPIVersion(), obj.GetKind())
 	for _, m := range ms {
 		if !bound.AllowsMutation(child, m) {
 			return nil, fmt.Sprintf("%s runs a new build (%s; %s) and its write changes %s of %s, which no allowance covers; an UpgradeAllowance with serviceAccount %s whose policies cover that change lets the new build make it",

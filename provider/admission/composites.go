@@ -88,7 +88,7 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
 		if claim != nil {
-			r.Parent, parentNote, err = admit.ParentFor(claim, old, obj, req.Resource.Resource)
+			r.Parent, parentNote, err = admit.ParentFor(claim, old, obj, requestChild(req))
 			if err != nil {
 				return admission.Denied(err.Error())
 			}

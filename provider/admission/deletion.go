@@ -115,10 +115,13 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 	} else if user.Username == h.Trusted.Crossplane {
 		return nil, nil
 	}
-	set, _, err := policiesFor(ctx, h.Policies, h.Cache, xr)
+	ps, err := listPolicies(ctx, h.Policies)
 	if err != nil {
 		return nil, err
 	}
+	// A policy that does not compile grants no deletion.
+	set, _ := h.Cache.For(xr.GetAPIVersion(), xr.GetKind(), ps)
+	kinds := policy.KindsOf(ps)
 	bound := set.DeletionBound(identity(user))
 	origin := allowance.HopOf(obj, obj.GetGeneration()).By(user.Username, h.Now())
 	var opened []string
@@ -140,7 +143,7 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 		if c := metav1.GetControllerOf(mr); c == nil || c.UID != xr.GetUID() || mr.GetLabels()[v1alpha1.LabelGated] != "true" {
 			continue
 		}
-		if !v1alpha1.GrantsVerb(bound.ExternalVerbs(policy.ChildOf(mr.GetAPIVersion(), mr.GetKind())), v1alpha1.VerbDelete) {
+		if !v1alpha1.GrantsVerb(bound.ExternalVerbs(kinds.ChildOf(mr.GetAPIVersion(), mr.GetKind())), v1alpha1.VerbDelete) {
 			// A gate an earlier deletion opened (one another check
 			// refused) is that deletion's, not this user's; once the
 			// deletion is final (obj is being deleted) the gates are its.
@@ -233,7 +236,7 @@ func (h *Deletion) ungatedDeleted(ctx context.Context, req admission.Request, ol
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if restricted, _ := h.Cache.Restricting(ps, policy.ChildOf(old.GetAPIVersion(), old.GetKind())); !restricted {
+	if restricted, _ := h.Cache.Restricting(ps, requestChild(req)); !restricted {
 		return admission.Allowed("")
 	}
 	if (req.DryRun != nil && *req.DryRun) || h.Kube == nil {
@@ -299,10 +302,10 @@ func (h *Deletion) openDelete(ctx context.Context, mr *unstructured.Unstructured
 			return as, false // an earlier deletion (the Claim's) opened it
 		}
 		gen := allowance.NextGeneration(mr.GetGeneration())
-		c := policy.ChildOf(mr.GetAPIVersion(), mr.GetKind())
+		gvk := mr.GroupVersionKind()
 		own := allowance.HopOf(mr, gen)
 		own.Timestamp = origin.Timestamp
-		return append(as, allowance.ExternalGrant(c.APIGroup, c.Kind, v1alpha1.VerbDelete, gen, allowance.Trace{origin, own})), true
+		return append(as, allowance.ExternalGrant(gvk.Group, gvk.Kind, v1alpha1.VerbDelete, gen, allowance.Trace{origin, own})), true
 	})
 }
 

@@ -134,7 +134,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	if req.UserInfo.Username == h.Trusted.Crossplane {
-		c := admit.Chain{Old: old, Obj: obj, Now: h.Now(),
+		c := admit.Chain{Old: old, Obj: obj, Child: requestChild(req), Now: h.Now(),
 			Composite: func() (*unstructured.Unstructured, error) { return parents.Composite(ctx, h.Reader, obj) },
 			Upgrades:  func(name string) (bool, error) { return h.upgrade(ctx, name, old, obj) }}
 		if msg, err := c.Refuse(as); err != nil {
@@ -145,7 +145,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 
 	n := len(as)
-	as, msg, err := h.build(ctx, req.UserInfo, old, obj, as, lateInit)
+	as, msg, err := h.build(ctx, req.UserInfo, requestChild(req), old, obj, as, lateInit)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	} else if msg != "" {
@@ -245,7 +245,7 @@ func (h *Managed) gates(ctx context.Context, req admission.Request, old, obj *un
 	if err != nil {
 		return false, "", err
 	}
-	child := policy.ChildOf(obj.GetAPIVersion(), obj.GetKind())
+	child := requestChild(req)
 	if old != nil {
 		// One that existed before a policy came to restrict its kind is
 		// gated by its next write, closed: from then on a spec change needs

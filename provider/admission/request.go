@@ -8,6 +8,7 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -18,6 +19,13 @@ import (
 // identity is the authenticated requester as policies see it.
 func identity(user authenticationv1.UserInfo) policy.Identity {
 	return policy.Identity{Username: user.Username, Groups: slices.Clone(user.Groups)}
+}
+
+// requestChild is the kind of the request's object as the API server
+// serves it: the request names its real resource, so admission never
+// guesses a plural (docs/DESIGN.md §3a).
+func requestChild(req admission.Request) policy.Child {
+	return policy.ChildFor(schema.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind}, req.Resource.Resource)
 }
 
 // objects decodes a request's object and old object; old is nil on create.

@@ -138,7 +138,7 @@ func (w *Webhooks) sync(ctx context.Context) error {
 		for _, k := range w.Managed() {
 			r := k.GVK.GroupVersion().WithResource(k.Resource)
 			t.managed = append(t.managed, r)
-			if w.Cache != nil && w.Cache.RestrictingCompiled(l.Items, policy.ChildOf(k.GVK.GroupVersion().String(), k.GVK.Kind)) {
+			if w.Cache != nil && w.Cache.RestrictingCompiled(l.Items, policy.ChildFor(k.GVK, k.Resource)) {
 				t.restricted = append(t.restricted, r)
 			}
 		}
@@ -244,6 +244,11 @@ func rules(gvrs []schema.GroupVersionResource, ops ...admissionregistrationv1.Op
 var (
 	sideEffectsNone = ptr.To(admissionregistrationv1.SideEffectClassNone)
 	failClosed      = ptr.To(admissionregistrationv1.Fail)
+	// equivalent sends a write through any served version of a kind to
+	// the webhook whose rule names another version of it: a managed kind
+	// with several served versions (v1beta1 and v1beta2, as many provider
+	// kinds have) is covered whichever version a client writes.
+	equivalent      = ptr.To(admissionregistrationv1.Equivalent)
 	reviewVersions  = []string{"v1"}
 	gatedSelector   = &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelGated: "true"}}
 	ungatedSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
@@ -255,7 +260,7 @@ var (
 func mutating(name string, cc admissionregistrationv1.WebhookClientConfig, rs []admissionregistrationv1.RuleWithOperations, selector *metav1.LabelSelector) admissionregistrationv1.MutatingWebhook {
 	return admissionregistrationv1.MutatingWebhook{
 		Name: name, ClientConfig: cc, Rules: rs, ObjectSelector: selector,
-		SideEffects: sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions,
+		SideEffects: sideEffectsNone, FailurePolicy: failClosed, MatchPolicy: equivalent, AdmissionReviewVersions: reviewVersions,
 		ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
 	}
 }
@@ -265,7 +270,7 @@ func mutating(name string, cc admissionregistrationv1.WebhookClientConfig, rs []
 func deleting(name string, cc admissionregistrationv1.WebhookClientConfig, rs []admissionregistrationv1.RuleWithOperations, selector *metav1.LabelSelector) admissionregistrationv1.ValidatingWebhook {
 	return admissionregistrationv1.ValidatingWebhook{
 		Name: name, ClientConfig: cc, Rules: rs, ObjectSelector: selector,
-		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
+		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), FailurePolicy: failClosed, MatchPolicy: equivalent, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
 	}
 }
 
@@ -274,7 +279,7 @@ func deleting(name string, cc admissionregistrationv1.WebhookClientConfig, rs []
 func validating(name string, cc admissionregistrationv1.WebhookClientConfig, rs []admissionregistrationv1.RuleWithOperations, selector *metav1.LabelSelector) admissionregistrationv1.ValidatingWebhook {
 	return admissionregistrationv1.ValidatingWebhook{
 		Name: name, ClientConfig: cc, Rules: rs, ObjectSelector: selector,
-		SideEffects: sideEffectsNone, FailurePolicy: failClosed, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
+		SideEffects: sideEffectsNone, FailurePolicy: failClosed, MatchPolicy: equivalent, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
 	}
 }
 

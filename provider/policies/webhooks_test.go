@@ -28,6 +28,8 @@ import (
 	"github.com/kausality-io/kausality-crossplane/provider/kinds"
 )
 
+var errBoom = errors.New("boom")
+
 // staticName is the ValidatingWebhookConfiguration package/provider ships.
 const staticName = "provider-kausality"
 
@@ -121,6 +123,29 @@ func broken() policyOption {
 	return func(p *v1alpha1.AllowancePolicy) { p.Spec.Rules[0].Conditions = []string{"object.spec.size >"} }
 }
 
+// meshes names App Mesh's Mesh by its CRD's plural.
+func meshes() policyOption {
+	return func(p *v1alpha1.AllowancePolicy) {
+		p.Spec.Rules[0].Policies = append(p.Spec.Rules[0].Policies, v1alpha1.PolicyEntry{
+			Target: v1alpha1.Target{APIGroup: "appmesh.aws.upbound.io", Resource: "meshes"}, Verbs: []string{"Update"}})
+	}
+}
+
+func withTargets(ts ...v1alpha1.ResolvedTarget) policyOption {
+	return func(p *v1alpha1.AllowancePolicy) { p.Status.Targets = ts }
+}
+
+// resolverFn is a Resolver over a table: what it lacks is unresolved.
+type resolverFn struct {
+	served map[policy.Named]v1alpha1.ResolvedTarget
+	err    error
+}
+
+func (r resolverFn) Resolve(_ context.Context, n policy.Named) (v1alpha1.ResolvedTarget, bool, error) {
+	t, ok := r.served[n]
+	return t, ok, r.err
+}
+
 func withReady(c metav1.Condition, observed int64) policyOption {
 	return func(p *v1alpha1.AllowancePolicy) {
 		p.Status.Conditions = []metav1.Condition{c}
@@ -154,7 +179,7 @@ var (
 func compositesHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.MutatingWebhook {
 	return admissionregistrationv1.MutatingWebhook{
 		Name: "composites.kausality.io", ClientConfig: cc, Rules: rules,
-		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail), MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
 		AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
 	}
 }
@@ -163,7 +188,7 @@ func managedHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admiss
 	return admissionregistrationv1.MutatingWebhook{
 		Name: "managed.kausality.io", ClientConfig: cc, Rules: rules,
 		ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelGated: "true"}},
-		SideEffects:    ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+		SideEffects:    ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail), MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
 		AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
 	}
 }
@@ -189,7 +214,7 @@ func createHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissi
 func deletionHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.ValidatingWebhook {
 	return admissionregistrationv1.ValidatingWebhook{
 		Name: "deletion.kausality.io", ClientConfig: cc, Rules: rules,
-		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), FailurePolicy: ptr.To(admissionregistrationv1.Fail), MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
 		AdmissionReviewVersions: []string{"v1"}, TimeoutSeconds: ptr.To[int32](10),
 	}
 }
@@ -216,7 +241,7 @@ func restrictedDeletionHook(cc admissionregistrationv1.WebhookClientConfig, rule
 func statusHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.ValidatingWebhook {
 	return admissionregistrationv1.ValidatingWebhook{
 		Name: "status.kausality.io", ClientConfig: cc, Rules: rules,
-		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail), MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
 		AdmissionReviewVersions: []string{"v1"}, TimeoutSeconds: ptr.To[int32](10),
 	}
 }
@@ -562,7 +587,10 @@ func TestDeletionProtectionCEL(t *testing.T) {
 
 func TestReconcile(t *testing.T) {
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonCompiled,
-		Message: "every CEL expression and path compiled", ObservedGeneration: 2}
+		Message: "every CEL expression and path compiled and every target resolved", ObservedGeneration: 2}
+	mesh := v1alpha1.ResolvedTarget{APIGroup: "appmesh.aws.upbound.io", Resource: "meshes", Kind: "Mesh", Versions: []string{"v1beta1", "v1beta2"}}
+	unresolved := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonUnresolved,
+		Message: "the API server serves no resource meshes.appmesh.aws.upbound.io (no CustomResourceDefinition of that name); every kind of its apiGroup counts as restricted until it does", ObservedGeneration: 2}
 	_, compileErr := policy.Compile(allowancePolicy("broken", xdbGVK, broken()))
 	notReady := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonInvalid,
 		Message: compileErr.Error(), ObservedGeneration: 2}
@@ -571,11 +599,13 @@ func TestReconcile(t *testing.T) {
 	}}
 
 	type args struct {
-		objs []client.Object
-		name string
+		objs     []client.Object
+		name     string
+		resolver resolverFn
 	}
 	type want struct {
 		err            error
+		requeue        bool
 		policy         *v1alpha1.AllowancePolicy
 		statusUpdates  int
 		mutating       *admissionregistrationv1.MutatingWebhookConfiguration
@@ -621,6 +651,45 @@ func TestReconcile(t *testing.T) {
 				mutating: xdbHooks,
 			},
 		},
+		"TargetResolved": {
+			reason: "A target naming a kind by its CRD's plural is recorded with its kind and served versions, so the function and admission match by the kind, never a guessed plural.",
+			args: args{objs: []client.Object{static(), allowancePolicy("xdatabases", xdbGVK, meshes())}, name: "xdatabases",
+				resolver: resolverFn{served: map[policy.Named]v1alpha1.ResolvedTarget{{Group: "appmesh.aws.upbound.io", Resource: "meshes"}: mesh}}},
+			want: want{
+				policy:        allowancePolicy("xdatabases", xdbGVK, meshes(), withReady(ready, 2), withTargets(mesh)),
+				statusUpdates: 1,
+				mutating:      xdbHooks,
+			},
+		},
+		"TargetUnresolved": {
+			reason: "A target the API server does not serve makes the policy not Ready, naming it, and is looked at again.",
+			args:   args{objs: []client.Object{static(), allowancePolicy("xdatabases", xdbGVK, meshes())}, name: "xdatabases"},
+			want: want{
+				policy:        allowancePolicy("xdatabases", xdbGVK, meshes(), withReady(unresolved, 2)),
+				statusUpdates: 1,
+				mutating:      xdbHooks,
+				requeue:       true,
+			},
+		},
+		"TargetNoLongerServed": {
+			reason: "A resolution the API server no longer backs (its CRD deleted) is taken back.",
+			args:   args{objs: []client.Object{static(), allowancePolicy("xdatabases", xdbGVK, meshes(), withReady(ready, 2), withTargets(mesh))}, name: "xdatabases"},
+			want: want{
+				policy:        allowancePolicy("xdatabases", xdbGVK, meshes(), withReady(unresolved, 2)),
+				statusUpdates: 1,
+				mutating:      xdbHooks,
+				requeue:       true,
+			},
+		},
+		"ResolveFails": {
+			reason: "A failed lookup is an error and changes nothing.",
+			args: args{objs: []client.Object{static(), allowancePolicy("xdatabases", xdbGVK, meshes(), withReady(ready, 2), withTargets(mesh))}, name: "xdatabases",
+				resolver: resolverFn{err: errBoom}},
+			want: want{
+				err:    errors.Wrap(errBoom, "cannot resolve the targets of AllowancePolicy xdatabases"),
+				policy: allowancePolicy("xdatabases", xdbGVK, meshes(), withReady(ready, 2), withTargets(mesh)),
+			},
+		},
 		"Deleted": {
 			reason: "A policy that is gone is no error: the configuration is resynchronised without it.",
 			args: args{objs: []client.Object{static(),
@@ -640,12 +709,15 @@ func TestReconcile(t *testing.T) {
 					return c.SubResource(sub).Update(ctx, obj, opts...)
 				}}).Build()
 			cache := policy.NewCache()
-			r := &Reconciler{Kube: kube, Cache: cache,
+			r := &Reconciler{Kube: kube, Cache: cache, Resolver: tc.args.resolver,
 				Webhooks: &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: cache, Static: staticName, Log: logr.Discard()}}
 
-			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: tc.args.name}})
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: tc.args.name}})
 			if diff := cmp.Diff(tc.want.err, err, test.EquateErrors()); diff != "" {
 				t.Errorf("%s\nReconcile(...): -want error, +got error:\n%s", tc.reason, diff)
+			}
+			if got := res.RequeueAfter > 0; got != tc.want.requeue {
+				t.Errorf("%s\nReconcile(...) requeues: %t, want %t", tc.reason, got, tc.want.requeue)
 			}
 			var got *v1alpha1.AllowancePolicy
 			if tc.want.policy != nil {

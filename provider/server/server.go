@@ -187,7 +187,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	})); err != nil {
 		return nil, errors.Wrap(err, "cannot add the initial webhook sync")
 	}
-	if err := (&policies.Reconciler{Kube: mgr.GetClient(), Cache: pc, Webhooks: hooks}).Setup(mgr); err != nil {
+	if err := (&policies.Reconciler{Kube: mgr.GetClient(), Cache: pc, Webhooks: hooks,
+		Resolver: policies.APIResolver{Reader: direct, Mapper: mgr.GetRESTMapper()}}).Setup(mgr); err != nil {
 		return nil, errors.Wrap(err, "cannot set up the AllowancePolicy controller")
 	}
 	managedGVKs := func() []schema.GroupVersionKind {

@@ -1,0 +1,127 @@
+package policy
+
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+)
+
+// Kinds is what the API server told the provider about the resources
+// policy targets name (the policies' status.targets): which kind each
+// plural is. Composed resources are matched against targets through it,
+// because no rule that turns a kind into a plural agrees with every CRD
+// (docs/DESIGN.md §3a: a guessed plural that differs from the CRD's would
+// match no target, and the kind would pass as unrestricted). The zero
+// Kinds knows nothing; every plural is then guessed.
+type Kinds struct {
+	plural map[schema.GroupKind]string
+	kind   map[schema.GroupResource]string
+}
+
+// KindsOf collects the resolved targets of ps.
+func KindsOf(ps []v1alpha1.AllowancePolicy) Kinds {
+	k := Kinds{plural: map[schema.GroupKind]string{}, kind: map[schema.GroupResource]string{}}
+	for i := range ps {
+		for _, t := range ps[i].Status.Targets {
+			if t.Kind == "" || t.Resource == "" {
+				continue
+			}
+			k.plural[schema.GroupKind{Group: t.APIGroup, Kind: t.Kind}] = t.Resource
+			k.kind[schema.GroupResource{Group: t.APIGroup, Resource: t.Resource}] = t.Kind
+		}
+	}
+	return k
+}
+
+// Plural returns the resource name of group and kind, when a policy's
+// status records it.
+func (k Kinds) Plural(group, kind string) (string, bool) {
+	p, ok := k.plural[schema.GroupKind{Group: group, Kind: kind}]
+	return p, ok
+}
+
+// ChildOf returns the Child for an object's apiVersion and kind: its
+// resource as a policy's status records it, or else guessed (Guessed).
+// A guess that names a resource the API server serves as another kind is
+// no resource at all, so it matches only wildcard targets.
+func (k Kinds) ChildOf(apiVersion, kind string) Child {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		// An apiVersion with several slashes: keep what is there so nothing
+		// matches it by accident.
+		gv = schema.GroupVersion{Group: apiVersion}
+	}
+	c := Child{APIGroup: gv.Group, APIVersion: gv.Version, Kind: kind}
+	if p, ok := k.Plural(gv.Group, kind); ok {
+		c.Resource = p
+		return c
+	}
+	plural, _ := meta.UnsafeGuessKindToResource(gv.WithKind(kind))
+	c.Resource, c.Guessed = plural.Resource, true
+	if other, ok := k.kind[plural.GroupResource()]; ok && other != kind {
+		c.Resource = ""
+	}
+	return c
+}
+
+// ChildFor is the Child of a kind whose resource name is known, from
+// discovery or an admission request.
+func ChildFor(gvk schema.GroupVersionKind, resource string) Child {
+	return Child{APIGroup: gvk.Group, APIVersion: gvk.Version, Kind: gvk.Kind, Resource: resource}
+}
+
+// Named is a resource a target names: an apiGroup and a plural, neither a
+// wildcard.
+type Named = schema.GroupResource
+
+// TargetsOf are the resources p's targets name, each once, in the order
+// they appear: the ControllerChild targets' resources and the External
+// targets' resource keys. Wildcards name no resource.
+func TargetsOf(p *v1alpha1.AllowancePolicy) []Named {
+	var out []Named
+	add := func(group, resource string) {
+		if resource == "" || resource == v1alpha1.VerbAll || group == v1alpha1.VerbAll {
+			return
+		}
+		n := Named{Group: group, Resource: resource}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	visit := func(es []v1alpha1.PolicyEntry) {
+		for _, e := range es {
+			if e.Relation == v1alpha1.RelationExternal || len(e.Target.External) > 0 {
+				// Without an apiGroup key the target names a resource in
+				// every group; there is no one CRD to resolve.
+				if g, ok := e.Target.External["apiGroup"]; ok {
+					add(g, e.Target.External["resource"])
+				}
+				continue
+			}
+			add(e.Target.APIGroup, e.Target.Resource)
+		}
+	}
+	if p.Spec.Initializing != nil {
+		visit(p.Spec.Initializing.Policies)
+	}
+	if p.Spec.Deleting != nil {
+		visit(p.Spec.Deleting.Policies)
+	}
+	for _, r := range p.Spec.Rules {
+		visit(r.Policies)
+	}
+	return out
+}
+
+// Unresolved are the resources p's targets name that its status does not
+// record as resolved.
+func Unresolved(p *v1alpha1.AllowancePolicy) []Named {
+	return slices.DeleteFunc(TargetsOf(p), func(n Named) bool {
+		return slices.ContainsFunc(p.Status.Targets, func(t v1alpha1.ResolvedTarget) bool {
+			return t.Kind != "" && t.APIGroup == n.Group && t.Resource == n.Resource
+		})
+	})
+}
