@@ -26,6 +26,10 @@ import (
 
 var testNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
+// created is the condition the function keeps on an XR that has been Ready.
+var created = &fnv1.Condition{Type: v1alpha1.ConditionCreated, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonCreated,
+	Message: ptr("the XR was Ready with nothing left to add; what the pipeline adds from now on is a change that needs a cause"), Target: fnv1.Target_TARGET_COMPOSITE.Enum()}
+
 const (
 	xrdb = `apiVersion: example.com/v1alpha1
 kind: XDatabase
@@ -40,6 +44,7 @@ spec:
 status:
   conditions:
   - {type: Synced, status: "True", reason: ReconcileSuccess, observedGeneration: %OBS%}
+  - {type: Ready, status: "True", reason: Available}
 `
 	policyDB = `apiVersion: kausality.io/v1alpha1
 kind: AllowancePolicy
@@ -251,6 +256,7 @@ func TestRunFunction(t *testing.T) {
 				Conditions: []*fnv1.Condition{
 					{Type: ConditionAnnotations, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAnnotationsValid, Target: fnv1.Target_TARGET_COMPOSITE.Enum()},
 					{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAllAllowed, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum()},
+					created,
 				},
 				Requirements: wantRequirements(),
 			}},
@@ -281,6 +287,7 @@ func TestRunFunction(t *testing.T) {
 					{Type: ConditionAnnotations, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAnnotationsValid, Target: fnv1.Target_TARGET_COMPOSITE.Enum()},
 					{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_FALSE, Reason: ReasonWithheld, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum(),
 						Message: ptr("resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.instanceClass: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy")},
+					created,
 				},
 				Requirements: wantRequirements(),
 			}},

@@ -48,7 +48,23 @@ func (r *run) permit(c policy.Child, verb string, inPhase func(policy.Bound) boo
 
 // permitChild decides creating or deleting a composed resource of kind c.
 func (r *run) permitChild(c policy.Child, verb string) decision {
+	if verb == v1alpha1.VerbCreate && r.added == nil && r.inCreation(c) {
+		return decision{ok: true}
+	}
 	return r.permit(c, verb, func(b policy.Bound) bool { return b.AllowsChild(c, verb) }, nil)
+}
+
+// inCreation reports whether the XR's creation covers creating a composed
+// resource of kind c or completing one: the creation is not over and the
+// XR's initializing bound lets c be created. A resource composed once what
+// it needs exists, and a value wired from another resource's status, are
+// part of the creation, whoever created the XR being their cause. What new
+// logic adds (a Composition revision, a Function) never is: callers ask
+// only when the logic did not change.
+func (r *run) inCreation(c policy.Child) bool {
+	ok := r.creating && !r.restrictAll && r.set.CreationCovers(c)
+	r.usedCreation = r.usedCreation || ok
+	return ok
 }
 
 // permitMutation decides one field mutation of an existing composed
@@ -67,6 +83,10 @@ func (r *run) permitMutation(c policy.Child, m mutation.Mutation, unchanged bool
 			return decision{ok: true}
 		}
 		return decision{reason: "drift: the composition still wants the value it last applied and the resource was changed outside it; policy drift is Deny"}
+	}
+	if m.Verb == v1alpha1.MutationInsert && up == nil && r.inCreation(c) {
+		// Completing the resource: a field it did not have.
+		return decision{ok: true}
 	}
 	d := r.permit(c, v1alpha1.VerbUpdate,
 		func(b policy.Bound) bool { return b.AllowsMutation(c, m) },

@@ -106,7 +106,10 @@ func (p *pools) step() {
 		"apiVersion": "example.com/v1alpha1", "kind": "XPools",
 		"metadata": map[string]any{"name": "x", "namespace": "prod", "generation": p.xrGen, "annotations": ann},
 		"spec":     map[string]any{"size": p.size},
-		"status":   map[string]any{"conditions": []any{map[string]any{"type": "Synced", "status": "True", "observedGeneration": p.xrGen - 1}}},
+		"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "Synced", "status": "True", "observedGeneration": p.xrGen - 1},
+			map[string]any{"type": "Ready", "status": "True"},
+		}},
 	}
 	req := &fnv1.RunFunctionRequest{
 		Meta:     &fnv1.RequestMeta{Tag: "t"},

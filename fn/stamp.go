@@ -75,6 +75,14 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	// external Update; that trace starts at the UpgradeAllowance.
 	if !found && r.phase == policy.PhaseInitializing && !r.restrictAll && v1alpha1.GrantsVerb(r.set.PhaseBound(r.phase).ExternalVerbs(dm.child), verb) {
 		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(kindWide))
+	} else if !found && r.creating && !r.restrictAll && r.set.CreationGrantsExternal(dm.child) {
+		// The XR's creation, until it is first Ready: the resource's
+		// creation, or fields inserted into it, and nothing else.
+		if ch.create {
+			add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)))
+		} else if ins := inserts(covered); len(ins) > 0 {
+			add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(mutation.BoundsFor(ins)))
+		}
 	}
 	// What new logic (a Composition revision, a Function package) changes
 	// or adds ships under its UpgradeAllowance, beside whatever XR
@@ -156,4 +164,9 @@ func (r *run) traceFor(dm, om childMeta, ch change) string {
 		base = ch.upgrade.base
 	}
 	return allowance.FormatTraceThen(base, r.mrHop(dm, allowance.NextGeneration(om.generation), ch))
+}
+
+// inserts are the mutations of ms that add a field.
+func inserts(ms []mutation.Mutation) []mutation.Mutation {
+	return slices.DeleteFunc(slices.Clone(ms), func(m mutation.Mutation) bool { return m.Verb != v1alpha1.MutationInsert })
 }

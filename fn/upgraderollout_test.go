@@ -33,7 +33,9 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 	composite := func(t *testing.T, i int, updated, ready bool) *structpb.Struct {
 		m := xr(t, 1, 1, nil).AsMap()
 		m["metadata"].(map[string]any)["name"] = fmt.Sprintf("db-%d", i)
-		cs := m["status"].(map[string]any)["conditions"].([]any)
+		// Each was created long ago (KausalityCreated), Ready or not now.
+		cs := []any{m["status"].(map[string]any)["conditions"].([]any)[0],
+			map[string]any{"type": v1alpha1.ConditionCreated, "status": "True", "reason": ReasonCreated}}
 		if updated {
 			cs = append(cs, map[string]any{"type": ConditionUpgraded, "status": "True", "reason": ReasonCurrent, "message": key + ": every composed resource is produced by the current logic"})
 		}

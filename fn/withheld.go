@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // XR condition types the function sets.
@@ -34,6 +37,8 @@ const (
 	ReasonAllPropagated    = "AllPropagated"
 	ReasonHeld             = "PropagationHeld"
 	ReasonFrozen           = "Frozen"
+	// ReasonCreated is the reason of v1alpha1.ConditionCreated.
+	ReasonCreated = "Created"
 )
 
 // ConditionPropagated is False while propagation control holds a change
@@ -113,6 +118,29 @@ func (r *run) report(rsp *fnv1.RunFunctionResponse) {
 	}
 	r.reportPropagation(rsp)
 	r.reportUpgraded(rsp)
+	r.reportCreated(rsp)
+}
+
+// reportCreated ends the XR's creation, for good, at the first run that
+// finds it Ready with nothing left to add, and keeps it ended (Ready turns
+// False again later; the creation must not come back with it). While the
+// creation goes on, Crossplane is asked back soon, so that it ends once the
+// XR is Ready although nothing it watches changes then.
+func (r *run) reportCreated(rsp *fnv1.RunFunctionResponse) {
+	if r.xr == nil || r.phase == policy.PhaseDeleting {
+		return
+	}
+	if policy.Created(r.xr.Object) || (policy.Ready(r.xr.Object) && !r.usedCreation && !r.restrictAll) {
+		response.ConditionTrue(rsp, v1alpha1.ConditionCreated, ReasonCreated).
+			WithMessage("the XR was Ready with nothing left to add; what the pipeline adds from now on is a change that needs a cause").TargetComposite()
+		return
+	}
+	if rsp.Meta == nil {
+		rsp.Meta = &fnv1.ResponseMeta{}
+	}
+	if rsp.Meta.Ttl == nil || rsp.Meta.Ttl.AsDuration() > WithheldTTL {
+		rsp.Meta.Ttl = durationpb.New(WithheldTTL)
+	}
 }
 
 // reportPropagation sets the Propagated condition and asks Crossplane to

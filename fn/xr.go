@@ -33,6 +33,11 @@ type run struct {
 	set         policy.Set
 	kinds       policy.Kinds // the resources policy targets name, as the API server serves them
 	phase       policy.Phase
+	// creating: the XR is past its first reconcile (Steady) but its
+	// creation is not over (policy.Created), so what the pipeline adds
+	// belongs to its creation; usedCreation: this run let something
+	// through as part of it.
+	creating, usedCreation bool
 	log         bool // Log mode: report, do not withhold
 	drift       v1alpha1.DriftPolicy
 	upgrades    []v1alpha1.UpgradeAllowance
@@ -108,6 +113,7 @@ func (r *run) loadPolicies(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
 		r.problem(errors.Wrapf(err, "cannot tell the lifecycle phase of %s", ref(r.xr.Object)))
 		r.phase = policy.PhaseSteady
 	}
+	r.creating = r.phase == policy.PhaseSteady && !policy.Created(r.xr.Object)
 	mode, err := set.Mode(r.ns)
 	if err != nil {
 		r.problem(errors.Wrapf(err, "cannot read mode of %s", ref(r.xr.Object)))

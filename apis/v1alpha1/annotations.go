@@ -54,3 +54,12 @@ const (
 	// LabelGated marks managed resources whose gate Kausality manages.
 	LabelGated = "kausality.io/gated"
 )
+
+// ConditionCreated is the condition the function keeps on a composite once
+// it has been Ready: its creation is over. Until then what the pipeline
+// adds (a resource composed once what it needs exists, a value wired from
+// another resource's status) is part of the creation and needs no other
+// cause; from then on it is a change like any other. Only Crossplane
+// writes a composite's status (admission refuses users' status writes),
+// so nobody can make a composite look as if it were still being created.
+const ConditionCreated = "KausalityCreated"

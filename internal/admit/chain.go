@@ -3,6 +3,7 @@ package admit
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -104,6 +105,9 @@ func (c Chain) Refuse(as []allowance.Allowance) (string, error) {
 		if old == nil && slices.Equal(a.Verbs, []string{v1alpha1.VerbCreate}) {
 			continue // creation, bounded by the composite's initializing phase
 		}
+		if old != nil && !policy.Created(xr.Object) && completes(a, c.Child, old) {
+			continue // completing the resource while the composite is created
+		}
 		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) }) {
 			return fmt.Sprintf("allowance %d on %s does not chain to an unconsumed allowance of %s", i, Describe(obj), Describe(xr)), nil
 		}
@@ -115,6 +119,28 @@ func (c Chain) Refuse(as []allowance.Allowance) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// completes reports whether a ships only fields the stored resource old
+// lacks, by an External Update of its own kind: the composite's creation
+// completing a resource (a value wired from another resource's status),
+// which the function lets through until the composite is first Ready
+// (docs/DESIGN.md §3b). A pipeline step after Kausality cannot pass a
+// change of an existing value off as one.
+func completes(a allowance.Allowance, child policy.Child, old *unstructured.Unstructured) bool {
+	if a.Relation != v1alpha1.RelationExternal || !slices.Equal(a.Verbs, []string{v1alpha1.VerbUpdate}) ||
+		len(a.Mutations) == 0 || !policy.MatchesExternal(a.Target, child) {
+		return false
+	}
+	for _, b := range a.Mutations {
+		if !slices.Equal(b.Verbs, []v1alpha1.MutationVerb{v1alpha1.MutationInsert}) || strings.Contains(b.JSONPath, "*") {
+			return false
+		}
+		if _, present := mutation.Value(old.Object, b.JSONPath); present {
+			return false
+		}
+	}
+	return true
 }
 
 // unshippable names the first field External allowance a ships that the

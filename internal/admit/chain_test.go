@@ -48,6 +48,14 @@ func TestChainRefuse(t *testing.T) {
 	creation := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 1, allowance.Trace{xrHop, mrHop(1, ts)})
 	stored := bucket(map[string]any{"size": "small"})
 	errBoom := errors.New("boom")
+	// completion is what the function stamps while the composite is
+	// created and a value is wired into the resource.
+	completion := func(path string) allowance.Allowance {
+		return allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbUpdate, 6, allowance.Trace{xrHop, mrHop(6, ts)}).
+			Shipping([]v1alpha1.MutationBound{{JSONPath: path, Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationInsert}}})
+	}
+	created := xr.DeepCopy()
+	created.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": v1alpha1.ConditionCreated, "status": "True"}}}
 
 	cases := map[string]struct {
 		reason    string
@@ -98,6 +106,12 @@ func TestChainRefuse(t *testing.T) {
 		"CreationWhileCreated": {reason: "A Create while the resource is created is bounded by the composite's initializing phase.", as: []allowance.Allowance{creation}, composite: xr},
 		"CreateOnAnUpdate": {reason: "A Create on an existing resource must chain like any other.", old: stored, composite: xr,
 			as: []allowance.Allowance{allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 6, allowance.Trace{xrHop, mrHop(6, ts)})}, want: "does not chain"},
+		"CompletionWhileCreated": {reason: "While the composite is created, its creation may insert a field the resource lacks.", old: stored, composite: xr,
+			as: []allowance.Allowance{completion("spec.forProvider.region")}},
+		"CompletionAfterCreation": {reason: "Once the composite has been Ready, an insertion needs a cause like any change.", old: stored, composite: created,
+			as: []allowance.Allowance{completion("spec.forProvider.region")}, want: "does not chain"},
+		"CompletionOfAFieldItHas": {reason: "A change of a value the resource has is no completion.", old: stored, composite: xr,
+			as: []allowance.Allowance{completion("spec.forProvider.size")}, want: "does not chain"},
 		"LookupFails": {reason: "A failed lookup is an error, not a refusal.", old: stored, as: []allowance.Allowance{resize()}, lookupErr: errBoom, wantErr: true},
 	}
 	for name, tc := range cases {

@@ -272,3 +272,57 @@ func TestV2DeletionWhileAWildcardGateIsOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestV2DependenciesComposedDuringCreation: a composition that orders
+// creation as public ones do (a resource composed only once what it needs
+// exists, a value wired from one resource's status into another's spec)
+// finishes creating on real core under Kausality with no manual help: the
+// replica bucket, composed after the XStore's first reconcile, is created
+// once and traced to Alice's creation of the XStore; the region wired into
+// the logs bucket reaches the cloud with one update. Then the creation is
+// over (KausalityCreated), and from then on the same would need a cause.
+func TestV2DependenciesComposedDuringCreation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	comp := compositionFrom(t, filepath.Join(v2Dir, "ordered.yaml"))
+	namespace(t, "v2-ordered")
+	x := store("v2-ordered", "shop", "small", nil)
+	_ = unstructured.SetNestedField(x.Object, comp, "spec", "crossplane", "compositionRef", "name")
+	if err := alice(t).Create(ctx, x); err != nil {
+		t.Fatalf("alice creates the XStore: %v", err)
+	}
+	key := client.ObjectKeyFromObject(x)
+	controlplane.Eventually(t, 2*settleTimeout, "the XStore created: three Buckets settled and KausalityCreated", func() (bool, string) {
+		bs, err := cp.StoreBuckets(ctx, key)
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(bs) != 3 {
+			return false, fmt.Sprintf("%d Buckets — %s", len(bs), cp.DescribeStore(ctx, key))
+		}
+		ok, why, err := cp.StoreSettled(ctx, key)
+		if err != nil || !ok {
+			return false, fmt.Sprintf("%s %v — %s", why, err, cp.DescribeStore(ctx, key))
+		}
+		xr, err := cp.Object(ctx, controlplane.StoreGVK, key)
+		if err != nil || xr == nil {
+			return false, fmt.Sprintf("no XStore: %v", err)
+		}
+		if c := controlplane.Condition(xr, v1alpha1.ConditionCreated); c.Status != "True" {
+			return false, "XStore conditions: " + controlplane.Conditions(xr)
+		}
+		return true, ""
+	})
+	bs := storeBuckets(t, key)
+	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 0, 0}, "replica": {1, 0, 0}, "logs": {1, 1, 0}})
+	for _, res := range []string{"replica", "logs"} {
+		s, ok := cp.Cloud.Get(bs[res].GetName())
+		if !ok || s.Tags["source"] != "eu" {
+			t.Errorf("cloud bucket %s = %+v, want the data bucket's region eu wired into its tags", res, s)
+		}
+		tr := traceOf(t, bs[res])
+		if got := strings.Join(kinds(tr), " → "); got != "XStore → Bucket" || tr.Initiator() != controlplane.Alice {
+			t.Errorf("bucket %s trace = %s from %q, want XStore → Bucket from %s (the XStore's creation)", res, got, tr.Initiator(), controlplane.Alice)
+		}
+	}
+}

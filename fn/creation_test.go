@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+)
+
+// xrWithConditions is the XR at generation 2, reconciled once (Synced), with
+// conditions beside Synced.
+func xrWithConditions(t *testing.T, cs ...map[string]any) *structpb.Struct {
+	t.Helper()
+	m := xr(t, 2, 1, nil).AsMap()
+	out := []any{m["status"].(map[string]any)["conditions"].([]any)[0]}
+	for _, c := range cs {
+		out = append(out, c)
+	}
+	m["status"].(map[string]any)["conditions"] = out
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestCreationPhase: an XR is being created until it is first Ready. What
+// its pipeline adds meanwhile (a resource composed once what it needs
+// exists, a field wired from another resource's status) is part of the
+// creation; once the XR has been Ready, the same is a change that needs a
+// cause, even while it is not Ready again.
+func TestCreationPhase(t *testing.T) {
+	notReady := map[string]any{"type": "Ready", "status": "False", "reason": "Creating"}
+	ready := map[string]any{"type": "Ready", "status": "True", "reason": "Available"}
+	createdOnce := map[string]any{"type": v1alpha1.ConditionCreated, "status": "True", "reason": ReasonCreated}
+	// observed: an RDS instance created without its subnet group, behind a
+	// closed gate.
+	observed := func(t *testing.T) *structpb.Struct {
+		return observedRDS(t, "db.t3.small", 1, 1, map[string]string{v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small")}, "[Observe, LateInitialize]")
+	}
+	wired := obj(t, rds("db.t3.small", "")+"    dbSubnetGroupName: sg-1\n")
+	resized := obj(t, rds("db.t3.large", ""))
+
+	cases := map[string]struct {
+		reason      string
+		xr          *structpb.Struct
+		observed    func(*testing.T) *structpb.Struct
+		desired     *structpb.Struct
+		wantLetOn   bool   // the resource is in the desired state with the change
+		wantWarning string // a withheld change, "" for none
+		wantShips   string // the path a kind-wide External grant ships, "" for a creation
+		wantCreated bool   // the response keeps or sets ConditionCreated
+	}{
+		"DependencyDuringCreation": {reason: "A resource the pipeline adds before the XR is first Ready is created under the creation.",
+			xr: xrWithConditions(t, notReady), desired: obj(t, rds("db.t3.small", "")), wantLetOn: true},
+		"DependencyOnceTheRestIsReady": {reason: "A resource composed once the rest is Ready is still part of the creation, which goes on.",
+			xr: xrWithConditions(t, ready), desired: obj(t, rds("db.t3.small", "")), wantLetOn: true},
+		"ReadyWithNothingToAdd": {reason: "The first run that finds the XR Ready with nothing to add ends the creation.",
+			xr: xrWithConditions(t, ready), observed: observed, desired: obj(t, rds("db.t3.small", "")), wantCreated: true},
+		"DependencyAfterCreation": {reason: "Once the creation is over, a new resource needs a cause.",
+			xr: xrWithConditions(t, createdOnce, ready), desired: obj(t, rds("db.t3.small", "")), wantWarning: "withheld Create", wantCreated: true},
+		"DependencyCreatedOnceNotReadyNow": {reason: "An XR that was Ready once is not being created again when Ready turns False.",
+			xr: xrWithConditions(t, createdOnce, notReady), desired: obj(t, rds("db.t3.small", "")), wantWarning: "withheld Create", wantCreated: true},
+		"WiredDuringCreation": {reason: "A field wired in from another resource's status completes the resource during creation; its gate ships that field only.",
+			xr: xrWithConditions(t, notReady), observed: observed, desired: wired, wantLetOn: true, wantShips: "spec.forProvider.dbSubnetGroupName"},
+		"WiredAfterCreation": {reason: "After creation, a wired value is a change like any other.",
+			xr: xrWithConditions(t, createdOnce, notReady), observed: observed, desired: wired, wantWarning: "withheld Insert spec.forProvider.dbSubnetGroupName", wantCreated: true},
+		"ChangedDuringCreation": {reason: "Creation inserts; changing a value the resource has needs a cause even during creation.",
+			xr: xrWithConditions(t, notReady), observed: observed, desired: resized, wantWarning: "withheld Mutate spec.forProvider.instanceClass"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var o *structpb.Struct
+			if tc.observed != nil {
+				o = tc.observed(t)
+			}
+			rsp, err := newTestFunction().RunFunction(context.Background(), newRequest(t, tc.xr, o, tc.desired, policyDB))
+			if err != nil {
+				t.Fatal(err)
+			}
+			created := slices.ContainsFunc(rsp.GetConditions(), func(c *fnv1.Condition) bool {
+				return c.GetType() == v1alpha1.ConditionCreated && c.GetStatus() == fnv1.Status_STATUS_CONDITION_TRUE
+			})
+			if created != tc.wantCreated {
+				t.Errorf("%s\ncondition %s True: %t, want %t", tc.reason, v1alpha1.ConditionCreated, created, tc.wantCreated)
+			}
+			var warnings []string
+			for _, r := range rsp.GetResults() {
+				warnings = append(warnings, r.GetMessage())
+			}
+			withheld := slices.ContainsFunc(warnings, func(w string) bool { return tc.wantWarning != "" && strings.Contains(w, tc.wantWarning) })
+			if (tc.wantWarning != "") != withheld || (tc.wantWarning == "" && len(warnings) > 0) {
+				t.Errorf("%s\nwarnings %q, want one containing %q", tc.reason, warnings, tc.wantWarning)
+			}
+			d := rsp.GetDesired().GetResources()["rds"]
+			if !tc.wantLetOn && tc.wantShips == "" && tc.wantWarning == "" {
+				return // nothing changes
+			}
+			if !tc.wantLetOn {
+				if tc.observed == nil && d != nil {
+					t.Errorf("%s\nthe resource is created, want it withheld", tc.reason)
+				}
+				return
+			}
+			if d == nil {
+				t.Fatalf("%s\nthe resource is withheld: %q", tc.reason, warnings)
+			}
+			m := d.GetResource().AsMap()
+			ann, _ := m["metadata"].(map[string]any)["annotations"].(map[string]any)
+			as, err := allowance.Parse(ann[v1alpha1.AnnotationAllowances].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			verb := v1alpha1.VerbCreate
+			if tc.wantShips != "" {
+				verb = v1alpha1.VerbUpdate
+			}
+			i := slices.IndexFunc(as, func(a allowance.Allowance) bool { return a.Relation == v1alpha1.RelationExternal && slices.Equal(a.Verbs, []string{verb}) })
+			if i < 0 {
+				t.Fatalf("%s\nno External %s allowance on the resource: %+v", tc.reason, verb, as)
+			}
+			a := as[i]
+			if first := a.Trace[0]; first.Kind != "XDatabase" {
+				t.Errorf("%s\nthe trace starts at %s %s, want the XR's creation", tc.reason, first.Kind, first.Name)
+			}
+			if tc.wantShips != "" && (len(a.Mutations) != 1 || a.Mutations[0].JSONPath != tc.wantShips || !slices.Equal(a.Mutations[0].Verbs, []v1alpha1.MutationVerb{v1alpha1.MutationInsert})) {
+				t.Errorf("%s\nthe gate ships %+v, want Insert of %s only", tc.reason, a.Mutations, tc.wantShips)
+			}
+		})
+	}
+}
