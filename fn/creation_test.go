@@ -122,7 +122,9 @@ func TestCreationPhase(t *testing.T) {
 			if tc.wantShips != "" {
 				verb = v1alpha1.VerbUpdate
 			}
-			i := slices.IndexFunc(as, func(a allowance.Allowance) bool { return a.Relation == v1alpha1.RelationExternal && slices.Equal(a.Verbs, []string{verb}) })
+			i := slices.IndexFunc(as, func(a allowance.Allowance) bool {
+				return a.Relation == v1alpha1.RelationExternal && slices.Equal(a.Verbs, []string{verb})
+			})
 			if i < 0 {
 				t.Fatalf("%s\nno External %s allowance on the resource: %+v", tc.reason, verb, as)
 			}

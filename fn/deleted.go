@@ -105,7 +105,20 @@ func upgradeDelete(a allowance.Allowance) bool {
 
 // gated reports whether the resource's gate is Kausality's.
 func (r *run) gated(m childMeta) bool {
-	return r.restrictAll || r.set.RestrictsExternal(m.child)
+	return !m.child.Composite && !composite(m.obj.Object) && (r.restrictAll || r.set.RestrictsExternal(m.child))
+}
+
+// composite reports whether a composed resource is itself an XR, by the
+// fields Crossplane gives every XR, for when no policy tells (the policies
+// are not known yet).
+func composite(obj map[string]any) bool {
+	spec, _ := obj["spec"].(map[string]any)
+	for _, f := range []string{"crossplane", "compositionRef", "compositionSelector", "compositionRevisionRef"} {
+		if _, ok := spec[f]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // keptAsObserved is the resource as observed, for Crossplane to keep.

@@ -33,11 +33,6 @@ type run struct {
 	set         policy.Set
 	kinds       policy.Kinds // the resources policy targets name, as the API server serves them
 	phase       policy.Phase
-	// creating: the XR is past its first reconcile (Steady) but its
-	// creation is not over (policy.Created), so what the pipeline adds
-	// belongs to its creation; usedCreation: this run let something
-	// through as part of it.
-	creating, usedCreation bool
 	log         bool // Log mode: report, do not withhold
 	drift       v1alpha1.DriftPolicy
 	upgrades    []v1alpha1.UpgradeAllowance
@@ -76,6 +71,12 @@ type run struct {
 	rewritten map[string]bool  // composed resources whose spec this run changed beyond managementPolicies
 	stamps    map[string]stamp // what each composed resource's metadata gets, by resource name
 	problems  []string         // malformed input, one line each
+
+	// creating: the XR is past its first reconcile (Steady) but its
+	// creation is not over (policy.Created), so what the pipeline adds
+	// belongs to its creation; usedCreation: this run let something
+	// through as part of it.
+	creating, usedCreation bool
 }
 
 // load reads the policies, upgrade allowances and XR annotations. Every

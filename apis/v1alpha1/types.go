@@ -282,6 +282,10 @@ type ResolvedTarget struct {
 	// Namespaced says whether objects of the kind live in namespaces.
 	// +optional
 	Namespaced bool `json:"namespaced,omitempty"`
+	// Categories of the kind's CRD: "managed" for a managed resource,
+	// "composite" for an XR. A composite is never gated.
+	// +optional
+	Categories []string `json:"categories,omitempty"`
 }
 
 // ConditionReady is the condition type that says a policy compiled and

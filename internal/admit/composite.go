@@ -86,7 +86,8 @@ func CrossplaneField(p string) bool {
 	return slices.ContainsFunc(crossplaneFields, func(f string) bool { return mutation.Under(p, f) })
 }
 
-// ParentFor picks the Claim's unconsumed allowance for this composite, of
+// ParentFor picks the parent's (the Claim's, or the composing composite's)
+// unconsumed allowance for this composite, of
 // kind child as the API server serves it, that covers every spec change,
 // first in trace order. note says why none did.
 func ParentFor(claim, old, xr *unstructured.Unstructured, child policy.Child) (*allowance.Allowance, string, error) {

@@ -21,6 +21,11 @@ type Child struct {
 	// kind. Such a kind counts as restricted wherever a target of its
 	// apiGroup is unresolved, since that target may name it.
 	Guessed bool
+	// Composite says the kind is a Claim or XR (a policy is for it, or its
+	// CRD says so): a nested XR composed by another. Its changes chain
+	// through admission on it, never through a gate: a composite has no
+	// managementPolicies.
+	Composite bool
 }
 
 // MatchesChild reports whether a ControllerChild target names the child's

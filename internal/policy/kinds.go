@@ -19,18 +19,30 @@ import (
 type Kinds struct {
 	plural map[schema.GroupKind]string
 	kind   map[schema.GroupResource]string
+	// composite are Claim and XR kinds: those a policy is for, and those
+	// whose CRD is in a Crossplane composite or claim category.
+	composite map[schema.GroupKind]bool
 }
 
-// KindsOf collects the resolved targets of ps.
+// Crossplane's CRD categories of composites and Claims.
+var compositeCategories = []string{"composite", "claim"}
+
+// KindsOf collects the resolved targets of ps, and the kinds they are for.
 func KindsOf(ps []v1alpha1.AllowancePolicy) Kinds {
-	k := Kinds{plural: map[schema.GroupKind]string{}, kind: map[schema.GroupResource]string{}}
+	k := Kinds{plural: map[schema.GroupKind]string{}, kind: map[schema.GroupResource]string{}, composite: map[schema.GroupKind]bool{}}
 	for i := range ps {
+		f := ps[i].Spec.For
+		k.composite[schema.GroupKind{Group: f.APIGroup, Kind: f.Kind}] = true
 		for _, t := range ps[i].Status.Targets {
 			if t.Kind == "" || t.Resource == "" {
 				continue
 			}
-			k.plural[schema.GroupKind{Group: t.APIGroup, Kind: t.Kind}] = t.Resource
+			gk := schema.GroupKind{Group: t.APIGroup, Kind: t.Kind}
+			k.plural[gk] = t.Resource
 			k.kind[schema.GroupResource{Group: t.APIGroup, Resource: t.Resource}] = t.Kind
+			if slices.ContainsFunc(t.Categories, func(c string) bool { return slices.Contains(compositeCategories, c) }) {
+				k.composite[gk] = true
+			}
 		}
 	}
 	return k
@@ -54,7 +66,7 @@ func (k Kinds) ChildOf(apiVersion, kind string) Child {
 		// matches it by accident.
 		gv = schema.GroupVersion{Group: apiVersion}
 	}
-	c := Child{APIGroup: gv.Group, APIVersion: gv.Version, Kind: kind}
+	c := Child{APIGroup: gv.Group, APIVersion: gv.Version, Kind: kind, Composite: k.composite[schema.GroupKind{Group: gv.Group, Kind: kind}]}
 	if p, ok := k.Plural(gv.Group, kind); ok {
 		c.Resource = p
 		return c

@@ -31,8 +31,9 @@ const (
 // the kinds AllowancePolicies name. It evaluates the policies with the
 // request's authenticated identity, denies (Enforce) or warns about (Log)
 // changes no rule permits, and injects the allowances and trace a permitted
-// change earns. Writes by Crossplane to a composite that has a Claim are
-// checked against the Claim's allowances and continue its trace.
+// change earns. Writes by Crossplane to a composite that has a Claim, or
+// that another composite composed (nested XRs), are checked against that
+// parent's allowances and continue its trace.
 type Composites struct {
 	// Policies lists the AllowancePolicies and reads Namespaces (a cached
 	// client).
@@ -79,23 +80,24 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 	if ns != nil {
 		r.Namespace = ns.Object
 	}
-	// The chain a Crossplane write continues: the Claim's.
+	// The chain a Crossplane write continues: the Claim's, or that of the
+	// composite that composed this one (nested XRs).
 	var parentTrace allowance.Trace
 	var parentNote string
 	if req.UserInfo.Username == h.Trusted.Crossplane {
-		claim, err := parents.Claim(ctx, h.Reader, obj)
+		parent, err := parents.Parent(ctx, h.Reader, obj)
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
-		if claim != nil {
-			r.Parent, parentNote, err = admit.ParentFor(claim, old, obj, requestChild(req))
+		if parent != nil {
+			r.Parent, parentNote, err = admit.ParentFor(parent, old, obj, requestChild(req))
 			if err != nil {
 				return admission.Denied(err.Error())
 			}
 			if r.Parent != nil {
 				parentTrace = r.Parent.Trace
-			} else if parentTrace, err = allowance.ParseTrace(claim.GetAnnotations()[v1alpha1.AnnotationTrace]); err != nil {
-				return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationTrace, admit.Describe(claim)).Error())
+			} else if parentTrace, err = allowance.ParseTrace(parent.GetAnnotations()[v1alpha1.AnnotationTrace]); err != nil {
+				return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationTrace, admit.Describe(parent)).Error())
 			}
 		}
 	}

@@ -7,12 +7,14 @@ package parents
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -35,6 +37,37 @@ func Claim(ctx context.Context, r client.Reader, xr *unstructured.Unstructured) 
 		return nil, nil
 	}
 	return get(ctx, r, ref["apiVersion"], ref["kind"], ref["namespace"], ref["name"])
+}
+
+// maxDepth bounds how far Frozen walks up a tree of nested composites; a
+// platform is a few layers deep, and a cycle of forged references must not
+// loop.
+const maxDepth = 8
+
+// Parent returns what a composite's changes chain to: its Claim (a legacy
+// composite's spec.claimRef), or else the composite that composed it
+// (nested XRs): its controlling composite, provided that one references it
+// among its composed resources. Only Crossplane writes those references
+// (admit.Writers.References), while anyone may set an owner reference on
+// their own composite. Nil when there is neither.
+func Parent(ctx context.Context, r client.Reader, xr *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if _, ok, _ := unstructured.NestedMap(xr.Object, "spec", "claimRef"); ok {
+		return Claim(ctx, r, xr)
+	}
+	owner := metav1.GetControllerOf(xr)
+	if owner == nil {
+		return nil, nil
+	}
+	parent, err := get(ctx, r, owner.APIVersion, owner.Kind, xr.GetNamespace(), owner.Name)
+	if err != nil || parent == nil {
+		return nil, err
+	}
+	if parent.GetUID() != owner.UID || !slices.ContainsFunc(admit.Composed(parent), func(c *unstructured.Unstructured) bool {
+		return c.GroupVersionKind().GroupKind() == xr.GroupVersionKind().GroupKind() && c.GetName() == xr.GetName() && c.GetNamespace() == xr.GetNamespace()
+	}) {
+		return nil, nil
+	}
+	return parent, nil
 }
 
 // Namespace returns the Namespace whose kausality.io/mode and
@@ -80,21 +113,23 @@ func Frozen(ctx context.Context, r client.Reader, mr *unstructured.Unstructured)
 		return "", err
 	}
 	scope := mr
-	if xr != nil {
-		if by, _ := allowance.FrozenBy(xr.GetAnnotations()); by != "" {
-			return fmt.Sprintf("%s on %s %s", by, xr.GetKind(), xr.GetName()), nil
-		}
-		claim, err := Claim(ctx, r, xr)
-		if err != nil {
-			return "", err
-		}
-		if claim != nil {
-			if by, _ := allowance.FrozenBy(claim.GetAnnotations()); by != "" {
-				return fmt.Sprintf("%s on %s %s/%s", by, claim.GetKind(), claim.GetNamespace(), claim.GetName()), nil
+	if xr != nil && mr.GetNamespace() == "" {
+		scope = xr
+	}
+	// Up the tree: the composite, the composites that composed it (nested
+	// XRs), and a legacy composite's Claim.
+	for p, depth := xr, 0; p != nil && depth < maxDepth; depth++ {
+		if by, _ := allowance.FrozenBy(p.GetAnnotations()); by != "" {
+			if p.GetNamespace() != "" && p.GetNamespace() != mr.GetNamespace() || isClaim(p) {
+				return fmt.Sprintf("%s on %s %s/%s", by, p.GetKind(), p.GetNamespace(), p.GetName()), nil
 			}
+			return fmt.Sprintf("%s on %s %s", by, p.GetKind(), p.GetName()), nil
 		}
-		if mr.GetNamespace() == "" {
-			scope = xr
+		if isClaim(p) {
+			break
+		}
+		if p, err = Parent(ctx, r, p); err != nil {
+			return "", err
 		}
 	}
 	ns, err := Namespace(ctx, r, scope)
@@ -105,6 +140,12 @@ func Frozen(ctx context.Context, r client.Reader, mr *unstructured.Unstructured)
 		return fmt.Sprintf("%s on Namespace %s", by, ns.GetName()), nil
 	}
 	return "", nil
+}
+
+// isClaim reports whether obj is a Claim: it points at its composite.
+func isClaim(obj *unstructured.Unstructured) bool {
+	_, ok, _ := unstructured.NestedMap(obj.Object, "spec", "resourceRef")
+	return ok
 }
 
 // Deleting reports whether the deletion above a managed resource is final:

@@ -377,3 +377,82 @@ func TestDeleting(t *testing.T) {
 		})
 	}
 }
+
+// The nested chain: the XPlatform team-a/platform composed the XNop
+// team-a/xnop, which composes the NopResource team-a/nop.
+
+func platform(opts ...option) *unstructured.Unstructured {
+	return object("example.org/v1alpha1", "XPlatform", "team-a", "platform", append([]option{uid("uid-platform")}, opts...)...)
+}
+
+func uid(u string) option { return func(o *unstructured.Unstructured) { o.SetUID(types.UID(u)) } }
+
+// composes sets spec.crossplane.resourceRefs, which only Crossplane writes.
+func composes(refs ...map[string]any) option {
+	return func(u *unstructured.Unstructured) {
+		l := make([]any, 0, len(refs))
+		for _, r := range refs {
+			l = append(l, r)
+		}
+		_ = unstructured.SetNestedSlice(u.Object, l, "spec", "crossplane", "resourceRefs")
+	}
+}
+
+var xnopRef = map[string]any{"apiVersion": "example.org/v1alpha1", "kind": "XNop", "name": "xnop"}
+
+func TestParent(t *testing.T) {
+	composedXNop := xnop(ownedBy("example.org/v1alpha1", "XPlatform", "platform", true))
+	cases := map[string]struct {
+		reason string
+		objs   []client.Object
+		xr     *unstructured.Unstructured
+		want   *unstructured.Unstructured
+		err    error
+	}{
+		"Claim": {reason: "A legacy composite's parent is its Claim.",
+			objs: []client.Object{claim()}, xr: xdb(), want: claim()},
+		"ComposingComposite": {reason: "A nested XR's parent is the composite that controls it and references it among its composed resources.",
+			objs: []client.Object{platform(composes(xnopRef))}, xr: composedXNop, want: platform(composes(xnopRef))},
+		"NotReferenced": {reason: "An owner reference anyone may set on their own XR is no proof: the parent must reference it.",
+			objs: []client.Object{platform()}, xr: composedXNop},
+		"OtherUID": {reason: "A parent of the same name but another UID (recreated) is not the owner.",
+			objs: []client.Object{platform(composes(xnopRef), uid("uid-other"))}, xr: composedXNop},
+		"NotController": {reason: "Only the controlling owner composed it.",
+			objs: []client.Object{platform(composes(xnopRef))}, xr: xnop(ownedBy("example.org/v1alpha1", "XPlatform", "platform", false))},
+		"TopLevel": {reason: "A top-level XR has no parent.", xr: xnop()},
+		"Unreadable": {reason: "A parent that cannot be read is an error naming it.",
+			xr: composedXNop, err: errors.Wrap(errBoom, "cannot get XPlatform team-a/platform")},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			funcs := interceptor.Funcs{}
+			if tc.err != nil {
+				funcs = failGet("XPlatform")
+			}
+			got, err := Parent(context.Background(), reader(tc.objs, funcs), tc.xr)
+			if diff := cmp.Diff(tc.err, err, test.EquateErrors()); diff != "" {
+				t.Errorf("%s\nParent(...): -want error, +got error:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want, strip(got)); diff != "" {
+				t.Errorf("%s\nParent(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestFrozenNested: a freeze on the XR that composed the resource's XR
+// holds the resource's gate too.
+func TestFrozenNested(t *testing.T) {
+	objs := []client.Object{
+		platform(composes(xnopRef), frozenBy(carolFreeze)),
+		xnop(ownedBy("example.org/v1alpha1", "XPlatform", "platform", true), uid("uid-xnop")),
+		teamA(),
+	}
+	got, err := Frozen(context.Background(), reader(objs, interceptor.Funcs{}), nop(ownedBy("example.org/v1alpha1", "XNop", "xnop", true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "carol@example.com on XPlatform platform"; got != want {
+		t.Errorf("Frozen(...) = %q, want %q", got, want)
+	}
+}

@@ -45,6 +45,7 @@ func (r APIResolver) Resolve(ctx context.Context, n policy.Named) (v1alpha1.Reso
 			}
 			out.Kind = crd.Spec.Names.Kind
 			out.Namespaced = crd.Spec.Scope == apiextensionsv1.NamespaceScoped
+			out.Categories = slices.Clone(crd.Spec.Names.Categories)
 			for _, v := range crd.Spec.Versions {
 				if v.Served {
 					out.Versions = append(out.Versions, v.Name)

@@ -45,8 +45,9 @@ func TestAPIResolver(t *testing.T) {
 		err    error
 	}{
 		"CRD": {reason: "A CRD gives the kind, the served versions and the scope.",
-			named:  policy.Named{Group: "appmesh.aws.upbound.io", Resource: "meshes"},
-			want:   v1alpha1.ResolvedTarget{APIGroup: "appmesh.aws.upbound.io", Resource: "meshes", Kind: "Mesh", Versions: []string{"v1beta1", "v1beta2"}},
+			named: policy.Named{Group: "appmesh.aws.upbound.io", Resource: "meshes"},
+			want: v1alpha1.ResolvedTarget{APIGroup: "appmesh.aws.upbound.io", Resource: "meshes", Kind: "Mesh", Versions: []string{"v1beta1", "v1beta2"},
+				Categories: []string{"crossplane", "managed", "aws"}},
 			wantOK: true},
 		"GuessedPlural": {reason: "The plural guessed from the kind is no resource.",
 			named: policy.Named{Group: "appmesh.aws.upbound.io", Resource: "meshs"},

@@ -11,6 +11,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,15 +66,27 @@ func (c *ControlPlane) established(ctx context.Context, timeout time.Duration, c
 }
 
 // StoreBuckets are the namespaced Buckets composed for an XStore, by
-// composition resource name.
+// composition resource name: those it controls. (Crossplane labels what a
+// nested XR composes with the name of the tree's root, not its own.)
 func (c *ControlPlane) StoreBuckets(ctx context.Context, xr client.ObjectKey) (map[string]*unstructured.Unstructured, error) {
+	x, err := c.Object(ctx, StoreGVK, xr)
+	if err != nil || x == nil {
+		return nil, err
+	}
+	root := x.GetLabels()["crossplane.io/composite"]
+	if root == "" {
+		root = xr.Name
+	}
 	l := &unstructured.UnstructuredList{}
 	l.SetGroupVersionKind(MBucketGVK.GroupVersion().WithKind("BucketList"))
-	if err := c.admin.List(ctx, l, client.InNamespace(xr.Namespace), client.MatchingLabels{"crossplane.io/composite": xr.Name}); err != nil {
+	if err := c.admin.List(ctx, l, client.InNamespace(xr.Namespace), client.MatchingLabels{"crossplane.io/composite": root}); err != nil {
 		return nil, err
 	}
 	out := map[string]*unstructured.Unstructured{}
 	for i := range l.Items {
+		if o := metav1.GetControllerOf(&l.Items[i]); o == nil || o.UID != x.GetUID() {
+			continue
+		}
 		out[l.Items[i].GetAnnotations()["crossplane.io/composition-resource-name"]] = &l.Items[i]
 	}
 	return out, nil

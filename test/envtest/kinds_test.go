@@ -83,7 +83,8 @@ spec:
 	t.Cleanup(func() { _ = adminC.Delete(context.Background(), crd) })
 	controlplane.Eventually(t, 30*time.Second, "the policy is Ready: its target resolved", ready(policies.ReasonCompiled))
 	t.Logf("the target resolved %v after its CRD was created", time.Since(start).Round(time.Millisecond))
-	want := []v1alpha1.ResolvedTarget{{APIGroup: "appmesh.example.org", Resource: "meshes", Kind: "Mesh", Versions: []string{"v1beta1", "v1beta2"}}}
+	want := []v1alpha1.ResolvedTarget{{APIGroup: "appmesh.example.org", Resource: "meshes", Kind: "Mesh", Versions: []string{"v1beta1", "v1beta2"},
+		Categories: []string{"crossplane", "managed"}}}
 	if diff := cmp.Diff(want, p.Status.Targets); diff != "" {
 		t.Errorf("status.targets: -want +got:\n%s", diff)
 	}
