@@ -57,6 +57,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 	rsp.Requirements = requirements(oxr.Resource.Object)
+	inputRequirements(rsp.Requirements, cfg.inputs)
 	blockerRequirements(rsp.Requirements, cfg.plan, oxr.Resource.Object)
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {

@@ -12,6 +12,8 @@ type config struct {
 	mode v1beta1.Mode
 	gate gate.Config
 	plan *plan // propagation control; nil without
+	// inputs are the objects outside the XR the pipeline reads.
+	inputs []v1beta1.InputRef
 }
 
 // configFrom validates the Input. What it leaves out takes the defaults the
@@ -38,6 +40,10 @@ func configFrom(in *v1beta1.Input) (config, error) {
 		c.gate.MaxOpen = in.MaxGateOpen.Duration
 	}
 	c.gate = c.gate.Defaulted()
+	if err := validInputs(in.Inputs); err != nil {
+		return c, err
+	}
+	c.inputs = in.Inputs
 	var err error
 	if c.plan, err = planOf(in.Propagation); err != nil {
 		return c, err

@@ -27,6 +27,10 @@ func TestConfigFrom(t *testing.T) {
 		"WritingGate":  {reason: "A closed gate must not write to the cloud.", in: v1beta1.Input{ReadOnlyPolicies: []string{"Observe", "Update"}}, wantErr: "input readOnlyPolicies"},
 		"ZeroMaxOpen":  {reason: "A gate that may never open is a mistake, not a policy.", in: v1beta1.Input{MaxGateOpen: &metav1.Duration{}}, wantErr: "must be positive"},
 		"UnknownVerbs": {reason: "Unknown management actions are refused.", in: v1beta1.Input{ReadOnlyPolicies: []string{"Watch"}}, wantErr: `unknown management action "Watch"`},
+		"Inputs": {reason: "The objects the pipeline reads are named in full.",
+			in:   v1beta1.Input{Inputs: []v1beta1.InputRef{{APIVersion: "apiextensions.crossplane.io/v1beta1", Kind: "EnvironmentConfig", Name: "team-a"}}},
+			want: config{mode: v1beta1.ModeEnforce, gate: gate.Config{ReadOnly: gate.DefaultReadOnly, MaxOpen: gate.DefaultMaxOpen}, inputs: []v1beta1.InputRef{{APIVersion: "apiextensions.crossplane.io/v1beta1", Kind: "EnvironmentConfig", Name: "team-a"}}}},
+		"InputWithoutName": {reason: "An input must name one object.", in: v1beta1.Input{Inputs: []v1beta1.InputRef{{APIVersion: "v1", Kind: "ConfigMap"}}}, wantErr: "input inputs[0] needs apiVersion, kind and name"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

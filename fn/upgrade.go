@@ -94,7 +94,7 @@ func packageOf(f *unstructured.Unstructured, revs []*unstructured.Unstructured) 
 // record the logic that last produced it, or nil when nothing changed.
 // Resources produced by the same logic share one, worked out once a run.
 func (r *run) upgradeOf(ann map[string]string) *upgrade {
-	key := ann[v1alpha1.AnnotationCompositionRevision] + "\x00" + ann[v1alpha1.AnnotationFunctionVersions]
+	key := ann[v1alpha1.AnnotationCompositionRevision] + "\x00" + ann[v1alpha1.AnnotationFunctionVersions] + "\x00" + ann[v1alpha1.AnnotationInputVersions]
 	if up, ok := r.upgradesBy[key]; ok {
 		return up
 	}
@@ -153,9 +153,9 @@ func composedLogic(observed map[resource.Name]resource.ObservedComposed) map[str
 // withheld or held, when it keeps its old record, so that an
 // UpgradeAllowance made later still applies to the change.
 func (r *run) stampLogic(ann map[string]string, om childMeta, ch change) {
-	rev, fns := r.revision, r.functions
+	rev, fns, ins := r.revision, r.functions, r.inputs
 	if len(ch.passed) == 0 && om.ann[v1alpha1.AnnotationCompositionRevision] != "" && (len(ch.held) > 0 || r.hasWithheld(om.resName)) {
-		rev, fns = om.ann[v1alpha1.AnnotationCompositionRevision], om.ann[v1alpha1.AnnotationFunctionVersions]
+		rev, fns, ins = om.ann[v1alpha1.AnnotationCompositionRevision], om.ann[v1alpha1.AnnotationFunctionVersions], om.ann[v1alpha1.AnnotationInputVersions]
 	}
 	// What this run does not know (no Functions supplied, say) keeps the
 	// record it has: dropping it would hide the next upgrade.
@@ -165,13 +165,19 @@ func (r *run) stampLogic(ann map[string]string, om childMeta, ch change) {
 	if fns == "" {
 		fns = om.ann[v1alpha1.AnnotationFunctionVersions]
 	}
+	if ins == "" {
+		ins = om.ann[v1alpha1.AnnotationInputVersions]
+	}
+	if ins != "" {
+		ann[v1alpha1.AnnotationInputVersions] = ins
+	}
 	if rev != "" {
 		ann[v1alpha1.AnnotationCompositionRevision] = rev
 	}
 	if fns != "" {
 		ann[v1alpha1.AnnotationFunctionVersions] = fns
 	}
-	if rev != r.revision || (r.functions != "" && fns != r.functions) {
+	if rev != r.revision || (r.functions != "" && fns != r.functions) || (r.inputs != "" && ins != r.inputs) {
 		r.behind = true
 	}
 }

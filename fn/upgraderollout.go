@@ -64,7 +64,7 @@ func (r *run) compositesRequirement(rs *fnv1.Requirements) {
 
 // logicKey names the current logic in ConditionUpgraded's message.
 func (r *run) logicKey() string {
-	h := sha256.Sum256([]byte(r.revision + "\x00" + r.functions))
+	h := sha256.Sum256([]byte(r.revision + "\x00" + r.functions + "\x00" + r.inputs))
 	return "logic " + hex.EncodeToString(h[:6])
 }
 

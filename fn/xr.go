@@ -40,6 +40,7 @@ type run struct {
 	rev         policy.Revision     // revision with its Composition and number, when Crossplane supplied its CompositionRevision
 	logic       logic.Logic         // what produces the composed resources now
 	functions   string              // logic.Functions, formatted for kausality.io/function-versions
+	inputs      string              // logic.Inputs, formatted for kausality.io/input-versions
 	upgradesBy  map[string]*upgrade // upgradeOf's, by the logic recorded on a composed resource
 	// behind: some composed resource still records older logic (its
 	// upgrade is withheld, held, or waits for its turn).
@@ -85,6 +86,7 @@ func (r *run) load(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
 	r.loadNamespace(req)
 	r.loadPolicies(cache, req)
 	r.loadUpgrades(req)
+	r.loadInputs(req)
 	r.loadXR()
 }
 

@@ -32,6 +32,12 @@ const (
 	// composed resource: a new package version of any of them is a logic
 	// change, like a new Composition revision.
 	AnnotationFunctionVersions = "kausality.io/function-versions"
+	// AnnotationInputVersions is the generation of each input (the
+	// function's Input inputs: EnvironmentConfigs and other objects the
+	// pipeline reads) that last produced a composed resource, a JSON object
+	// of "Kind/name" (or "Kind/namespace/name") to generation, written by
+	// the function.
+	AnnotationInputVersions = "kausality.io/input-versions"
 	// AnnotationApplied records what the function last let through for a
 	// composed resource, so drift correction can be told from propagation.
 	AnnotationApplied = "kausality.io/applied"

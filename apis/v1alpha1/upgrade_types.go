@@ -34,6 +34,13 @@ type UpgradeAllowanceSpec struct {
 	// and a new Function, say), one UpgradeAllowance must name every one.
 	// +optional
 	Functions []FunctionVersion `json:"functions,omitempty"`
+	// Inputs names changes of objects outside the XR that the pipeline
+	// reads (the function's Input inputs, e.g. an EnvironmentConfig) whose
+	// changed output is allowed: a composed resource last produced from
+	// another generation of the input (annotation
+	// kausality.io/input-versions) may change within Policies.
+	// +optional
+	Inputs []InputVersion `json:"inputs,omitempty"`
 	// Policies bound the changes the upgrade may make.
 	// +kubebuilder:validation:MinItems=1
 	Policies []PolicyEntry `json:"policies"`
@@ -107,6 +114,23 @@ type FunctionVersion struct {
 	// release of v0.10.
 	// +kubebuilder:validation:MinLength=1
 	Version string `json:"version"`
+}
+
+// InputVersion names a change of an input of the pipeline.
+type InputVersion struct {
+	// Kind of the input, e.g. EnvironmentConfig.
+	// +kubebuilder:validation:MinLength=1
+	Kind string `json:"kind"`
+	// Name of the input.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Namespace of a namespaced input.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Generation the input must have now (metadata.generation); 0 or
+	// omitted allows any generation.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // An UpgradeAllowance permits the output changes that a new Composition

@@ -53,6 +53,29 @@ type Input struct {
 	// Without it a permitted change reaches every resource at once.
 	// +optional
 	Propagation *Propagation `json:"propagation,omitempty"`
+
+	// Inputs are the objects outside the XR whose content the pipeline
+	// reads (the EnvironmentConfigs function-environment-configs selects,
+	// say). The function reads each as a required resource and records its
+	// generation on every composed resource (kausality.io/input-versions):
+	// a change it then makes is a logic change caused by that input,
+	// reported naming it and let through as far as an UpgradeAllowance
+	// naming the input covers it.
+	// +optional
+	Inputs []InputRef `json:"inputs,omitempty"`
+}
+
+// InputRef names an object the pipeline reads.
+type InputRef struct {
+	// APIVersion of the object, e.g. apiextensions.crossplane.io/v1beta1.
+	APIVersion string `json:"apiVersion"`
+	// Kind of the object, e.g. EnvironmentConfig.
+	Kind string `json:"kind"`
+	// Name of the object.
+	Name string `json:"name"`
+	// Namespace of a namespaced object; empty for a cluster-scoped one.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // Propagation paces a permitted change through the composed resources

@@ -175,5 +175,8 @@ func recordedLogic(obj *unstructured.Unstructured) string {
 	if fns := ann[v1alpha1.AnnotationFunctionVersions]; fns != "" {
 		out += ", function versions " + fns
 	}
+	if ins := ann[v1alpha1.AnnotationInputVersions]; ins != "" {
+		out += ", input versions " + ins
+	}
 	return out
 }

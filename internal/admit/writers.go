@@ -58,6 +58,7 @@ var ProtectedAnnotations = []string{
 	v1alpha1.AnnotationControllerUAHash,
 	v1alpha1.AnnotationCompositionRevision,
 	v1alpha1.AnnotationFunctionVersions,
+	v1alpha1.AnnotationInputVersions,
 	v1alpha1.AnnotationApplied,
 	v1alpha1.AnnotationComposedGeneration,
 	v1alpha1.AnnotationApproved,

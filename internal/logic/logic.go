@@ -34,6 +34,9 @@ type Logic struct {
 	// Functions maps the name of each Function of the pipeline to the
 	// package it runs (registry/repository:tag or @digest).
 	Functions map[string]string
+	// Inputs maps each object outside the XR the pipeline reads
+	// ("Kind/name" or "Kind/namespace/name") to its generation.
+	Inputs map[string]string
 }
 
 // Of is the logic recorded in a composed resource's annotations. A
@@ -46,7 +49,27 @@ func Of(annotations map[string]string) (Logic, error) {
 		return l, errors.Wrapf(err, "cannot parse annotation %s", v1alpha1.AnnotationFunctionVersions)
 	}
 	l.Functions = fns
+	ins, err := ParseInputs(annotations[v1alpha1.AnnotationInputVersions])
+	if err != nil {
+		return l, errors.Wrapf(err, "cannot parse annotation %s", v1alpha1.AnnotationInputVersions)
+	}
+	l.Inputs = ins
 	return l, nil
+}
+
+// ParseInputs decodes the kausality.io/input-versions annotation: a JSON
+// object of input ("Kind/name") to generation. The empty string is no
+// record.
+func ParseInputs(s string) (map[string]string, error) {
+	return parseRecord(s, MaxFunctionsBytes, "a pipeline's inputs", "input", "generation")
+}
+
+// InputKey names an input in a record: Kind/name, or Kind/namespace/name.
+func InputKey(kind, namespace, name string) string {
+	if namespace != "" {
+		return kind + "/" + namespace + "/" + name
+	}
+	return kind + "/" + name
 }
 
 // ParseFunctions decodes the kausality.io/function-versions annotation: a
@@ -77,8 +100,8 @@ func parseRecord(s string, maxBytes int, what, key, value string) (map[string]st
 	return m, nil
 }
 
-// FormatFunctions encodes a function-versions record; keys are sorted, so
-// the same pipeline always gives the same string.
+// FormatFunctions encodes a function-versions (or input-versions) record;
+// keys are sorted, so the same pipeline always gives the same string.
 func FormatFunctions(fns map[string]string) string {
 	if len(fns) == 0 {
 		return ""
@@ -88,12 +111,14 @@ func FormatFunctions(fns map[string]string) string {
 }
 
 // A Change is one part of a logic change: the Composition revision
-// (Function and Controller empty), one Function's package, or the build of
-// a controller that writes the resource itself (Controller, its service
-// account; From and To are build hashes).
+// (Function, Controller and Input empty), one Function's package, the
+// generation of an input the pipeline reads (Input, "Kind/name"), or the
+// build of a controller that writes the resource itself (Controller, its
+// service account; From and To are build hashes).
 type Change struct {
 	Function   string
 	Controller string
+	Input      string
 	From, To   string
 }
 
@@ -102,6 +127,9 @@ type Change struct {
 func (c Change) String() string {
 	if c.Controller != "" {
 		return controllerString(c)
+	}
+	if c.Input != "" {
+		return fmt.Sprintf("%s generation %s → %s", strings.Replace(c.Input, "/", " ", 1), c.From, c.To)
 	}
 	if c.Function == "" {
 		return fmt.Sprintf("Composition revision %s → %s", c.From, c.To)
@@ -124,6 +152,13 @@ func Changes(prev, next Logic) []Change {
 			out = append(out, Change{Function: name, From: was, To: next.Functions[name]})
 		}
 	}
+	// An input only one side records is no change either: a resource
+	// produced before the input was named has no record of it.
+	for _, key := range slices.Sorted(maps.Keys(next.Inputs)) {
+		if was, ok := prev.Inputs[key]; ok && was != next.Inputs[key] {
+			out = append(out, Change{Input: key, From: was, To: next.Inputs[key]})
+		}
+	}
 	return out
 }
 
@@ -136,6 +171,9 @@ func Parts(l Logic) []Change {
 	}
 	for _, name := range slices.Sorted(maps.Keys(l.Functions)) {
 		out = append(out, Change{Function: name, To: l.Functions[name]})
+	}
+	for _, key := range slices.Sorted(maps.Keys(l.Inputs)) {
+		out = append(out, Change{Input: key, To: l.Inputs[key]})
 	}
 	return out
 }

@@ -11,7 +11,8 @@ import (
 const pt = "xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform"
 
 func TestChanges(t *testing.T) {
-	was := Logic{Revision: "xdb-1", Functions: map[string]string{"function-patch-and-transform": pt + ":v0.10.7", "function-kausality": "k:v0.1.0"}}
+	was := Logic{Revision: "xdb-1", Functions: map[string]string{"function-patch-and-transform": pt + ":v0.10.7", "function-kausality": "k:v0.1.0"},
+		Inputs: map[string]string{"EnvironmentConfig/team-a": "3"}}
 	cases := map[string]struct {
 		next Logic
 		want []string
@@ -22,6 +23,9 @@ func TestChanges(t *testing.T) {
 			want: []string{"Composition revision xdb-1 → xdb-2", "function-patch-and-transform v0.10.7 → sha256:0f"}},
 		"StepAddedIsNoChangeOfItsOwn": {next: Logic{Revision: "xdb-1", Functions: map[string]string{"function-patch-and-transform": pt + ":v0.10.7", "function-kausality": "k:v0.1.0", "function-go-templating": "g:v1"}}},
 		"RevisionUnknown":             {next: Logic{Functions: was.Functions}},
+		"InputChanged": {next: Logic{Revision: "xdb-1", Functions: was.Functions, Inputs: map[string]string{"EnvironmentConfig/team-a": "4"}},
+			want: []string{"EnvironmentConfig team-a generation 3 → 4"}},
+		"InputFirstRecorded": {next: Logic{Revision: "xdb-1", Functions: was.Functions, Inputs: map[string]string{"EnvironmentConfig/team-a": "3", "ConfigMap/ns/sizes": "1"}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -110,6 +114,30 @@ func FuzzParseFunctions(f *testing.F) {
 		}
 		for _, pkg := range m {
 			_ = VersionMatches("v*", pkg)
+		}
+	})
+}
+
+// FuzzParseInputs: whatever the input-versions annotation holds, the record
+// either parses and round-trips, or is an error; never a panic.
+func FuzzParseInputs(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"EnvironmentConfig/a":"3"}`, `{"ConfigMap/ns/b":"1","EnvironmentConfig/a":"3"}`, `{"a":3}`, `{"":"1"}`, `[`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseInputs(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseInputs(FormatFunctions(m))
+		if err != nil {
+			t.Fatalf("ParseInputs(FormatFunctions(%v)): %v", m, err)
+		}
+		if len(m) > 0 && !cmp.Equal(m, back) {
+			t.Fatalf("round trip: %v became %v", m, back)
+		}
+		for k, v := range m {
+			_ = Changes(Logic{Inputs: map[string]string{k: "0"}}, Logic{Inputs: map[string]string{k: v}})
 		}
 	})
 }

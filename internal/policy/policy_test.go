@@ -526,6 +526,19 @@ spec:
 	build := func(sa string) logic.Change {
 		return logic.Change{Controller: sa, From: "0123456789ab", To: "ba9876543210"}
 	}
+	env := decode[v1alpha1.UpgradeAllowance](t, `metadata: {name: env}
+spec:
+  inputs: [{kind: EnvironmentConfig, name: team-a, generation: 4}]
+  policies:
+  - target: {apiGroup: rds.aws.crossplane.io, resource: rdsinstances}
+    verbs: [Update]`)
+	anyEnv := decode[v1alpha1.UpgradeAllowance](t, `metadata: {name: any-env}
+spec:
+  inputs: [{kind: EnvironmentConfig, name: team-a}]
+  policies:
+  - target: {apiGroup: rds.aws.crossplane.io, resource: rdsinstances}
+    verbs: [Update]`)
+	input := func(to string) logic.Change { return logic.Change{Input: "EnvironmentConfig/team-a", From: "3", To: to} }
 	ic := mutation.Mutation{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}
 	cases := map[string]struct {
 		us   []v1alpha1.UpgradeAllowance
@@ -542,6 +555,10 @@ spec:
 		"ControllerBuild":        {us: []v1alpha1.UpgradeAllowance{*pt, *both, *xp}, up: Upgrade{Changes: []logic.Change{build(crossplaneSA)}}, want: []string{"crossplane"}},
 		"OtherController":        {us: []v1alpha1.UpgradeAllowance{*xp}, up: Upgrade{Changes: []logic.Change{build("system:serviceaccount:crossplane-system:provider-nop")}}},
 		"ControllerIsNoFunction": {us: []v1alpha1.UpgradeAllowance{*xp}, up: Upgrade{Changes: []logic.Change{fn("v0.10.8")}}},
+		"InputGeneration":        {us: []v1alpha1.UpgradeAllowance{*pt, *env, *anyEnv}, up: Upgrade{Changes: []logic.Change{input("4")}}, want: []string{"env", "any-env"}},
+		"InputOtherGeneration":   {us: []v1alpha1.UpgradeAllowance{*env, *anyEnv}, up: Upgrade{Changes: []logic.Change{input("5")}}, want: []string{"any-env"}},
+		"OtherInput":             {us: []v1alpha1.UpgradeAllowance{*env, *anyEnv}, up: Upgrade{Changes: []logic.Change{{Input: "EnvironmentConfig/team-b", From: "3", To: "4"}}}},
+		"InputIsNoFunction":      {us: []v1alpha1.UpgradeAllowance{*env}, up: Upgrade{Changes: []logic.Change{fn("v0.10.8")}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -605,6 +622,11 @@ spec:
 	bad.Spec.CompositionRevisions = []string{"a*b"}
 	if err := CompileUpgrade(&bad); err == nil || !strings.Contains(err.Error(), "spec.compositionRevisions[0]") {
 		t.Errorf("CompileUpgrade() = %v, want an error naming spec.compositionRevisions[0]", err)
+	}
+	noName := v1alpha1.UpgradeAllowance{Spec: v1alpha1.UpgradeAllowanceSpec{Inputs: []v1alpha1.InputVersion{{Kind: "EnvironmentConfig"}},
+		Policies: []v1alpha1.PolicyEntry{{Target: v1alpha1.Target{APIGroup: "g", Resource: "r"}, Verbs: []string{"Update"}}}}}
+	if err := CompileUpgrade(&noName); err == nil || !strings.Contains(err.Error(), "spec.inputs[0]") {
+		t.Errorf("CompileUpgrade() = %v, want an error naming spec.inputs[0]", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -50,8 +51,9 @@ type Upgrade struct {
 // upgrade: a new revision in compositionRevisions, exactly or by a prefix
 // ending in "*", or in compositions by Composition name and revision
 // number; each new Function package in functions, by name and version
-// pattern; a controller's new build by its service account in
-// serviceAccount. No change, no UpgradeAllowance.
+// pattern; each input's new generation in inputs, by kind and name (and
+// generation, when given); a controller's new build by its service
+// account in serviceAccount. No change, no UpgradeAllowance.
 func UpgradesFor(us []v1alpha1.UpgradeAllowance, up Upgrade) []v1alpha1.UpgradeAllowance {
 	if len(up.Changes) == 0 {
 		return nil
@@ -75,6 +77,11 @@ func upgradeNames(u *v1alpha1.UpgradeAllowance, revision Revision, c logic.Chang
 	if c.Function != "" {
 		return slices.ContainsFunc(u.Spec.Functions, func(f v1alpha1.FunctionVersion) bool {
 			return f.Name == c.Function && logic.VersionMatches(f.Version, c.To)
+		})
+	}
+	if c.Input != "" {
+		return slices.ContainsFunc(u.Spec.Inputs, func(in v1alpha1.InputVersion) bool {
+			return logic.InputKey(in.Kind, in.Namespace, in.Name) == c.Input && (in.Generation == 0 || strconv.FormatInt(in.Generation, 10) == c.To)
 		})
 	}
 	if revision.Name == "" || revision.Name != c.To {
@@ -137,6 +144,11 @@ func compileUpgrade(u *v1alpha1.UpgradeAllowance) ([]entry, error) {
 		}
 		if err := logic.ValidVersionPattern(f.Version); err != nil {
 			fail(fmt.Sprintf("spec.functions[%d].version", i), err)
+		}
+	}
+	for i, in := range u.Spec.Inputs {
+		if in.Kind == "" || in.Name == "" || in.Generation < 0 {
+			fail(fmt.Sprintf("spec.inputs[%d]", i), errors.Errorf("needs the input's kind and name, and a generation of 0 (any) or more, got %q, %q and %d", in.Kind, in.Name, in.Generation))
 		}
 	}
 	if sa := u.Spec.ServiceAccount; sa != "" {

@@ -198,8 +198,9 @@ func (f *Functions) Stop() {
 
 // A Case is one rendering of an example: a folder under
 // examples/<example>/cases/ holding xr.yaml and optionally observed.yaml,
-// composition.yaml (else the example's) and required.yaml (required
-// resources besides the example's policies.yaml).
+// composition.yaml (else the example's), required.yaml (required
+// resources besides the example's policies.yaml) and environment.json (the
+// environment in the pipeline's context).
 type Case struct {
 	Example string
 	Name    string
@@ -246,6 +247,11 @@ func (c Case) Args(t Tools) []string {
 	}
 	if exists(filepath.Join(c.Dir, "required.yaml")) {
 		args = append(args, "--required-resources", filepath.Join(c.Dir, "required.yaml"))
+	}
+	if exists(filepath.Join(c.Dir, "environment.json")) {
+		// What function-environment-configs would put in the pipeline's
+		// context on a cluster.
+		args = append(args, "--context-files", "apiextensions.crossplane.io/environment="+filepath.Join(c.Dir, "environment.json"))
 	}
 	switch {
 	case c.Observed != "":

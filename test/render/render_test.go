@@ -329,6 +329,21 @@ func TestBehaviour(t *testing.T) {
 			expect(t, "function-versions", rds.GetAnnotations()[v1alpha1.AnnotationFunctionVersions], functionVersions("v0.10.8"))
 			noWarnings(t, r)
 		},
+		"database/11-environment-change": func(t *testing.T, r rendering) {
+			rds := r.mr(t, "rds")
+			expect(t, "allocatedStorage", str(t, rds, "spec.forProvider.allocatedStorage"), "20")
+			expectSlice(t, "gate", gate(t, rds), closed)
+			expectWarnings(t, r, []string{"withheld Mutate spec.forProvider.allocatedStorage", "EnvironmentConfig team-a-env generation 1 → 2", "no UpgradeAllowance"})
+			expect(t, "input-versions", rds.GetAnnotations()[v1alpha1.AnnotationInputVersions], `{"EnvironmentConfig/team-a-env":"1"}`)
+		},
+		"database/12-environment-change-allowed": func(t *testing.T, r rendering) {
+			rds := r.mr(t, "rds")
+			expect(t, "allocatedStorage", str(t, rds, "spec.forProvider.allocatedStorage"), "100")
+			expectSlice(t, "gate", gate(t, rds), openUpdate)
+			expectSlice(t, "trace", traceKinds(t, rds), []string{"UpgradeAllowance", "XDatabase", "RDSInstance"})
+			expect(t, "input-versions", rds.GetAnnotations()[v1alpha1.AnnotationInputVersions], `{"EnvironmentConfig/team-a-env":"2"}`)
+			noWarnings(t, r)
+		},
 		"database/8-drift": func(t *testing.T, r rendering) {
 			rds := r.mr(t, "rds")
 			expect(t, "instanceClass", str(t, rds, "spec.forProvider.instanceClass"), "db.t3.2xlarge")
