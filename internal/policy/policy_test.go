@@ -538,7 +538,9 @@ spec:
   policies:
   - target: {apiGroup: rds.aws.crossplane.io, resource: rdsinstances}
     verbs: [Update]`)
-	input := func(to string) logic.Change { return logic.Change{Input: "EnvironmentConfig/team-a", From: "3", To: to} }
+	input := func(to string) logic.Change {
+		return logic.Change{Input: "EnvironmentConfig/team-a", From: "3", To: to}
+	}
 	ic := mutation.Mutation{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}
 	cases := map[string]struct {
 		us   []v1alpha1.UpgradeAllowance
