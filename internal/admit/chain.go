@@ -2,6 +2,7 @@ package admit
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -57,11 +58,15 @@ func (c Chain) Refuse(as []allowance.Allowance) (string, error) {
 		if slices.ContainsFunc(stored, a.Same) {
 			continue
 		}
-		if slices.ContainsFunc(stored, a.Releases) {
+		if j := slices.IndexFunc(stored, a.Releases); j >= 0 {
 			// A pending allowance let through: its chain was checked
-			// when it was stamped.
+			// when it was stamped; the values it was issued for were
+			// fixed then, and the write must set exactly those.
 			if err := a.Stampable(storedGen, c.Now); err != nil {
 				return fmt.Sprintf("allowance %d on %s cannot be released: %v", i, Describe(obj), err), nil
+			}
+			if f := unreleasable(stored[j], obj); f != "" {
+				return fmt.Sprintf("allowance %d on %s releases a change of %s to a value it was not issued for", i, Describe(obj), f), nil
 			}
 			continue
 		}
@@ -119,6 +124,27 @@ func (c Chain) Refuse(as []allowance.Allowance) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// unreleasable names the first field whose value in obj is not the one
+// the pending allowance p was issued for (allowance.Pending), or "": a
+// pipeline step after Kausality could otherwise release a held change with
+// another value, which the opened gate would ship.
+func unreleasable(p allowance.Allowance, obj *unstructured.Unstructured) string {
+	for _, path := range slices.Sorted(maps.Keys(p.Pending)) {
+		h := p.Pending[path]
+		v, present := mutation.Value(obj.Object, path)
+		if h == allowance.Absent {
+			if present {
+				return path
+			}
+			continue
+		}
+		if !(mutation.Applied{path: h}).Unchanged(path, v, present) {
+			return path
+		}
+	}
+	return ""
 }
 
 // completes reports whether a ships only fields the stored resource old

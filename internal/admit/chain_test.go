@@ -10,6 +10,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -48,6 +49,10 @@ func TestChainRefuse(t *testing.T) {
 	creation := allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 1, allowance.Trace{xrHop, mrHop(1, ts)})
 	stored := bucket(map[string]any{"size": "small"})
 	errBoom := errors.New("boom")
+	// The pending values of a held resize to large (what the written
+	// bucket sets) and to huge.
+	pendingLarge := map[string]string(mutation.Record("spec", bucket(map[string]any{"size": "large"}).Object["spec"], nil))
+	pendingHuge := map[string]string(mutation.Record("spec", bucket(map[string]any{"size": "huge"}).Object["spec"], nil))
 	// completion is what the function stamps while the composite is
 	// created and a value is wired into the resource.
 	completion := func(path string) allowance.Allowance {
@@ -70,11 +75,20 @@ func TestChainRefuse(t *testing.T) {
 		"Chained":       {reason: "The resize continues the XR's allowance and grants no more.", old: stored, as: []allowance.Allowance{resize()}, composite: xr},
 		"AlreadyStored": {reason: "An allowance already stored was checked when it was stamped.", old: bucket(nil, v1alpha1.AnnotationAllowances, allowance.Format([]allowance.Allowance{resize()})), as: []allowance.Allowance{resize()}},
 		"ReleasedPending": {reason: "A pending allowance let through was checked when it was stamped, though the composite's allowance is used up for the resource by now.",
-			old: bucket(nil, v1alpha1.AnnotationAllowances, allowance.Format([]allowance.Allowance{resize(func(a *allowance.Allowance) { a.Pending = map[string]string{"spec.forProvider.size": "abc"} })})),
+			old: bucket(nil, v1alpha1.AnnotationAllowances, allowance.Format([]allowance.Allowance{resize(func(a *allowance.Allowance) { a.Pending = pendingLarge })})),
 			as:  []allowance.Allowance{resize(func(a *allowance.Allowance) { a.Generation = 5; a.Trace[2] = mrHop(5, allowance.Timestamp(now)) })}},
+		"ReleasedWithAnotherValue": {reason: "A release must set the value the pending allowance was issued for: a step after Kausality must not swap it.",
+			old:  bucket(nil, v1alpha1.AnnotationAllowances, allowance.Format([]allowance.Allowance{resize(func(a *allowance.Allowance) { a.Pending = pendingHuge })})),
+			as:   []allowance.Allowance{resize(func(a *allowance.Allowance) { a.Generation = 5; a.Trace[2] = mrHop(5, allowance.Timestamp(now)) })},
+			want: "releases a change of spec.forProvider.size to a value it was not issued for"},
 		"ReleasedPendingForALaterGeneration": {reason: "A release must still fit the resource's next generation.",
 			old: bucket(nil, v1alpha1.AnnotationAllowances, allowance.Format([]allowance.Allowance{resize(func(a *allowance.Allowance) { a.Pending = map[string]string{"spec.forProvider.size": "abc"} })})),
 			as:  []allowance.Allowance{resize(func(a *allowance.Allowance) { a.Generation = 1e9 })}, want: "cannot be released"},
+		"ReleasedRemoval": {reason: "A held removal is released by a write without the field.",
+			old: bucket(nil, v1alpha1.AnnotationAllowances, allowance.Format([]allowance.Allowance{resize(func(a *allowance.Allowance) {
+				a.Pending = map[string]string{"spec.forProvider.tags": allowance.Absent}
+			})})),
+			as: []allowance.Allowance{resize(func(a *allowance.Allowance) { a.Generation = 5; a.Trace[2] = mrHop(5, allowance.Timestamp(now)) })}},
 		"NoParentHop": {reason: "An allowance must name where it comes from.", old: stored, composite: xr,
 			as: []allowance.Allowance{resize(func(a *allowance.Allowance) { a.Trace = allowance.Trace{mrHop(6, ts)} })}, want: "has no parent hop"},
 		"StampedInTheFuture": {reason: "One stamped in the future would never expire.", old: stored, composite: xr,
