@@ -6,23 +6,24 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 )
 
 var platformGVK = schema.GroupVersionKind{Group: "v2.example.com", Version: "v1alpha1", Kind: "XPlatform"}
 
-// TestV2NestedXRCarriesTheChain: an XPlatform composes an XStore, which
-// composes Buckets, Kausality in both pipelines. Alice's creation builds
-// the whole tree; her permitted resize of the XPlatform reaches the data
-// bucket's cloud resource exactly once, traced person → XPlatform → XStore
-// → Bucket; the XStore is never gated. Bob can change neither layer.
-func TestV2NestedXRCarriesTheChain(t *testing.T) {
-	t.Parallel()
+// createdPlatform installs the XPlatform chain (testdata/v2/nested: the
+// XRD, its policy, and the Compositions of both layers), has Alice create an
+// XPlatform in namespace ns, and waits until its XStore and their Buckets
+// settled, each bucket created once in the cloud.
+func createdPlatform(t *testing.T, ns string) (*unstructured.Unstructured, client.ObjectKey, map[string]*unstructured.Unstructured) {
+	t.Helper()
 	ctx := context.Background()
 	dir := filepath.Join(v2Dir, "nested")
 	if err := cp.ApplyFile(ctx, filepath.Join(dir, "xrd.yaml")); err != nil {
@@ -48,11 +49,11 @@ func TestV2NestedXRCarriesTheChain(t *testing.T) {
 	if err := cp.Composition(ctx, filepath.Join(dir, "composition.yaml"), "xplatforms-nested"); err != nil {
 		t.Fatal(err)
 	}
-	namespace(t, "v2-nested")
+	namespace(t, ns)
 	p := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": "small",
 		"crossplane": map[string]any{"compositionRef": map[string]any{"name": "xplatforms-nested"}}}}}
 	p.SetGroupVersionKind(platformGVK)
-	p.SetNamespace("v2-nested")
+	p.SetNamespace(ns)
 	p.SetName("plat")
 	if err := alice(t).Create(ctx, p); err != nil {
 		t.Fatalf("alice creates the XPlatform: %v", err)
@@ -63,7 +64,7 @@ func TestV2NestedXRCarriesTheChain(t *testing.T) {
 	controlplane.Eventually(t, 2*settleTimeout, "the XPlatform's XStore and its Buckets settled", func() (bool, string) {
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(controlplane.StoreGVK.GroupVersion().WithKind("XStoreList"))
-		if err := as(t, "admin").List(ctx, l, client.InNamespace("v2-nested"), client.MatchingLabels{"crossplane.io/composite": "plat"}); err != nil {
+		if err := as(t, "admin").List(ctx, l, client.InNamespace(ns), client.MatchingLabels{"crossplane.io/composite": "plat"}); err != nil {
 			return false, err.Error()
 		}
 		if len(l.Items) != 1 {
@@ -78,6 +79,18 @@ func TestV2NestedXRCarriesTheChain(t *testing.T) {
 	})
 	bs := storeBuckets(t, key)
 	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+	return p, key, bs
+}
+
+// TestV2NestedXRCarriesTheChain: an XPlatform composes an XStore, which
+// composes Buckets, Kausality in both pipelines. Alice's creation builds
+// the whole tree; her permitted resize of the XPlatform reaches the data
+// bucket's cloud resource exactly once, traced person → XPlatform → XStore
+// → Bucket; the XStore is never gated. Bob can change neither layer.
+func TestV2NestedXRCarriesTheChain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, key, bs := createdPlatform(t, "v2-nested")
 
 	if err := controlplane.Update(alice(t), p, func() { _ = unstructured.SetNestedField(p.Object, "large", "spec", "size") }); err != nil {
 		t.Fatalf("alice resizes the XPlatform: %v", err)
@@ -116,4 +129,50 @@ func TestV2NestedXRCarriesTheChain(t *testing.T) {
 	controlplane.ErrorContains(t, err, "spec.size", "AllowancePolicy xstores")
 	settleStore(t, key)
 	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+}
+
+// TestV2FreezeOnTheParentXRHoldsTheTree: Alice freezes the XPlatform, not
+// the XStore below it, and then resizes it. The change is carried down to
+// the XStore and its data bucket, whose gate stays shut while any XR up
+// the tree is frozen: nothing reaches the cloud until she lifts the
+// freeze, then the resize reaches it exactly once.
+func TestV2FreezeOnTheParentXRHoldsTheTree(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, key, bs := createdPlatform(t, "v2-freeze")
+	freeze := func(on bool) {
+		t.Helper()
+		if err := controlplane.Update(alice(t), p, func() {
+			ann := p.GetAnnotations()
+			if ann == nil {
+				ann = map[string]string{}
+			}
+			if on {
+				ann[v1alpha1.AnnotationFreeze] = `{"message":"incident 9"}`
+			} else {
+				delete(ann, v1alpha1.AnnotationFreeze)
+			}
+			p.SetAnnotations(ann)
+		}); err != nil {
+			t.Fatalf("alice sets the freeze %t: %v", on, err)
+		}
+	}
+	freeze(true)
+	if err := controlplane.Update(alice(t), p, func() { _ = unstructured.SetNestedField(p.Object, "large", "spec", "size") }); err != nil {
+		t.Fatalf("alice resizes the frozen XPlatform: %v", err)
+	}
+	controlplane.Eventually(t, settleTimeout, "the resize carried down to the data bucket's spec", func() (bool, string) {
+		b := storeBuckets(t, key)["data"]
+		size, _, _ := unstructured.NestedInt64(b.Object, "spec", "forProvider", "size")
+		return size == 2, cp.DescribeStore(ctx, key)
+	})
+	time.Sleep(10 * time.Second)
+	if got := counts(bs["data"].GetName()); got != [3]int{1, 0, 0} {
+		t.Fatalf("while the XPlatform is frozen: data bucket Create/Update/Delete = %v, want no update", got)
+	}
+	freeze(false)
+	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+	if s, _ := cp.Cloud.Get(bs["data"].GetName()); s.Size != 2 {
+		t.Errorf("cloud size of the data bucket = %d, want 2", s.Size)
+	}
 }
