@@ -123,8 +123,11 @@ func updated(order []int) int {
 // permitted resize reaches six buckets one batch at a time, a blocker set
 // while the second batch is in flight halts it, and removing the blocker
 // resumes it in the seed's exponential batches.
+//
+// It runs on its own, not beside other scenarios: it holds a cloud write
+// in flight (Cloud.Hold), which blocks the recording provider's one worker
+// for the kind, as a slow cloud API blocks a provider with one worker.
 func TestRollOutInBatches(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	key, ps := createdPools(t, "rollout")
 	if o := callOrder(ps, recorder.VerbCreate); !batched(o) {

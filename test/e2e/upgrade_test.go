@@ -27,8 +27,11 @@ import (
 // the one before applied the upgrade and is Ready. An alarm (a blocker of
 // the rollout) created while the second batch is in flight halts it until
 // it is deleted.
+//
+// It runs on its own, not beside other scenarios: it holds a cloud write
+// in flight (Cloud.Hold), which blocks the recording provider's one worker
+// for the kind, as a slow cloud API blocks a provider with one worker.
 func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	comp := composition(t, 1)
 	const ns = "upgrade"

@@ -30,10 +30,6 @@ var (
 
 const errNotBucket = "managed resource is not a Bucket"
 
-// workers is how many Buckets of one kind the recording provider
-// reconciles at once.
-const workers = 8
-
 // Setup registers the Bucket controllers with the manager, one per kind:
 // crossplane-runtime's managed reconciler with management policies enabled,
 // polling every poll and with no creation grace period, whose external
@@ -66,10 +62,7 @@ func Setup(mgr ctrl.Manager, cloud *Cloud, poll time.Duration) error {
 			Named(name).
 			For(k.obj).
 			WithEventFilter(resource.DesiredStateChanged()).
-			// Several workers, as a real provider runs: a write the Cloud
-			// holds (Cloud.Hold) blocks its own Bucket's reconcile, not
-			// every Bucket of the kind in tests running beside it.
-			WithOptions(controller.Options{SkipNameValidation: &skipNameValidation, MaxConcurrentReconciles: workers}).
+			WithOptions(controller.Options{SkipNameValidation: &skipNameValidation}).
 			Complete(r); err != nil {
 			return err
 		}
