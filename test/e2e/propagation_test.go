@@ -125,8 +125,8 @@ func updated(order []int) int {
 // resumes it in the seed's exponential batches.
 //
 // It runs on its own, not beside other scenarios: it holds a cloud write
-// in flight (Cloud.Hold), which blocks the recording provider's one worker
-// for the kind, as a slow cloud API blocks a provider with one worker.
+// in flight (Cloud.Hold), which ties up one of the recording provider's
+// workers, and its batches are paced by time.
 func TestRollOutInBatches(t *testing.T) {
 	ctx := context.Background()
 	key, ps := createdPools(t, "rollout")

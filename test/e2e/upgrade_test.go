@@ -29,8 +29,8 @@ import (
 // it is deleted.
 //
 // It runs on its own, not beside other scenarios: it holds a cloud write
-// in flight (Cloud.Hold), which blocks the recording provider's one worker
-// for the kind, as a slow cloud API blocks a provider with one worker.
+// in flight (Cloud.Hold), which ties up one of the recording provider's
+// workers, and its batches are paced by time.
 func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 	ctx := context.Background()
 	comp := composition(t, 1)

@@ -30,6 +30,10 @@ var (
 
 const errNotBucket = "managed resource is not a Bucket"
 
+// workers is how many Buckets of one kind the recording provider
+// reconciles at once.
+const workers = 8
+
 // Setup registers the Bucket controllers with the manager, one per kind:
 // crossplane-runtime's managed reconciler with management policies enabled,
 // polling every poll and with no creation grace period, whose external
@@ -62,7 +66,10 @@ func Setup(mgr ctrl.Manager, cloud *Cloud, poll time.Duration) error {
 			Named(name).
 			For(k.obj).
 			WithEventFilter(resource.DesiredStateChanged()).
-			WithOptions(controller.Options{SkipNameValidation: &skipNameValidation}).
+			// Several workers, as a real provider runs (crossplane-runtime's
+			// default rate allows ten): with one, every Bucket of the suite
+			// polled each second starves new ones under load.
+			WithOptions(controller.Options{SkipNameValidation: &skipNameValidation, MaxConcurrentReconciles: workers}).
 			Complete(r); err != nil {
 			return err
 		}
