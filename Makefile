@@ -141,7 +141,7 @@ examples: tools
 
 ## e2e: the accident scenarios S1-S8 on real Crossplane core (also part of make test).
 e2e: tools xpkg
-	$(GO) test -count=1 ./test/e2e/
+	$(GO) test -count=1 -timeout 20m ./test/e2e/
 
 FUZZTIME ?= 20s
 ## fuzz: run every fuzz target for FUZZTIME each.

@@ -118,7 +118,8 @@ func ProgressOf(carrier map[string]any) Progress {
 // that keeps an approval record is used up only once that generation was
 // also approved: a generation the provider observed behind a closed gate
 // (an unsupported combination, an uncovered pending change) applied
-// nothing, so the change still waits. Delete alone is used up only by the
+// nothing, so the change still waits, and so did every generation before
+// the approved one. Delete alone is used up only by the
 // deletion (see ConsumedAt).
 func (a Allowance) ConsumedBy(p Progress) bool {
 	if a.Consumed || a.OpensDelete() || a.IsPending() {
@@ -127,7 +128,15 @@ func (a Allowance) ConsumedBy(p Progress) bool {
 	if !p.Reconciled || p.Observed < a.Generation {
 		return false
 	}
-	return !p.HasApproved || !a.ShipsSpec() || p.Approved >= a.Generation
+	if !p.HasApproved || !a.ShipsSpec() {
+		return true
+	}
+	// The gate that let the change through opened at the approved
+	// generation, which is later than the allowance's own when the
+	// resource moved on between the function reading it and Crossplane's
+	// write (another gate closing, say): until the provider observes the
+	// approved generation, it has applied nothing of it.
+	return p.Approved >= a.Generation && p.Observed >= p.Approved
 }
 
 // ShipsSpec reports whether a is an External allowance whose gate lets the

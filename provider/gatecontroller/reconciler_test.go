@@ -351,6 +351,16 @@ func TestReconcile(t *testing.T) {
 				metrics: map[string]float64{"kausality_gates_closed_total": 1, "kausality_gate_open_duration_seconds_count": 1},
 			},
 		},
+		"OpenedLaterThanItsGeneration": {
+			reason: "The gate opened for the allowance at generation 4 (the write that opened it raised the generation), and the provider has observed only generation 3, behind the closed gate: nothing was applied yet, so the gate stays open.",
+			args: args{objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(3),
+				withConditions(gateOpen(3, recent, openMsg)))}},
+			want: want{
+				result: ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
+				mr: managed(withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(3),
+					withConditions(gateOpen(3, recent, openMsg))),
+			},
+		},
 		"ConsumedBySyncedCondition": {
 			reason: "Without status.observedGeneration, a True Synced condition's observedGeneration consumes.",
 			args: args{objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(upd),

@@ -138,6 +138,7 @@ func Start(ctx context.Context, root, dir string) (*ControlPlane, error) {
 		{"start the OCI registry and push the packages", c.pushPackages},
 		{"play the External package runtime", func(ctx context.Context) error { return c.startRuntime(ctx, rctx) }},
 		{"install the packages", c.installPackages},
+		{"bind the recording provider's edit role", c.bindProviderEdit},
 		{"wait for provider-kausality's webhooks", func(context.Context) error { return c.runtime.listening() }},
 	}
 	for _, s := range steps {
@@ -238,21 +239,37 @@ func (c *ControlPlane) installRBAC(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Cluster-scoped managed resources are edited with a cluster-wide
-	// grant: the scenarios give Alice and Bob what Kubernetes' edit role
-	// gives on a kind, on Buckets.
-	objs = append(objs, mustUnstructured(&rbacv1.ClusterRole{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-		ObjectMeta: metav1.ObjectMeta{Name: "buckets-edit"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{recorderv1alpha1.Group}, Resources: []string{"buckets"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
-	}), mustUnstructured(&rbacv1.ClusterRoleBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: "buckets-edit"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "buckets-edit"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: Alice}, {APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: Bob}},
-	}))
 	return c.Apply(ctx, objs...)
+}
+
+// bindProviderEdit gives Alice and Bob, cluster-wide, the edit role
+// Crossplane's RBAC manager generates for the recording provider's
+// revision (crossplane:provider:<revision>:aggregate-to-edit, the part of
+// crossplane-edit that covers the provider's kinds): how a real install
+// lets users edit cluster-scoped managed resources (the legacy shape)
+// without crossplane-edit's packages, Compositions and Secrets, which
+// would make them Crossplane's administrators. No role is written by hand.
+func (c *ControlPlane) bindProviderEdit(ctx context.Context) error {
+	return until(ctx, time.Minute, func() error {
+		p := &pkgv1.Provider{}
+		if err := c.admin.Get(ctx, client.ObjectKey{Name: ProviderRecorder}, p); err != nil {
+			return err
+		}
+		rev := p.Status.CurrentRevision
+		if rev == "" {
+			return errors.Errorf("provider %s has no current revision yet", ProviderRecorder)
+		}
+		role := "crossplane:provider:" + rev + ":aggregate-to-edit"
+		if err := c.admin.Get(ctx, client.ObjectKey{Name: role}, &rbacv1.ClusterRole{}); err != nil {
+			return errors.Wrapf(err, "the RBAC manager has not generated %s yet", role)
+		}
+		return c.Apply(ctx, mustUnstructured(&rbacv1.ClusterRoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: ProviderRecorder + "-edit"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: Alice}, {APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: Bob}},
+		}))
+	})
 }
 
 func mustUnstructured(o runtime.Object) *unstructured.Unstructured {

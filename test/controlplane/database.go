@@ -14,7 +14,7 @@ func (c *ControlPlane) InstallDatabase(ctx context.Context, policies string) err
 	if err := c.ApplyFile(ctx, filepath.Join(c.Root, "examples", "database", "xrd.yaml")); err != nil {
 		return err
 	}
-	if err := c.established(ctx, 60*time.Second, "databaseclaims.example.com", "xdatabases.example.com"); err != nil {
+	if err := c.Established(ctx, 60*time.Second, "databaseclaims.example.com", "xdatabases.example.com"); err != nil {
 		return err
 	}
 	if err := c.ApplyFile(ctx, policies); err != nil {

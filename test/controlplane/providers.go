@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -87,6 +88,13 @@ func (r *externalRuntime) startRecorder(user string, pod *corev1.Pod) error {
 		return errors.Wrap(err, "cannot create the recording provider")
 	}
 	if err := recorder.Setup(mgr, r.c.Cloud, Poll); err != nil {
+		return err
+	}
+	kinds, err := recorder.KindsIn(filepath.Join(r.c.Root, "test", "recorder", "package", "crds"))
+	if err != nil {
+		return err
+	}
+	if err := recorder.SetupKinds(mgr, r.c.Cloud, Poll, kinds...); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

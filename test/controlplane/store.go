@@ -35,7 +35,7 @@ func (c *ControlPlane) InstallStore(ctx context.Context, dir string) error {
 	if err := c.ApplyFile(ctx, filepath.Join(dir, "xrd.yaml")); err != nil {
 		return err
 	}
-	if err := c.established(ctx, 60*time.Second, "xstores.v2.example.com"); err != nil {
+	if err := c.Established(ctx, 60*time.Second, "xstores.v2.example.com"); err != nil {
 		return err
 	}
 	if err := c.ApplyFile(ctx, filepath.Join(dir, "policies.yaml")); err != nil {
@@ -44,8 +44,8 @@ func (c *ControlPlane) InstallStore(ctx context.Context, dir string) error {
 	return WaitForRules(ctx, c.admin, "xstores", "buckets")
 }
 
-// established waits until Crossplane established each named CRD.
-func (c *ControlPlane) established(ctx context.Context, timeout time.Duration, crds ...string) error {
+// Established waits until Crossplane established each named CRD.
+func (c *ControlPlane) Established(ctx context.Context, timeout time.Duration, crds ...string) error {
 	deadline := time.Now().Add(timeout)
 	for _, crd := range crds {
 		for {

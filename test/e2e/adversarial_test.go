@@ -18,8 +18,10 @@ import (
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 )
 
-// The adversarial suite: Bob has edit rights on Claims in his namespace and
-// on Buckets, and no policy lets him initiate anything (DESIGN §4a). Each
+// The adversarial suite: Bob has Crossplane's edit role in his namespace
+// (Claims) and, cluster-wide, the edit role Crossplane's RBAC manager
+// generates for the recording provider (Buckets and their status), and no
+// policy lets him initiate anything (DESIGN §4a). Each
 // scenario is a route to the cloud that was open before Kausality closed it
 // and asserts the cloud calls exactly.
 
@@ -42,6 +44,16 @@ func TestBobAdoptsAProductionBucket(t *testing.T) {
 	b.SetName("bobs-" + data)
 	b.SetAnnotations(map[string]string{"crossplane.io/external-name": data})
 	bob := as(t, controlplane.Bob)
+	// The provider's edit role includes status: forging what the provider
+	// observed on Alice's gated Bucket would count allowances consumed.
+	alices := buckets(t, key)["data"]
+	err := controlplane.UpdateStatus(bob, alices, func() {
+		_ = unstructured.SetNestedField(alices.Object, alices.GetGeneration()+3, "status", "observedGeneration")
+	})
+	if !kerrors.IsForbidden(err) {
+		t.Errorf("bob writes the status of Alice's gated Bucket: got %v, want a denial", err)
+	}
+	controlplane.ErrorContains(t, err, "status of Bucket")
 	if err := bob.Create(ctx, b); err != nil {
 		t.Fatalf("bob creates his Bucket: %v", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"maps"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Verbs of the calls the external client makes against the Cloud.
@@ -30,7 +32,9 @@ type State struct {
 type Call struct {
 	// Verb is one of Observe, Create, Update or Delete.
 	Verb string
-	// Name is the external name of the bucket.
+	// Kind is the managed resource's kind; empty for Buckets.
+	Kind string
+	// Name is the external name of the bucket or resource.
 	Name string
 	// Size is the size written by a Create or Update; zero for Observe and
 	// Delete.
@@ -42,6 +46,7 @@ type Call struct {
 type Cloud struct {
 	mu      sync.Mutex
 	buckets map[string]State
+	objects map[string]map[string]any // by kind and external name
 	calls   []Call
 	held    map[string]chan struct{}
 	failing map[string]bool
@@ -49,7 +54,7 @@ type Cloud struct {
 
 // NewCloud returns an empty Cloud.
 func NewCloud() *Cloud {
-	return &Cloud{buckets: map[string]State{}, held: map[string]chan struct{}{}, failing: map[string]bool{}}
+	return &Cloud{buckets: map[string]State{}, objects: map[string]map[string]any{}, held: map[string]chan struct{}{}, failing: map[string]bool{}}
 }
 
 // Hold makes the next writes to the named bucket wait until release is
@@ -145,6 +150,7 @@ func (c *Cloud) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.buckets = map[string]State{}
+	c.objects = map[string]map[string]any{}
 	c.calls = nil
 }
 
@@ -179,4 +185,56 @@ func (c *Cloud) remove(name string) {
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, Call{Verb: VerbDelete, Name: name})
 	delete(c.buckets, name)
+}
+
+func objectKey(kind, name string) string { return kind + "/" + name }
+
+// GetObject returns what the Cloud holds of the resource of kind named
+// name (its spec.forProvider as last written), and whether it exists.
+func (c *Cloud) GetObject(kind, name string) (map[string]any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.objects[objectKey(kind, name)]
+	return runtime.DeepCopyJSON(s), ok
+}
+
+// CountObject returns how many calls with verb were made for the resource
+// of kind named name.
+func (c *Cloud) CountObject(verb, kind, name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, call := range c.calls {
+		if call.Verb == verb && call.Kind == kind && call.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *Cloud) observeObject(kind, name string) (map[string]any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, Call{Verb: VerbObserve, Kind: kind, Name: name})
+	s, ok := c.objects[objectKey(kind, name)]
+	return runtime.DeepCopyJSON(s), ok
+}
+
+func (c *Cloud) writeObject(verb, kind, name string, s map[string]any) error {
+	c.wait(name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failing[name] {
+		return errFailing
+	}
+	c.calls = append(c.calls, Call{Verb: verb, Kind: kind, Name: name})
+	c.objects[objectKey(kind, name)] = runtime.DeepCopyJSON(s)
+	return nil
+}
+
+func (c *Cloud) removeObject(kind, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, Call{Verb: VerbDelete, Kind: kind, Name: name})
+	delete(c.objects, objectKey(kind, name))
 }
