@@ -14,6 +14,13 @@ CROSSPLANE      := $(BIN)/crossplane
 CROSSPLANE_CORE := $(BIN)/crossplane-core
 PAT             := $(BIN)/function-patch-and-transform
 PAT_MODULE      := github.com/crossplane-contrib/function-patch-and-transform
+# Functions the real-world corpus (examples/corpus) composes with, built
+# from their published modules by test/tools/published/published.sh.
+AUTO_READY        := $(BIN)/function-auto-ready
+AUTO_READY_MODULE := github.com/crossplane-contrib/function-auto-ready@v0.6.0
+CEL_FILTER        := $(BIN)/function-cel-filter
+CEL_FILTER_MODULE := github.com/crossplane-contrib/function-cel-filter@v0.2.0
+PUBLISHED         := test/tools/published/published.sh
 CONTROLLER_GEN  := $(BIN)/controller-gen
 KUBE_APISERVER  := $(BIN)/kube-apiserver
 KUBE_CONTROLLER := $(BIN)/kube-controller-manager
@@ -22,7 +29,7 @@ IMAGE           := $(BIN)/image
 GOLANGCI_LINT   := $(BIN)/golangci-lint
 BENCHSTAT       := $(BIN)/benchstat
 
-TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(KUBE_CONTROLLER) $(ETCD) $(IMAGE) $(GOLANGCI_LINT)
+TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(AUTO_READY) $(CEL_FILTER) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(KUBE_CONTROLLER) $(ETCD) $(IMAGE) $(GOLANGCI_LINT)
 
 # envtest finds kube-apiserver and etcd here.
 export KUBEBUILDER_ASSETS := $(BIN)
@@ -44,6 +51,12 @@ $(CROSSPLANE_CORE): test/tools/core/go.mod test/tools/core/go.sum
 
 $(PAT): test/tools/patch-and-transform/go.mod test/tools/patch-and-transform/go.sum
 	cd test/tools/patch-and-transform && $(GO) build -o $@ $(PAT_MODULE)
+
+$(AUTO_READY): $(PUBLISHED)
+	$(PUBLISHED) build $(AUTO_READY_MODULE) $@
+
+$(CEL_FILTER): $(PUBLISHED)
+	$(PUBLISHED) build $(CEL_FILTER_MODULE) $@
 
 $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
 	cd test/tools/controller-gen && $(GO) build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
@@ -121,6 +134,8 @@ xpkg: $(CROSSPLANE) $(IMAGE)
 	pat_dir="$$(cd test/tools/patch-and-transform && $(GO) mod download -json $(PAT_MODULE) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$$/\1/p')"; \
 	  if [ -z "$$pat_dir" ] || [ ! -d "$$pat_dir/package" ]; then echo "cannot find the package folder of $(PAT_MODULE) (got '$$pat_dir')"; exit 1; fi; \
 	  $(CROSSPLANE) xpkg build --package-root "$$pat_dir/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-patch-and-transform.xpkg
+	$(CROSSPLANE) xpkg build --package-root "$$($(PUBLISHED) dir $(AUTO_READY_MODULE))/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-auto-ready.xpkg
+	$(CROSSPLANE) xpkg build --package-root "$$($(PUBLISHED) dir $(CEL_FILTER_MODULE))/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-cel-filter.xpkg
 
 ## render: render every example with the real crossplane render and print the output.
 render: tools

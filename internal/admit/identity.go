@@ -124,12 +124,26 @@ func (t Writers) Status(user policy.Identity, obj *unstructured.Unstructured) st
 // References says why user may not make this write of a Claim or composite,
 // or "" when it may: only Crossplane changes the references a composite
 // keeps to what it composed (spec.resourceRefs, legacy, or
-// spec.crossplane.resourceRefs). A deletion opens the Delete gates of the
-// resources a composite references and controls (DESIGN §4a), so a
-// reference a user added would be read as proof of composition.
+// spec.crossplane.resourceRefs), and its controller reference, which names
+// the composite that composed it (nested XRs). A deletion opens the Delete
+// gates of the resources a composite references and controls (DESIGN
+// §4a), so a reference a user added would be read as proof of composition;
+// and a composite with a controller reference is one the garbage collector
+// may delete once its controller is gone, protected from deletion or not
+// (ComposedDeletion), so a user must not make a protected XR look
+// composed. The garbage collector may remove the controller reference
+// (an orphaning deletion of the controller).
 func (t Writers) References(user policy.Identity, old, obj *unstructured.Unstructured) string {
 	if user.Username == t.Crossplane || slices.Contains(user.Groups, GroupMasters) {
 		return ""
+	}
+	var oc *metav1.OwnerReference
+	if old != nil {
+		oc = metav1.GetControllerOf(old)
+	}
+	if nc := metav1.GetControllerOf(obj); !sameController(oc, nc) && !(nc == nil && slices.Contains(garbageCollectors, user.Username)) {
+		return fmt.Sprintf("controller reference (from %s to %s) of %s: user %q may not change it; only Crossplane composes a composite into another",
+			describeRef(oc), describeRef(nc), Describe(obj), user.Username)
 	}
 	for _, path := range resourceRefPaths {
 		var was any
@@ -148,3 +162,20 @@ func (t Writers) References(user policy.Identity, old, obj *unstructured.Unstruc
 // resourceRefPaths are where composites keep references to what they
 // composed: legacy and modern.
 var resourceRefPaths = [][]string{{"spec", "resourceRefs"}, {"spec", "crossplane", "resourceRefs"}}
+
+// ComposedDeletion reports whether the deletion of obj, a Claim or
+// composite, by user is Kubernetes' garbage collector carrying out the
+// deletion of the composite that composed obj (nested XRs): obj has a
+// controller reference, which only Crossplane sets on a composite
+// (References), and the garbage collector deletes a dependent only once
+// its controller is gone or being deleted. Deletion protection guards
+// against a person deleting an XR by accident; the person who deleted the
+// parent lifted the parent's protection, and whether the cloud resources
+// below go too was decided then.
+func ComposedDeletion(user string, obj *unstructured.Unstructured) bool {
+	return slices.Contains(garbageCollectors, user) && metav1.GetControllerOf(obj) != nil
+}
+
+// GarbageCollectors are the usernames Kubernetes' garbage collector acts
+// as (see garbageCollectors), for rules that run in the API server.
+func GarbageCollectors() []string { return slices.Clone(garbageCollectors) }

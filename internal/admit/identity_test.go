@@ -106,6 +106,33 @@ func TestStatus(t *testing.T) {
 	}
 }
 
+// controlled is u with a controller reference to an XPlatform.
+func controlled(u *unstructured.Unstructured) *unstructured.Unstructured {
+	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1alpha1", Kind: "XPlatform", Name: "shop", UID: "p1", Controller: ptr.To(true)}})
+	return u
+}
+
+func TestComposedDeletion(t *testing.T) {
+	gc := "system:serviceaccount:kube-system:generic-garbage-collector"
+	xr := &unstructured.Unstructured{}
+	cases := map[string]struct {
+		user string
+		obj  *unstructured.Unstructured
+		want bool
+	}{
+		"GarbageCollectorDeletesComposed": {user: gc, obj: controlled(xr.DeepCopy()), want: true},
+		"GarbageCollectorDeletesTopLevel": {user: gc, obj: xr.DeepCopy()},
+		"AliceDeletesComposed":            {user: alice, obj: controlled(xr.DeepCopy())},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := ComposedDeletion(tc.user, tc.obj); got != tc.want {
+				t.Errorf("ComposedDeletion(%s) = %t, want %t", tc.user, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestReferences(t *testing.T) {
 	xr := func(refs ...string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
@@ -131,6 +158,14 @@ func TestReferences(t *testing.T) {
 			user: policy.Identity{Username: bob}, old: xr("orders-data"), obj: xr("orders-data", "bobs-bucket"), want: "spec.crossplane.resourceRefs of XDatabase orders-x1"},
 		"BobCreatesWithReferences": {reason: "At creation too.",
 			user: policy.Identity{Username: bob}, obj: xr("orders-data"), want: "spec.crossplane.resourceRefs"},
+		"BobMakesHisXRLookComposed": {reason: "A controller reference would let the garbage collector delete a protected XR once its fake controller is gone.",
+			user: policy.Identity{Username: bob}, old: xr(), obj: controlled(xr()), want: "controller reference (from none to XPlatform shop)"},
+		"BobCreatesAComposedLookingXR": {reason: "At creation too.",
+			user: policy.Identity{Username: bob}, obj: controlled(xr()), want: "only Crossplane composes a composite into another"},
+		"CrossplaneComposesAnXR": {reason: "Crossplane composes a nested XR.",
+			user: policy.Identity{Username: crossplane}, obj: controlled(xr())},
+		"GarbageCollectorOrphans": {reason: "An orphaning deletion of the parent removes the controller reference.",
+			user: policy.Identity{Username: "system:serviceaccount:kube-system:generic-garbage-collector"}, old: controlled(xr()), obj: xr()},
 		"CrossplaneRecords": {reason: "Crossplane records what it composed.",
 			user: policy.Identity{Username: crossplane}, old: xr(), obj: xr("orders-data")},
 		"AliceEditsSpec": {reason: "Other spec changes are the policies' business.",

@@ -74,7 +74,7 @@ func (h *Deletion) Handle(ctx context.Context, req admission.Request) admission.
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if set.DeletionProtection() && old.GetAnnotations()[v1alpha1.AnnotationAllowDelete] != "true" {
+	if set.DeletionProtection() && old.GetAnnotations()[v1alpha1.AnnotationAllowDelete] != "true" && !admit.ComposedDeletion(req.UserInfo.Username, old) {
 		return admission.Denied(policy.DeletionMessage(admit.Describe(old), set.Names()))
 	}
 	if (req.DryRun != nil && *req.DryRun) || h.Kube == nil {
@@ -112,18 +112,44 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 		if back["namespace"] != obj.GetNamespace() || back["name"] != obj.GetName() {
 			return nil, nil
 		}
-	} else if user.Username == h.Trusted.Crossplane {
+	} else if user.Username == h.Trusted.Crossplane || admit.ComposedDeletion(user.Username, obj) {
+		// Crossplane or the garbage collector carrying out the deletion
+		// of what composed obj, which opened what its user was permitted.
 		return nil, nil
 	}
 	ps, err := listPolicies(ctx, h.Policies)
 	if err != nil {
 		return nil, err
 	}
+	d := deletion{obj: obj, user: user, ps: ps, kinds: policy.KindsOf(ps), origin: allowance.HopOf(obj, obj.GetGeneration()).By(user.Username, h.Now())}
+	return h.openComposed(ctx, d, xr, 0)
+}
+
+// deletion is a user's deletion of obj, a Claim or composite: what decides
+// the Delete gates below it.
+type deletion struct {
+	obj    *unstructured.Unstructured
+	user   authenticationv1.UserInfo
+	ps     []v1alpha1.AllowancePolicy
+	kinds  policy.Kinds
+	origin allowance.Hop
+}
+
+// maxNesting bounds how deep a deletion follows composites composed by
+// composites.
+const maxNesting = 8
+
+// openComposed opens the Delete gate of each gated managed resource xr
+// composed whose deletion bound for the deleting user (xr's policies')
+// allows the external Delete, and names them. A composite xr composed
+// (nested XRs) is followed when xr's deletion bound lets the user delete
+// it (a ControllerChild entry granting Delete): the garbage collector
+// deletes it next, carrying out this deletion, and its own policies'
+// deletion bound for the same user decides what it composed.
+func (h *Deletion) openComposed(ctx context.Context, d deletion, xr *unstructured.Unstructured, depth int) ([]string, error) {
 	// A policy that does not compile grants no deletion.
-	set, _ := h.Cache.For(xr.GetAPIVersion(), xr.GetKind(), ps)
-	kinds := policy.KindsOf(ps)
-	bound := set.DeletionBound(identity(user))
-	origin := allowance.HopOf(obj, obj.GetGeneration()).By(user.Username, h.Now())
+	set, _ := h.Cache.For(xr.GetAPIVersion(), xr.GetKind(), d.ps)
+	bound := set.DeletionBound(identity(d.user))
 	var opened []string
 	managed := h.managed()
 	for _, mr := range admit.Composed(xr) {
@@ -131,7 +157,9 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 		// writes: the crossplane.io/composite label and an owner reference
 		// are anyone's to set on their own resource. Read each by name, not
 		// by listing every managed kind: a provider may serve hundreds.
-		if !slices.Contains(managed, mr.GroupVersionKind()) {
+		child := d.kinds.ChildOf(mr.GetAPIVersion(), mr.GetKind())
+		isManaged := slices.Contains(managed, mr.GroupVersionKind())
+		if !isManaged && (depth >= maxNesting || !child.Composite || !bound.AllowsChild(child, v1alpha1.VerbDelete)) {
 			continue
 		}
 		if err := h.Reader.Get(ctx, client.ObjectKeyFromObject(mr), mr); err != nil {
@@ -140,21 +168,32 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 			}
 			return nil, errors.Wrapf(err, "cannot get %s", admit.Describe(mr))
 		}
-		if c := metav1.GetControllerOf(mr); c == nil || c.UID != xr.GetUID() || mr.GetLabels()[v1alpha1.LabelGated] != "true" {
+		if c := metav1.GetControllerOf(mr); c == nil || c.UID != xr.GetUID() {
 			continue
 		}
-		if !v1alpha1.GrantsVerb(bound.ExternalVerbs(kinds.ChildOf(mr.GetAPIVersion(), mr.GetKind())), v1alpha1.VerbDelete) {
+		if !isManaged {
+			below, err := h.openComposed(ctx, d, mr, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			opened = append(opened, below...)
+			continue
+		}
+		if mr.GetLabels()[v1alpha1.LabelGated] != "true" {
+			continue
+		}
+		if !v1alpha1.GrantsVerb(bound.ExternalVerbs(child), v1alpha1.VerbDelete) {
 			// A gate an earlier deletion opened (one another check
 			// refused) is that deletion's, not this user's; once the
 			// deletion is final (obj is being deleted) the gates are its.
-			if obj.GetDeletionTimestamp() == nil {
+			if d.obj.GetDeletionTimestamp() == nil {
 				if err := h.revokeDelete(ctx, mr); err != nil {
 					return nil, err
 				}
 			}
 			continue
 		}
-		if err := h.openDelete(ctx, mr, origin); err != nil {
+		if err := h.openDelete(ctx, mr, d.origin); err != nil {
 			return nil, err
 		}
 		opened = append(opened, admit.Describe(mr))

@@ -3,9 +3,11 @@ package admission
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,6 +107,41 @@ func TestDeletion(t *testing.T) {
 		return out
 	}
 	byAlice := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "orders", Generation: 1, User: alice, Timestamp: ts(0)}
+	// Nested XRs: an XPlatform composed the XDatabase, which composed the
+	// Buckets; Alice deletes the XPlatform.
+	platform := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1alpha1", "kind": "XPlatform",
+		"metadata": map[string]any{"name": "platform", "uid": "00000000-0000-4000-8000-0000000000f1", "generation": int64(1)},
+		"spec":     map[string]any{"crossplane": map[string]any{"resourceRefs": []any{map[string]any{"apiVersion": "example.com/v1alpha1", "kind": "XDatabase", "name": "orders-x1"}}}},
+	}}
+	nested := func(mods ...mod) *unstructured.Unstructured {
+		return composite(append([]mod{unset("spec.claimRef"), set("metadata.ownerReferences", []any{map[string]any{
+			"apiVersion": "example.com/v1alpha1", "kind": "XPlatform", "name": "platform", "uid": "00000000-0000-4000-8000-0000000000f1", "controller": true,
+		}})}, mods...)...)
+	}
+	platforms := func(verbs ...string) *v1alpha1.AllowancePolicy {
+		return allowancePolicy(t, `
+metadata: {name: xplatforms}
+spec:
+  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XPlatform}
+  subjects:
+  - {kind: Group, name: platform-team, mayInitiate: true}
+  deleting:
+    policies:
+    - target: {apiGroup: example.com, apiVersion: v1alpha1, resource: xdatabases}
+      relation: ControllerChild
+      verbs: [`+strings.Join(verbs, ", ")+`]
+`)
+	}
+	protectedCloud := allowancePolicy(t, xdatabasesPolicy, func(p *v1alpha1.AllowancePolicy) {
+		p.Spec.DeletionProtection = true
+		p.Spec.Deleting.Policies = append(p.Spec.Deleting.Policies, v1alpha1.PolicyEntry{
+			Target:   v1alpha1.Target{External: map[string]string{"apiGroup": "recorder.kausality.io", "kind": "Bucket"}},
+			Relation: v1alpha1.RelationExternal, Verbs: []string{v1alpha1.VerbDelete},
+		})
+	})
+	byAliceOnPlatform := allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XPlatform", Name: "platform", Generation: 1, User: alice, Timestamp: ts(0)}
+	gc := authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:generic-garbage-collector", Groups: []string{"system:serviceaccounts", "system:authenticated"}}
 	byUpgrade := allowance.Hop{APIVersion: "kausality.io/v1alpha1", Kind: v1alpha1.UpgradeAllowanceKind, Name: "xdatabases-buckets-2", Generation: 1, Timestamp: ts(0)}
 	opensBoth := "deleting DatabaseClaim team-a/orders deletes these cloud resources, as its policies allow: Bucket orders-data, Bucket orders-logs"
 
@@ -300,6 +337,32 @@ func TestDeletion(t *testing.T) {
 			reason: "Deleting a Bucket without an open Delete gate is not this webhook's concern: it is orphaned by its closed gate.",
 			args:   args{objs: []client.Object{claims, deletesCloud, composite(), claim(t), data}, req: remove(asBob, data)},
 			want:   want{result: result{Allowed: true}, buckets: byName(data)},
+		},
+		"ParentDeletionOpensNestedGates": {
+			reason: "Alice deletes the XPlatform; its deleting rules let her delete the XDatabase it composed, whose own deleting rules let her delete the cloud buckets: the garbage collector deletes the XDatabase next, so its Buckets' Delete gates open now, traced to her deletion of the XPlatform.",
+			args:   args{objs: []client.Object{platforms("\"*\""), protectedCloud, platform, nested(), data, logs, ungated, other}, req: remove(asAlice, platform)},
+			want: want{
+				result:  result{Allowed: true, Warnings: []string{"deleting XPlatform platform deletes these cloud resources, as its policies allow: Bucket orders-data, Bucket orders-logs"}},
+				buckets: byName(opened(data, byAliceOnPlatform), opened(logs, byAliceOnPlatform), ungated, other),
+			},
+		},
+		"ParentDeletionWithoutChildRule": {
+			reason: "The XPlatform's deleting rules do not let the user delete the XDatabase: nothing below opens, whatever the XDatabase's own rules say.",
+			args:   args{objs: []client.Object{platforms("Update"), protectedCloud, platform, nested(), data, logs, ungated, other}, req: remove(asAlice, platform)},
+			want:   want{result: result{Allowed: true}, buckets: untouched},
+		},
+		"NestedDeletedByTheGarbageCollector": {
+			reason: "The garbage collector deleting the XDatabase (its XPlatform is gone) carries out that deletion: deletion protection does not stop it, and it opens and revokes nothing.",
+			args:   args{objs: []client.Object{protectedCloud, nested(), opened(data, byAliceOnPlatform), logs, ungated, other}, req: remove(gc, nested())},
+			want:   want{result: result{Allowed: true}, buckets: byName(opened(data, byAliceOnPlatform), logs, ungated, other)},
+		},
+		"NestedDeletedByAliceProtected": {
+			reason: "Alice deleting a composed XDatabase by hand is protected like any other.",
+			args:   args{objs: []client.Object{protectedCloud, nested(), data, logs, ungated, other}, req: remove(asAlice, nested())},
+			want: want{
+				result:  result{Code: http.StatusForbidden, Message: `XDatabase orders-x1 is protected from deletion by AllowancePolicy xdatabases; set the annotation kausality.io/allow-delete: "true" on it to delete it`},
+				buckets: untouched,
+			},
 		},
 		"NotADeletion": {
 			reason: "Other operations are not this webhook's business.",

@@ -150,22 +150,40 @@ func isClaim(obj *unstructured.Unstructured) bool {
 
 // Deleting reports whether the deletion above a managed resource is final:
 // its controlling composite is gone or being deleted, or the composite's
-// Claim is. A Delete gate opened for a deletion that another admission
-// check refused finds none of them.
+// Claim is, or (nested XRs) a composite above it that controls the
+// composite is, so that the garbage collector deletes what is below. A
+// Delete gate opened for a deletion that another admission check refused
+// finds none of them.
 func Deleting(ctx context.Context, r client.Reader, mr *unstructured.Unstructured) (bool, error) {
 	xr, err := Composite(ctx, r, mr)
 	if err != nil {
 		return false, err
 	}
-	if xr == nil || xr.GetDeletionTimestamp() != nil {
-		return true, nil
+	for depth := 0; depth < maxDepth; depth++ {
+		if xr == nil || xr.GetDeletionTimestamp() != nil {
+			return true, nil
+		}
+		if _, ok, _ := unstructured.NestedMap(xr.Object, "spec", "claimRef"); ok {
+			claim, err := Claim(ctx, r, xr)
+			if err != nil {
+				return false, err
+			}
+			return claim == nil || claim.GetDeletionTimestamp() != nil, nil
+		}
+		owner := metav1.GetControllerOf(xr)
+		if owner == nil {
+			return false, nil
+		}
+		// Only Crossplane sets a composite's controller reference
+		// (admit.Writers.References).
+		parent, err := get(ctx, r, owner.APIVersion, owner.Kind, xr.GetNamespace(), owner.Name)
+		if err != nil {
+			return false, err
+		}
+		if parent != nil && parent.GetUID() != owner.UID {
+			parent = nil // the controller is gone; another took its name
+		}
+		xr = parent
 	}
-	if _, ok, _ := unstructured.NestedMap(xr.Object, "spec", "claimRef"); !ok {
-		return false, nil
-	}
-	claim, err := Claim(ctx, r, xr)
-	if err != nil {
-		return false, err
-	}
-	return claim == nil || claim.GetDeletionTimestamp() != nil, nil
+	return false, nil
 }

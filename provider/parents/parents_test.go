@@ -456,3 +456,38 @@ func TestFrozenNested(t *testing.T) {
 		t.Errorf("Frozen(...) = %q, want %q", got, want)
 	}
 }
+
+func TestDeletingNested(t *testing.T) {
+	deleting := func(u *unstructured.Unstructured) {
+		now := metav1.Now()
+		u.SetDeletionTimestamp(&now)
+		u.SetFinalizers([]string{"example.org/finalizer"})
+	}
+	composed := func(opts ...option) *unstructured.Unstructured {
+		return xnop(append([]option{ownedBy("example.org/v1alpha1", "XPlatform", "platform", true), uid("uid-xnop")}, opts...)...)
+	}
+	cases := map[string]struct {
+		reason string
+		objs   []client.Object
+		want   bool
+	}{
+		"TreeStanding": {reason: "Nothing above the nop is being deleted.",
+			objs: []client.Object{platform(composes(xnopRef)), composed()}},
+		"ParentDeleted": {reason: "The XPlatform that composed the XNop is being deleted: the garbage collector deletes the XNop and the nop next.",
+			objs: []client.Object{platform(composes(xnopRef), deleting), composed()}, want: true},
+		"ParentGone": {reason: "The XPlatform is gone.",
+			objs: []client.Object{composed()}, want: true},
+		"ParentRecreated": {reason: "An XPlatform of the same name but another UID is not the one that composed the XNop, which is gone.",
+			objs: []client.Object{platform(composes(xnopRef), uid("uid-other")), composed()}, want: true},
+		"TopLevel": {reason: "An XNop nothing composed, standing.",
+			objs: []client.Object{xnop(uid("uid-xnop"))}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Deleting(context.Background(), reader(tc.objs, interceptor.Funcs{}), nop(ownedBy("example.org/v1alpha1", "XNop", "xnop", true)))
+			if err != nil || got != tc.want {
+				t.Errorf("%s\nDeleting() = %t, %v; want %t", tc.reason, got, err, tc.want)
+			}
+		})
+	}
+}

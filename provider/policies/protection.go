@@ -13,12 +13,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // allowDelete is the deletion protection rule in the CEL of
-// ValidatingAdmissionPolicy.
-const allowDelete = "has(oldObject.metadata.annotations) && '" + v1alpha1.AnnotationAllowDelete + "' in oldObject.metadata.annotations && oldObject.metadata.annotations['" + v1alpha1.AnnotationAllowDelete + "'] == 'true'"
+// ValidatingAdmissionPolicy: the annotation, or the garbage collector
+// deleting a composite composed by another (admit.ComposedDeletion).
+var allowDelete = "(has(oldObject.metadata.annotations) && '" + v1alpha1.AnnotationAllowDelete + "' in oldObject.metadata.annotations && oldObject.metadata.annotations['" + v1alpha1.AnnotationAllowDelete + "'] == 'true')" +
+	" || (has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(r, has(r.controller) && r.controller) && request.userInfo.username in [" + celStrings(admit.GarbageCollectors()) + "])"
 
 // objectName is the CEL for how messages name an object: Kind namespace/name.
 const objectName = "oldObject.kind + ' ' + (has(oldObject.metadata.namespace) ? oldObject.metadata.namespace + '/' : '') + oldObject.metadata.name"
@@ -73,6 +76,15 @@ func (w *Webhooks) syncDeletionPolicies(ctx context.Context, t target) error {
 		}
 	}
 	return nil
+}
+
+// celStrings quotes each of ss as a CEL string literal, comma-separated.
+func celStrings(ss []string) string {
+	q := make([]string, 0, len(ss))
+	for _, s := range ss {
+		q = append(q, celString(s))
+	}
+	return strings.Join(q, ", ")
 }
 
 // celString quotes s as a CEL string literal.

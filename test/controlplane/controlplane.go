@@ -226,6 +226,10 @@ func (c *ControlPlane) startControllerManager(_ context.Context) error {
 	}
 	_, err = c.process("kube-controller-manager", nil, filepath.Join(c.Root, ".cache", "bin", "kube-controller-manager"),
 		"--kubeconfig", kc, "--leader-elect=false", "--secure-port=0",
+		// Each controller acts as its own service account, as kubeadm
+		// runs it: the garbage collector is
+		// system:serviceaccount:kube-system:generic-garbage-collector.
+		"--use-service-account-credentials=true",
 		"--controllers=clusterrole-aggregation,garbagecollector")
 	return err
 }

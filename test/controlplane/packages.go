@@ -34,6 +34,8 @@ type pkg struct {
 // The packages the scenarios install, named as in their Compositions.
 var packages = []pkg{
 	{file: "function-patch-and-transform.xpkg", repo: "crossplane-contrib/function-patch-and-transform", tag: "v0.10.7", name: FunctionPatchTransform},
+	{file: "function-auto-ready.xpkg", repo: "crossplane-contrib/function-auto-ready", tag: "v0.6.0", name: FunctionAutoReady},
+	{file: "function-cel-filter.xpkg", repo: "crossplane-contrib/function-cel-filter", tag: "v0.2.0", name: FunctionCelFilter},
 	{file: "function-kausality.xpkg", repo: "kausality-io/function-kausality", tag: "v0.1.0", name: FunctionKausality},
 	{file: "provider-kausality.xpkg", repo: "kausality-io/provider-kausality", tag: "v0.1.0", name: ProviderKausality, provider: true, runtimeConfig: ProviderKausality},
 	{file: "provider-recorder.xpkg", repo: "kausality-io/provider-recorder", tag: "v0.1.0", name: ProviderRecorder, provider: true},
@@ -43,6 +45,8 @@ var packages = []pkg{
 const (
 	FunctionKausality      = "function-kausality"
 	FunctionPatchTransform = "function-patch-and-transform"
+	FunctionAutoReady      = "function-auto-ready"
+	FunctionCelFilter      = "function-cel-filter"
 	ProviderKausality      = "provider-kausality"
 	ProviderRecorder       = "provider-recorder"
 )

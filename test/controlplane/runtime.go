@@ -89,12 +89,21 @@ func (c *ControlPlane) startRuntime(ctx, rctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fns, err := render.StartFunctions(ctx, c.Root, c.Dir, c.Tools, render.FunctionOptions{KausalityAddress: kausality, PatchTransformAddress: pat, CertsDir: certs, LogDir: c.Dir, Race: true})
+	autoReady, err := freeAddress()
+	if err != nil {
+		return err
+	}
+	celFilter, err := freeAddress()
+	if err != nil {
+		return err
+	}
+	fns, err := render.StartFunctions(ctx, c.Root, c.Dir, c.Tools, render.FunctionOptions{KausalityAddress: kausality, PatchTransformAddress: pat,
+		AutoReadyAddress: autoReady, CelFilterAddress: celFilter, CertsDir: certs, LogDir: c.Dir, Race: true})
 	if err != nil {
 		return err
 	}
 	c.stop = append(c.stop, fns.Stop)
-	r.functions = map[string]string{FunctionKausality: kausality, FunctionPatchTransform: pat}
+	r.functions = map[string]string{FunctionKausality: kausality, FunctionPatchTransform: pat, FunctionAutoReady: autoReady, FunctionCelFilter: celFilter}
 
 	bin := filepath.Join(c.Dir, "provider-kausality")
 	// With the race detector: the scenarios (concurrent writers among them)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -307,6 +308,21 @@ func TestDeletionProtection(t *testing.T) {
 	}
 	if err := aliceC.Get(ctx, client.ObjectKeyFromObject(x), x); !kerrors.IsNotFound(err) {
 		t.Errorf("XR still there after delete: %v", err)
+	}
+
+	// A composite another composed (nested XRs): the garbage collector
+	// deletes it once its controller is gone, carrying out that deletion;
+	// Alice deleting it by hand is refused like any other.
+	nested := object("XDatabase", "", "nested", map[string]any{"size": "small"}, nil)
+	nested.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "gone", UID: "00000000-0000-4000-8000-0000000000aa", Controller: ptr.To(true)}})
+	if err := as(t, crossplane, "system:serviceaccounts").Create(ctx, nested); err != nil {
+		t.Fatalf("Crossplane composes a nested XDatabase: %v", err)
+	}
+	err = aliceC.Delete(ctx, nested.DeepCopy())
+	controlplane.ErrorContains(t, err, "XDatabase nested is protected from deletion")
+	gc := as(t, "system:serviceaccount:kube-system:generic-garbage-collector", "system:serviceaccounts", "system:serviceaccounts:kube-system")
+	if err := gc.Delete(ctx, nested.DeepCopy()); err != nil {
+		t.Fatalf("the garbage collector deletes the nested XDatabase: %v", err)
 	}
 }
 

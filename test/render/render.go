@@ -48,6 +48,9 @@ type Tools struct {
 	Crossplane     string // the crossplane CLI
 	CrossplaneCore string // the Crossplane core binary, for --crossplane-binary
 	PatchTransform string // function-patch-and-transform
+	// AutoReady and CelFilter are the other functions the real-world
+	// corpus composes with.
+	AutoReady, CelFilter string
 }
 
 // FindTools locates the tools under root/.cache/bin and says how to build
@@ -58,8 +61,10 @@ func FindTools(root string) (Tools, error) {
 		Crossplane:     filepath.Join(bin, "crossplane"),
 		CrossplaneCore: filepath.Join(bin, "crossplane-core"),
 		PatchTransform: filepath.Join(bin, "function-patch-and-transform"),
+		AutoReady:      filepath.Join(bin, "function-auto-ready"),
+		CelFilter:      filepath.Join(bin, "function-cel-filter"),
 	}
-	for _, p := range []string{t.Crossplane, t.CrossplaneCore, t.PatchTransform} {
+	for _, p := range []string{t.Crossplane, t.CrossplaneCore, t.PatchTransform, t.AutoReady, t.CelFilter} {
 		if _, err := os.Stat(p); err != nil {
 			return t, errors.Errorf("%s is missing: run `make tools` first", p)
 		}
@@ -90,6 +95,9 @@ const (
 // function-kausality runs with.
 type FunctionOptions struct {
 	KausalityAddress, PatchTransformAddress string
+	// AutoReadyAddress and CelFilterAddress, when set, start
+	// function-auto-ready and function-cel-filter there too.
+	AutoReadyAddress, CelFilterAddress string
 	// FixedTime pins function-kausality's clock (RFC 3339); empty runs it
 	// on the real clock.
 	FixedTime string
@@ -135,13 +143,20 @@ func StartFunctions(ctx context.Context, root, dir string, t Tools, o FunctionOp
 		kausality = append(kausality, "--fixed-time", o.FixedTime)
 	}
 	f := &Functions{}
-	for _, p := range []struct {
+	type proc struct {
 		bin, addr string
 		args      []string
-	}{
+	}
+	procs := []proc{
 		{fnBin, o.KausalityAddress, kausality},
 		{t.PatchTransform, o.PatchTransformAddress, append(slices.Clone(creds), "--address", o.PatchTransformAddress)},
-	} {
+	}
+	for _, other := range []struct{ bin, addr string }{{t.AutoReady, o.AutoReadyAddress}, {t.CelFilter, o.CelFilterAddress}} {
+		if other.addr != "" {
+			procs = append(procs, proc{other.bin, other.addr, append(slices.Clone(creds), "--address", other.addr)})
+		}
+	}
+	for _, p := range procs {
 		if c, err := net.DialTimeout("tcp", p.addr, 200*time.Millisecond); err == nil {
 			_ = c.Close()
 			f.Stop()

@@ -1,0 +1,352 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/recorder"
+)
+
+// corpusDir holds the real-world corpus: compositions written after public
+// ones, composing real provider kinds (CRDs with their real facts, served
+// by the recording provider), with the policies a platform team would write.
+var corpusDir = filepath.Join("..", "..", "examples", "corpus")
+
+// corpusGroup is the API group of the corpus's XRs.
+const corpusGroup = "aws.platform.example.org"
+
+// corpusCase is one composition of the corpus and what a platform team
+// expects of it under Kausality.
+type corpusCase struct {
+	// dir is the folder under examples/corpus; kind its XR's kind.
+	dir, kind string
+	// resources counts the settled tree: the XR, nested XRs and managed
+	// resources.
+	resources int
+	// change is Alice's permitted change of the XR; updates the managed
+	// resources (by path) it reaches the cloud of, once each.
+	change  func(xr *unstructured.Unstructured)
+	updates []string
+	// added are the managed resources the change composes, created in the
+	// cloud once each; the tree then counts resources+len(added).
+	added []string
+	// revision edits the Composition (old → new text) into a new revision
+	// whose output no rule and no UpgradeAllowance covers; withheld is the
+	// field the XR then names.
+	revision [2]string
+	withheld string
+	// deleted are the managed resources (by path prefix) whose cloud
+	// resources deleting the XR deletes; the rest are orphaned.
+	deleted []string
+}
+
+var corpusCases = []corpusCase{
+	{
+		dir: "network", kind: "XNetwork", resources: 7,
+		change: func(xr *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(xr.Object, "cc-4711", "spec", "parameters", "costCenter")
+		},
+		updates:  []string{"vpc", "gateway", "subnet-a", "subnet-b", "routetable"},
+		revision: [2]string{"mapPublicIpOnLaunch: true", "mapPublicIpOnLaunch: false"},
+		withheld: "spec.forProvider.mapPublicIpOnLaunch",
+		deleted:  []string{""},
+	},
+	{
+		dir: "database", kind: "XSQLInstance", resources: 3,
+		change: func(xr *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(xr.Object, int64(50), "spec", "parameters", "storageGB")
+		},
+		updates:  []string{"instance"},
+		revision: [2]string{"backupRetentionPeriod: 7", "backupRetentionPeriod: 1"},
+		withheld: "spec.forProvider.backupRetentionPeriod",
+	},
+	{
+		dir: "cluster", kind: "XKubernetesCluster", resources: 7,
+		change: func(xr *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(xr.Object, int64(3), "spec", "parameters", "nodes", "count")
+		},
+		updates:  []string{"nodepool-a", "nodepool-b"},
+		revision: [2]string{"maxSize: 10", "maxSize: 20"},
+		withheld: "spec.forProvider.scalingConfig.maxSize",
+		deleted:  []string{""},
+	},
+	{
+		dir: "storage", kind: "XObjectStorage", resources: 3,
+		change: func(xr *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(xr.Object, true, "spec", "parameters", "versioning")
+		},
+		added:    []string{"versioning"},
+		revision: [2]string{"blockPublicPolicy: true", "blockPublicPolicy: false"},
+		withheld: "spec.forProvider.blockPublicPolicy",
+	},
+	{
+		dir: "platform", kind: "XPlatform", resources: 11,
+		change: func(xr *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(xr.Object, int64(40), "spec", "parameters", "database", "storageGB")
+		},
+		updates:  []string{"database/instance"},
+		revision: [2]string{"vpcCidrBlock: 10.0.0.0/16", "vpcCidrBlock: 10.1.0.0/16"},
+		withheld: "spec.parameters.vpcCidrBlock",
+		// The XPlatform's deleting rules let Alice delete both XRs it
+		// composed; each one's own rules decide its cloud resources.
+		deleted: []string{"network/"},
+	},
+}
+
+var corpusOnce = sync.OnceValue(installCorpus)
+
+// installCorpus installs every XRD, Composition and AllowancePolicy of the
+// corpus, as an administrator would, and waits until the provider's
+// webhooks cover the XR kinds and the managed kinds the policies name.
+func installCorpus() error {
+	ctx := context.Background()
+	dirs, err := os.ReadDir(corpusDir)
+	if err != nil {
+		return err
+	}
+	var crds []string
+	for _, d := range dirs {
+		if err := cp.ApplyFile(ctx, filepath.Join(corpusDir, d.Name(), "xrd.yaml")); err != nil {
+			return err
+		}
+	}
+	for _, c := range corpusCases {
+		crds = append(crds, strings.ToLower(c.kind)+"s."+corpusGroup)
+	}
+	if err := cp.Established(ctx, 90*time.Second, crds...); err != nil {
+		return err
+	}
+	for _, d := range dirs {
+		for _, f := range []string{"composition.yaml", "policy.yaml"} {
+			if err := cp.ApplyFile(ctx, filepath.Join(corpusDir, d.Name(), f)); err != nil {
+				return err
+			}
+		}
+	}
+	return controlplane.WaitForRules(ctx, cp.AdminClient(), "xnetworks", "xsqlinstances", "xkubernetesclusters", "xplatforms",
+		"vpcs", "subnets", "instances", "nodegroups")
+}
+
+// TestCorpus runs every composition of the real-world corpus on real
+// Crossplane under Kausality: created until every resource is Ready with
+// no help, each managed resource created in the cloud exactly once; one
+// permitted change reaching the cloud exactly once for each resource it
+// should touch and nothing else; a new Composition revision no rule covers
+// withheld with zero cloud calls; and deletion deleting in the cloud
+// exactly what the policy's deleting rules permit.
+func TestCorpus(t *testing.T) {
+	t.Parallel()
+	if err := corpusOnce(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range corpusCases {
+		t.Run(c.dir, func(t *testing.T) {
+			t.Parallel()
+			c.run(t)
+		})
+	}
+}
+
+func (c corpusCase) run(t *testing.T) {
+	ctx := context.Background()
+	ns := "corpus-" + c.dir
+	namespace(t, ns)
+	gvk := schema.GroupVersionKind{Group: corpusGroup, Version: "v1alpha1", Kind: c.kind}
+	compFile := filepath.Join(corpusDir, c.dir, "composition.yaml")
+	// The case composes with its own copy of the Composition, so that its
+	// new revision reaches no other case's XRs (the platform's children
+	// use the originals).
+	comp := "corpus-" + c.dir
+	if err := cp.Composition(ctx, compFile, comp); err != nil {
+		t.Fatal(err)
+	}
+	var key client.ObjectKey
+	if err := controlplane.ApplyFileAs(ctx, alice(t), filepath.Join(corpusDir, c.dir, "xr.yaml"), func(u *unstructured.Unstructured) {
+		u.SetNamespace(ns)
+		_ = unstructured.SetNestedField(u.Object, comp, "spec", "crossplane", "compositionRef", "name")
+		key = client.ObjectKeyFromObject(u)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tree := func() []controlplane.Node {
+		t.Helper()
+		nodes, err := cp.Tree(ctx, gvk, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nodes
+	}
+	resources := c.resources
+	settled := func(what string) []controlplane.Node {
+		t.Helper()
+		var nodes []controlplane.Node
+		controlplane.Eventually(t, 3*settleTimeout, what, func() (bool, string) {
+			nodes = tree()
+			ok, why, err := controlplane.TreeSettled(nodes, resources)
+			if err != nil {
+				return false, err.Error()
+			}
+			return ok, why + "\n" + controlplane.DescribeTree(nodes)
+		})
+		return nodes
+	}
+
+	// Creation: every resource Ready, each created in the cloud once, the
+	// trace of each naming Alice.
+	nodes := settled("the tree to be created and Ready")
+	mrs := map[string]*unstructured.Unstructured{}
+	for _, n := range nodes {
+		if n.Composite {
+			continue
+		}
+		mrs[n.Path] = n.Object
+		if tr := traceOf(t, n.Object); tr.Initiator() != controlplane.Alice {
+			t.Errorf("%s %s trace %v starts with %q, want %s", n.Object.GetKind(), n.Path, kinds(tr), tr.Initiator(), controlplane.Alice)
+		}
+	}
+	want := map[string][3]int{}
+	for p := range mrs {
+		want[p] = [3]int{1, 0, 0}
+	}
+	expectCorpusCalls(t, mrs, want)
+
+	// The permitted change.
+	x := &unstructured.Unstructured{}
+	x.SetGroupVersionKind(gvk)
+	x.SetNamespace(key.Namespace)
+	x.SetName(key.Name)
+	if err := controlplane.Update(alice(t), x, func() { c.change(x) }); err != nil {
+		t.Fatalf("alice's permitted change: %v", err)
+	}
+	for _, p := range c.updates {
+		if _, ok := mrs[p]; !ok {
+			t.Fatalf("no managed resource %q in the tree", p)
+		}
+		want[p] = [3]int{1, 1, 0}
+	}
+	resources += len(c.added)
+	for _, n := range settled("the tree to settle after the permitted change") {
+		if _, ok := mrs[n.Path]; !ok && !n.Composite {
+			mrs[n.Path] = n.Object
+		}
+	}
+	for _, p := range c.added {
+		if _, ok := mrs[p]; !ok {
+			t.Fatalf("the change composed no managed resource %q", p)
+		}
+		if tr := traceOf(t, mrs[p]); tr.Initiator() != controlplane.Alice {
+			t.Errorf("%s trace %v starts with %q, want %s, whose change composed it", p, kinds(tr), tr.Initiator(), controlplane.Alice)
+		}
+		want[p] = [3]int{1, 0, 0}
+	}
+	expectCorpusCalls(t, mrs, want)
+
+	// The unpermitted change: a new revision of the Composition.
+	raw, err := os.ReadFile(compFile) //nolint:gosec // the corpus
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), c.revision[0]) {
+		t.Fatalf("%s does not contain %q", compFile, c.revision[0])
+	}
+	revised := filepath.Join(t.TempDir(), "composition.yaml")
+	if err := os.WriteFile(revised, []byte(strings.ReplaceAll(string(raw), c.revision[0], c.revision[1])), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Composition(ctx, revised, comp); err != nil {
+		t.Fatal(err)
+	}
+	controlplane.Eventually(t, settleTimeout, "the XR to report the withheld revision", func() (bool, string) {
+		xr, err := cp.Object(ctx, gvk, key)
+		if err != nil || xr == nil {
+			return false, fmt.Sprint(err)
+		}
+		cond := controlplane.Condition(xr, "KausalityAllowed")
+		return cond.Status == "False" && strings.Contains(cond.Message, c.withheld), controlplane.Conditions(xr)
+	})
+	expectCorpusCalls(t, mrs, want)
+
+	// Deletion, with the XR's deletion protection lifted.
+	if err := controlplane.Update(alice(t), x, func() {
+		ann := x.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[v1alpha1.AnnotationAllowDelete] = "true"
+		x.SetAnnotations(ann)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice(t).Delete(ctx, x); err != nil {
+		t.Fatalf("alice deletes the %s: %v", c.kind, err)
+	}
+	controlplane.Eventually(t, 2*settleTimeout, "the tree to be gone", func() (bool, string) {
+		for p, o := range mrs {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(o.GroupVersionKind())
+			if err := cp.AdminClient().Get(ctx, client.ObjectKeyFromObject(o), u); !kerrors.IsNotFound(err) {
+				return false, fmt.Sprintf("%s %s still there (%v): %s", o.GetKind(), p, err, controlplane.Conditions(u))
+			}
+		}
+		return true, ""
+	})
+	for p := range mrs {
+		w := want[p]
+		for _, d := range c.deleted {
+			if strings.HasPrefix(p, d) {
+				w[2] = 1
+			}
+		}
+		want[p] = w
+	}
+	expectCorpusCalls(t, mrs, want)
+	for p, o := range mrs {
+		_, exists := cp.Cloud.GetObject(o.GetKind(), o.GetName())
+		if exists != (want[p][2] == 0) {
+			t.Errorf("%s %s in the cloud after the deletion: %t, want %t", o.GetKind(), p, exists, want[p][2] == 0)
+		}
+	}
+}
+
+// objectCounts are a managed resource's external Create, Update and
+// Delete calls.
+func objectCounts(o *unstructured.Unstructured) [3]int {
+	return [3]int{
+		cp.Cloud.CountObject(recorder.VerbCreate, o.GetKind(), o.GetName()),
+		cp.Cloud.CountObject(recorder.VerbUpdate, o.GetKind(), o.GetName()),
+		cp.Cloud.CountObject(recorder.VerbDelete, o.GetKind(), o.GetName()),
+	}
+}
+
+// expectCorpusCalls waits until every managed resource's cloud calls are
+// as wanted (by path: Create, Update, Delete), then checks they stay so.
+func expectCorpusCalls(t *testing.T, mrs map[string]*unstructured.Unstructured, want map[string][3]int) {
+	t.Helper()
+	controlplane.Eventually(t, 2*settleTimeout, "the cloud calls", func() (bool, string) {
+		for p, w := range want {
+			if got := objectCounts(mrs[p]); got != w {
+				return false, fmt.Sprintf("%s %s: Create/Update/Delete = %v, want %v", mrs[p].GetKind(), p, got, w)
+			}
+		}
+		return true, ""
+	})
+	time.Sleep(2 * controlplane.Poll)
+	for p, w := range want {
+		if got := objectCounts(mrs[p]); got != w {
+			t.Errorf("%s %s: external Create/Update/Delete = %v, want %v", mrs[p].GetKind(), p, got, w)
+		}
+	}
+}
