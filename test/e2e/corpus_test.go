@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
@@ -48,9 +50,19 @@ type corpusCase struct {
 	// field the XR then names.
 	revision [2]string
 	withheld string
+	// upgrade, when set, approves the revision with an UpgradeAllowance.
+	upgrade *corpusUpgrade
 	// deleted are the managed resources (by path prefix) whose cloud
 	// resources deleting the XR deletes; the rest are orphaned.
 	deleted []string
+}
+
+// corpusUpgrade is an UpgradeAllowance for a corpus case's revision 2: it
+// grants Update of path on the managed kind (group, plural resource and
+// kind), which reaches the cloud of updates once each.
+type corpusUpgrade struct {
+	group, resource, kind, path string
+	updates                     []string
 }
 
 var corpusCases = []corpusCase{
@@ -62,6 +74,7 @@ var corpusCases = []corpusCase{
 		updates:  []string{"vpc", "gateway", "subnet-a", "subnet-b", "routetable"},
 		revision: [2]string{"mapPublicIpOnLaunch: true", "mapPublicIpOnLaunch: false"},
 		withheld: "spec.forProvider.mapPublicIpOnLaunch",
+		upgrade:  &corpusUpgrade{group: "ec2.aws.m.upbound.io", resource: "subnets", kind: "Subnet", path: "spec.forProvider.mapPublicIpOnLaunch", updates: []string{"subnet-a", "subnet-b"}},
 		deleted:  []string{""},
 	},
 	{
@@ -72,6 +85,7 @@ var corpusCases = []corpusCase{
 		updates:  []string{"instance"},
 		revision: [2]string{"backupRetentionPeriod: 7", "backupRetentionPeriod: 1"},
 		withheld: "spec.forProvider.backupRetentionPeriod",
+		upgrade:  &corpusUpgrade{group: "rds.aws.m.upbound.io", resource: "instances", kind: "Instance", path: "spec.forProvider.backupRetentionPeriod", updates: []string{"instance"}},
 	},
 	{
 		dir: "cluster", kind: "XKubernetesCluster", resources: 7,
@@ -81,6 +95,7 @@ var corpusCases = []corpusCase{
 		updates:  []string{"nodepool-a", "nodepool-b"},
 		revision: [2]string{"maxSize: 10", "maxSize: 20"},
 		withheld: "spec.forProvider.scalingConfig.maxSize",
+		upgrade:  &corpusUpgrade{group: "eks.aws.m.upbound.io", resource: "nodegroups", kind: "NodeGroup", path: "spec.forProvider.scalingConfig.maxSize", updates: []string{"nodepool-a", "nodepool-b"}},
 		deleted:  []string{""},
 	},
 	{
@@ -91,6 +106,7 @@ var corpusCases = []corpusCase{
 		added:    []string{"versioning"},
 		revision: [2]string{"blockPublicPolicy: true", "blockPublicPolicy: false"},
 		withheld: "spec.forProvider.blockPublicPolicy",
+		upgrade:  &corpusUpgrade{group: "s3.aws.m.upbound.io", resource: "bucketpublicaccessblocks", kind: "BucketPublicAccessBlock", path: "spec.forProvider.blockPublicPolicy", updates: []string{"public-access-block"}},
 	},
 	{
 		dir: "platform", kind: "XPlatform", resources: 11,
@@ -278,6 +294,45 @@ func (c corpusCase) run(t *testing.T) {
 		return cond.Status == "False" && strings.Contains(cond.Message, c.withheld), controlplane.Conditions(xr)
 	})
 	expectCorpusCalls(t, mrs, want)
+
+	// An administrator approves the revision: exactly its change reaches
+	// the cloud, once for each resource, traced to the UpgradeAllowance.
+	if u := c.upgrade; u != nil {
+		ua := &v1alpha1.UpgradeAllowance{}
+		if err := yaml.Unmarshal([]byte(fmt.Sprintf(`
+metadata: {name: %[1]s-2}
+spec:
+  compositions: [{name: %[1]s, revision: 2}]
+  policies:
+  - target: {apiGroup: %[2]s, apiVersion: v1beta1, resource: %[3]s}
+    relation: ControllerChild
+    verbs: [Update]
+    mutations: [{jsonPath: %[5]s, verbs: [Mutate]}]
+  - target: {external: {apiGroup: %[2]s, kind: %[4]s}}
+    relation: External
+    verbs: [Update]
+`, comp, u.group, u.resource, u.kind, u.path)), ua); err != nil {
+			t.Fatal(err)
+		}
+		admin := cp.AdminClient()
+		if err := admin.Create(ctx, ua); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), ua) })
+		for _, p := range u.updates {
+			w := want[p]
+			w[1]++
+			want[p] = w
+		}
+		expectCorpusCalls(t, mrs, want)
+		for _, n := range settled("the tree to settle after the upgrade") {
+			if slices.Contains(u.updates, n.Path) {
+				if tr := traceOf(t, n.Object); tr[0].Kind != v1alpha1.UpgradeAllowanceKind || tr[0].Name != ua.GetName() {
+					t.Errorf("%s trace %v, want it to start at UpgradeAllowance %s", n.Path, kinds(tr), ua.GetName())
+				}
+			}
+		}
+	}
 
 	// Deletion, with the XR's deletion protection lifted.
 	if err := controlplane.Update(alice(t), x, func() {
