@@ -21,7 +21,7 @@ import (
 const (
 	// ConditionAllowed is False while the function withholds a mutation, and
 	// says which and why.
-	ConditionAllowed = "KausalityAllowed"
+	ConditionAllowed = v1alpha1.ConditionAllowed
 	// ConditionAnnotations is False while a kausality.io annotation on the XR
 	// cannot be parsed; the function then acts as if it had no allowances.
 	ConditionAnnotations = "KausalityAnnotationsValid"
@@ -45,7 +45,7 @@ const (
 // back from a composed resource or a freeze keeps gates shut, and says
 // which and why. The XR has it when its Input configures propagation or
 // it is frozen.
-const ConditionPropagated = "Propagated"
+const ConditionPropagated = v1alpha1.ConditionPropagated
 
 // withheld records one change the function kept from a composed resource
 // (or, in Log mode, would have kept and let through).

@@ -69,3 +69,16 @@ const (
 // writes a composite's status (admission refuses users' status writes),
 // so nobody can make a composite look as if it were still being created.
 const ConditionCreated = "KausalityCreated"
+
+// Condition types Kausality sets, which `kubectl kausality` reads.
+const (
+	// ConditionAllowed is False on a composite while the function
+	// withholds a mutation of what it composes, and says which and why.
+	ConditionAllowed = "KausalityAllowed"
+	// ConditionPropagated is False on a composite while propagation
+	// control holds a change back or a freeze keeps gates shut.
+	ConditionPropagated = "Propagated"
+	// ConditionGateOpen is a gated managed resource's gate, as the gate
+	// controller last decided it, and why.
+	ConditionGateOpen = "GateOpen"
+)

@@ -34,7 +34,7 @@ import (
 
 // ConditionGate is the condition the controller sets on every gated
 // managed resource: True while the gate is open.
-const ConditionGate xpv2.ConditionType = "GateOpen"
+const ConditionGate xpv2.ConditionType = v1alpha1.ConditionGateOpen
 
 // Reasons of the GateOpen condition and of the controller's Events.
 const (

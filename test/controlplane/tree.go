@@ -9,13 +9,14 @@ import (
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/show"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/report"
 )
 
 // Node is one resource of a Crossplane v2 XR's tree: the XR itself (Path
@@ -28,54 +29,25 @@ type Node struct {
 }
 
 // Tree reads a namespaced XR of any kind and everything it composes,
-// nested XRs included, through spec.crossplane.resourceRefs (which only
-// Crossplane writes), root first and then by path. A reference whose
-// object is gone is left out.
+// nested XRs included, as `kubectl kausality trace` does (show.Read), root
+// first and then by path. A reference whose object is gone is left out.
 func (c *ControlPlane) Tree(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) ([]Node, error) {
 	xr, err := c.Object(ctx, gvk, key)
 	if err != nil || xr == nil {
 		return nil, err
 	}
-	out := []Node{{Object: xr, Composite: true}}
-	if err := c.walk(ctx, xr, "", &out, 0); err != nil {
+	root, err := show.Read(ctx, c.admin, xr)
+	if err != nil {
 		return nil, err
 	}
+	var out []Node
+	root.Walk(func(n *show.Node) {
+		if !n.Missing {
+			out = append(out, Node{Path: n.Path, Object: n.Unstructured(), Composite: n.Role != report.RoleManaged})
+		}
+	})
 	sort.SliceStable(out[1:], func(i, j int) bool { return out[1+i].Path < out[1+j].Path })
 	return out, nil
-}
-
-func (c *ControlPlane) walk(ctx context.Context, xr *unstructured.Unstructured, prefix string, out *[]Node, depth int) error {
-	if depth > 8 {
-		return errors.Errorf("%s %s nests deeper than 8", xr.GetKind(), xr.GetName())
-	}
-	refs, _ := fieldpath.Pave(xr.Object).GetValue("spec.crossplane.resourceRefs")
-	list, _ := refs.([]any)
-	for _, r := range list {
-		ref, _ := r.(map[string]any)
-		av, _ := ref["apiVersion"].(string)
-		kind, _ := ref["kind"].(string)
-		name, _ := ref["name"].(string)
-		gv, err := schema.ParseGroupVersion(av)
-		if err != nil {
-			return errors.Wrapf(err, "cannot parse a resource reference of %s %s", xr.GetKind(), xr.GetName())
-		}
-		o, err := c.Object(ctx, gv.WithKind(kind), client.ObjectKey{Namespace: xr.GetNamespace(), Name: name})
-		if err != nil {
-			return err
-		}
-		if o == nil {
-			continue
-		}
-		path := prefix + o.GetAnnotations()["crossplane.io/composition-resource-name"]
-		_, composite := o.Object["spec"].(map[string]any)["crossplane"]
-		*out = append(*out, Node{Path: path, Object: o, Composite: composite})
-		if composite {
-			if err := c.walk(ctx, o, path+"/", out, depth+1); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // TreeSettled says whether Crossplane, Kausality and the provider are done

@@ -1,16 +1,20 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/show"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
@@ -294,6 +299,7 @@ func (c corpusCase) run(t *testing.T) {
 		return cond.Status == "False" && strings.Contains(cond.Message, c.withheld), controlplane.Conditions(xr)
 	})
 	expectCorpusCalls(t, mrs, want)
+	c.checkTrace(t, key)
 
 	// An administrator approves the revision: exactly its change reaches
 	// the cloud, once for each resource, traced to the UpgradeAllowance.
@@ -405,3 +411,46 @@ func expectCorpusCalls(t *testing.T, mrs map[string]*unstructured.Unstructured, 
 		}
 	}
 }
+
+// checkTrace runs `kubectl kausality trace` as Alice on the XR while its
+// revision is withheld, and compares what it prints with
+// testdata/cli/<case>.txt (the hash suffixes of generated names masked, same width); -update
+// rewrites the file. Its status lists the XR with the withheld change.
+func (c corpusCase) checkTrace(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	ctx := context.Background()
+	cl := alice(t)
+	var out bytes.Buffer
+	if err := show.Trace(ctx, cl, cl.RESTMapper(), key.Namespace, strings.ToLower(c.kind)+"s."+corpusGroup+"/"+key.Name, "", show.FormatDefault, &out); err != nil {
+		t.Fatalf("kubectl kausality trace: %v", err)
+	}
+	got := generated.ReplaceAllString(out.String(), "-xxxxxxxxxxxx")
+	golden := filepath.Join("testdata", "cli", c.dir+".txt")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(golden), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, []byte(got), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden) //nolint:gosec // the suite's own golden file
+	if err != nil {
+		t.Fatalf("%v (run the corpus with -update to record it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("kubectl kausality trace of the %s: -want, +got:\n%s", c.kind, diff)
+	}
+	out.Reset()
+	if err := show.Status(ctx, cp.AdminClient(), key.Namespace, &out); err != nil {
+		t.Fatalf("kubectl kausality status: %v", err)
+	}
+	if !strings.Contains(out.String(), c.kind+"/"+key.Name) || !strings.Contains(out.String(), c.withheld) {
+		t.Errorf("kubectl kausality status in %s names no withheld %s on %s/%s:\n%s", key.Namespace, c.withheld, c.kind, key.Name, out.String())
+	}
+}
+
+// generated matches the suffix Crossplane gives the names it generates.
+var generated = regexp.MustCompile(`-[0-9a-f]{12}\b`)
+
+var update = flag.Bool("update", false, "rewrite the golden files of kubectl kausality's output")

@@ -1,0 +1,124 @@
+// Command kubectl-kausality is a kubectl plugin (`kubectl kausality …`)
+// that shows what Kausality decided: for a Claim, XR or managed resource,
+// the tree below it with each object's gate, its Synced and Ready
+// conditions and what Kausality holds for it (open and pending
+// allowances, withheld and held changes, freezes); and, across the
+// cluster, the XRs of the kinds AllowancePolicies name that hold
+// something back. It reads with the user's own kubeconfig and needs only
+// read access.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/alecthomas/kong"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/show"
+)
+
+// CLI is the plugin's command line, with kubectl's connection flags.
+type CLI struct {
+	Kubeconfig string `help:"Path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)."`
+	Context    string `help:"The kubeconfig context to use."`
+	Namespace  string `help:"The namespace of the object (default: the context's)." short:"n"`
+
+	Trace  TraceCmd  `cmd:"" help:"Show a Claim, XR or managed resource and everything below it, with what Kausality holds for each."`
+	Status StatusCmd `cmd:"" help:"List the XRs of the kinds AllowancePolicies name that hold a change back, are frozen or are being created."`
+}
+
+// TraceCmd is `kubectl kausality trace TYPE/NAME`.
+type TraceCmd struct {
+	Resource string `arg:"" help:"TYPE/NAME or TYPE, as kubectl takes them (xnetworks/shop, xnetwork.aws.platform.example.org/shop)."`
+	Name     string `arg:"" optional:"" help:"NAME, when the first argument is a TYPE alone."`
+	Output   string `default:"default" enum:"default,wide,json,yaml" help:"Output format: default, wide (adds the initiator and the trace), json or yaml." short:"o"`
+}
+
+// StatusCmd is `kubectl kausality status`.
+type StatusCmd struct {
+	AllNamespaces bool `help:"Across all namespaces." short:"A"`
+}
+
+func main() {
+	c := &CLI{}
+	ctx := kong.Parse(c, kong.Name("kubectl-kausality"), kong.Description("See what Kausality decided."))
+	ctx.FatalIfErrorf(ctx.Run(c))
+}
+
+// session is what every command needs: a reader and a mapper.
+type session struct {
+	reader    client.Reader
+	mapper    meta.RESTMapper
+	namespace string
+}
+
+func (c *CLI) connect() (session, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = c.Kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return session{}, errors.Wrap(err, "cannot load the kubeconfig")
+	}
+	ns := c.Namespace
+	if ns == "" {
+		if ns, _, err = cc.Namespace(); err != nil {
+			return session{}, errors.Wrap(err, "cannot read the context's namespace")
+		}
+	}
+	return newSession(cfg, ns)
+}
+
+func newSession(cfg *rest.Config, namespace string) (session, error) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return session{}, errors.Wrap(err, "cannot make an HTTP client")
+	}
+	m, err := apiutil.NewDynamicRESTMapper(cfg, hc)
+	if err != nil {
+		return session{}, errors.Wrap(err, "cannot discover the API server's kinds")
+	}
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return session{}, err
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return session{}, err
+	}
+	cl, err := client.New(cfg, client.Options{HTTPClient: hc, Mapper: m, Scheme: s})
+	if err != nil {
+		return session{}, errors.Wrap(err, "cannot make a client")
+	}
+	return session{reader: cl, mapper: m, namespace: namespace}, nil
+}
+
+// Run prints the tree.
+func (t *TraceCmd) Run(c *CLI) error {
+	s, err := c.connect()
+	if err != nil {
+		return err
+	}
+	return show.Trace(context.Background(), s.reader, s.mapper, s.namespace, t.Resource, t.Name, t.Output, os.Stdout)
+}
+
+// Run prints the XRs that hold something.
+func (st *StatusCmd) Run(c *CLI) error {
+	s, err := c.connect()
+	if err != nil {
+		return err
+	}
+	ns := s.namespace
+	if st.AllNamespaces {
+		ns = ""
+	}
+	return show.Status(context.Background(), s.reader, ns, os.Stdout)
+}
