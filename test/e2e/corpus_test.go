@@ -47,6 +47,10 @@ type corpusCase struct {
 	// resources (by path) it reaches the cloud of, once each.
 	change  func(xr *unstructured.Unstructured)
 	updates []string
+	// paced, when set, are two managed resources propagation control
+	// rolls the change out to one after the other: the second takes it
+	// only once the first applied it.
+	paced []string
 	// added are the managed resources the change composes, created in the
 	// cloud once each; the tree then counts resources+len(added).
 	added []string
@@ -98,6 +102,7 @@ var corpusCases = []corpusCase{
 			_ = unstructured.SetNestedField(xr.Object, int64(3), "spec", "parameters", "nodes", "count")
 		},
 		updates:  []string{"nodepool-a", "nodepool-b"},
+		paced:    []string{"nodepool-a", "nodepool-b"},
 		revision: [2]string{"maxSize: 10", "maxSize: 20"},
 		withheld: "spec.forProvider.scalingConfig.maxSize",
 		upgrade:  &corpusUpgrade{group: "eks.aws.m.upbound.io", resource: "nodegroups", kind: "NodeGroup", path: "spec.forProvider.scalingConfig.maxSize", updates: []string{"nodepool-a", "nodepool-b"}},
@@ -249,8 +254,30 @@ func (c corpusCase) run(t *testing.T) {
 	x.SetGroupVersionKind(gvk)
 	x.SetNamespace(key.Namespace)
 	x.SetName(key.Name)
+	var release func()
+	if c.paced != nil {
+		// The cloud is slow to apply the first: the second must not take
+		// the change meanwhile.
+		release = cp.Cloud.Hold(mrs[c.paced[0]].GetName())
+		defer release()
+	}
 	if err := controlplane.Update(alice(t), x, func() { c.change(x) }); err != nil {
 		t.Fatalf("alice's permitted change: %v", err)
+	}
+	if c.paced != nil {
+		controlplane.Eventually(t, settleTimeout, "the XR to say propagation holds the change back", func() (bool, string) {
+			xr, err := cp.Object(ctx, gvk, key)
+			if err != nil || xr == nil {
+				return false, fmt.Sprint(err)
+			}
+			cond := controlplane.Condition(xr, v1alpha1.ConditionPropagated)
+			return cond.Status == "False" && strings.Contains(cond.Message, c.paced[1]), controlplane.Conditions(xr)
+		})
+		time.Sleep(2 * controlplane.Poll)
+		if got := objectCounts(mrs[c.paced[1]]); got[1] != 0 {
+			t.Errorf("%s took the change while %s's was in flight: Create/Update/Delete = %v", c.paced[1], c.paced[0], got)
+		}
+		release()
 	}
 	for _, p := range c.updates {
 		if _, ok := mrs[p]; !ok {
