@@ -51,6 +51,10 @@ type corpusCase struct {
 	// rolls the change out to one after the other: the second takes it
 	// only once the first applied it.
 	paced []string
+	// drift, when set, changes a managed resource in the cloud's console
+	// (resource, a field of spec.forProvider, a value): the provider
+	// reports it, and nothing is written back without a cause.
+	drift *corpusDrift
 	// added are the managed resources the change composes, created in the
 	// cloud once each; the tree then counts resources+len(added).
 	added []string
@@ -74,6 +78,12 @@ type corpusUpgrade struct {
 	updates                     []string
 }
 
+// corpusDrift is a change in the cloud's console.
+type corpusDrift struct {
+	resource, field string
+	value           any
+}
+
 var corpusCases = []corpusCase{
 	{
 		dir: "network", kind: "XNetwork", resources: 7,
@@ -92,6 +102,7 @@ var corpusCases = []corpusCase{
 			_ = unstructured.SetNestedField(xr.Object, int64(50), "spec", "parameters", "storageGB")
 		},
 		updates:  []string{"instance"},
+		drift:    &corpusDrift{resource: "instance", field: "allocatedStorage", value: int64(999)},
 		revision: [2]string{"backupRetentionPeriod: 7", "backupRetentionPeriod: 1"},
 		withheld: "spec.forProvider.backupRetentionPeriod",
 		upgrade:  &corpusUpgrade{group: "rds.aws.m.upbound.io", resource: "instances", kind: "Instance", path: "spec.forProvider.backupRetentionPeriod", updates: []string{"instance"}},
@@ -364,6 +375,31 @@ spec:
 					t.Errorf("%s trace %v, want it to start at UpgradeAllowance %s", n.Path, kinds(tr), ua.GetName())
 				}
 			}
+		}
+	}
+
+	// Drift: someone changes a resource in the cloud's console. The
+	// provider reports what the cloud holds; the gate stays closed, so
+	// nothing is written back without a cause.
+	if d := c.drift; d != nil {
+		mr := mrs[d.resource]
+		s, ok := cp.Cloud.GetObject(mr.GetKind(), mr.GetName())
+		if !ok {
+			t.Fatalf("the cloud has no %s %s", mr.GetKind(), d.resource)
+		}
+		s[d.field] = d.value
+		cp.Cloud.PutObject(mr.GetKind(), mr.GetName(), s)
+		controlplane.Eventually(t, settleTimeout, "the provider to report the drift", func() (bool, string) {
+			o, err := cp.Object(ctx, mr.GroupVersionKind(), client.ObjectKeyFromObject(mr))
+			if err != nil || o == nil {
+				return false, fmt.Sprint(err)
+			}
+			v, _, _ := unstructured.NestedFieldNoCopy(o.Object, "status", "atProvider", d.field)
+			return v == d.value, fmt.Sprintf("status.atProvider.%s = %v", d.field, v)
+		})
+		expectCorpusCalls(t, mrs, want)
+		if s, _ := cp.Cloud.GetObject(mr.GetKind(), mr.GetName()); s[d.field] != d.value {
+			t.Errorf("cloud %s of %s = %v, want the console's %v kept", d.field, d.resource, s[d.field], d.value)
 		}
 	}
 

@@ -212,6 +212,15 @@ func (c *Cloud) CountObject(verb, kind, name string) int {
 	return n
 }
 
+// PutObject overwrites what the Cloud holds of the resource of kind named
+// name without recording a call: a change made in the cloud's console,
+// behind Crossplane's back (drift).
+func (c *Cloud) PutObject(kind, name string, s map[string]any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.objects[objectKey(kind, name)] = runtime.DeepCopyJSON(s)
+}
+
 func (c *Cloud) observeObject(kind, name string) (map[string]any, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
