@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/show"
+	"github.com/kausality-io/kausality-crossplane/provider/policies"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
@@ -186,9 +188,14 @@ func installCorpus() error {
 // exactly what the policy's deleting rules permit.
 func TestCorpus(t *testing.T) {
 	t.Parallel()
+	orphan := bobsEarlyBucket(t)
 	if err := corpusOnce(); err != nil {
 		t.Fatal(err)
 	}
+	t.Run("ungated-deletion", func(t *testing.T) {
+		t.Parallel()
+		bobDeletesHisEarlyBucket(t, orphan)
+	})
 	for _, c := range corpusCases {
 		t.Run(c.dir, func(t *testing.T) {
 			t.Parallel()
@@ -517,3 +524,73 @@ func (c corpusCase) checkTrace(t *testing.T, key client.ObjectKey) {
 var generated = regexp.MustCompile(`-[0-9a-f]{12}\b`)
 
 var update = flag.Bool("update", false, "rewrite the golden files of kubectl kausality's output")
+
+// bobsEarlyBucket is an S3 Bucket Bob creates, managing everything, before
+// any policy restricts the kind (no corpus policy is installed yet): it is
+// not gated, and the provider creates it in the cloud.
+func bobsEarlyBucket(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	namespace(t, "corpus-bob")
+	b := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"forProvider":        map[string]any{"region": "eu-central-1"},
+		"managementPolicies": []any{"*"},
+	}}}
+	b.SetGroupVersionKind(schema.GroupVersionKind{Group: "s3.aws.m.upbound.io", Version: "v1beta1", Kind: "Bucket"})
+	b.SetNamespace("corpus-bob")
+	b.SetName("bobs-early-bucket")
+	if err := as(t, controlplane.Bob).Create(context.Background(), b); err != nil {
+		t.Fatalf("bob creates an S3 Bucket before any policy restricts the kind: %v", err)
+	}
+	if b.GetLabels()[v1alpha1.LabelGated] == "true" {
+		t.Fatalf("bob's early Bucket is gated (%v): some policy restricts S3 Buckets already", b.GetLabels())
+	}
+	controlplane.Eventually(t, settleTimeout, "bob's early Bucket in the cloud", func() (bool, string) {
+		n := cp.Cloud.CountObject(recorder.VerbCreate, "Bucket", b.GetName())
+		return n == 1, fmt.Sprintf("%d Creates", n)
+	})
+	return b
+}
+
+// bobDeletesHisEarlyBucket: the corpus's storage policy now restricts S3
+// Buckets, and Bob's early one was never written since, so it is still
+// ungated with managementPolicies ["*"]. Deleting it would delete the
+// cloud bucket without any cause; the webhook gates it closed first, and
+// the cloud bucket is orphaned.
+func bobDeletesHisEarlyBucket(t *testing.T, b *unstructured.Unstructured) {
+	ctx := context.Background()
+	controlplane.Eventually(t, settleTimeout, "the provider's webhooks to cover deleting ungated S3 Buckets", func() (bool, string) {
+		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := cp.AdminClient().Get(ctx, client.ObjectKey{Name: policies.DynamicName}, v); err != nil {
+			return false, err.Error()
+		}
+		for _, h := range v.Webhooks {
+			for _, r := range h.Rules {
+				if h.Name == "restricted-deletion.managed.kausality.io" && slices.Contains(r.APIGroups, "s3.aws.m.upbound.io") && slices.Contains(r.Resources, "buckets") {
+					return true, ""
+				}
+			}
+		}
+		return false, "no restricted-deletion rule for s3.aws.m.upbound.io buckets"
+	})
+	stored, err := cp.Object(ctx, b.GroupVersionKind(), client.ObjectKeyFromObject(b))
+	if err != nil || stored == nil {
+		t.Fatalf("bob's early Bucket: %v", err)
+	}
+	if stored.GetLabels()[v1alpha1.LabelGated] == "true" {
+		t.Fatalf("bob's early Bucket was gated before its deletion: %v", stored.GetLabels())
+	}
+	if err := as(t, controlplane.Bob).Delete(ctx, stored); err != nil {
+		t.Fatalf("bob deletes his early Bucket: %v", err)
+	}
+	controlplane.Eventually(t, settleTimeout, "bob's early Bucket to go", func() (bool, string) {
+		o, err := cp.Object(ctx, b.GroupVersionKind(), client.ObjectKeyFromObject(b))
+		return o == nil && err == nil, fmt.Sprint(err)
+	})
+	time.Sleep(2 * controlplane.Poll)
+	if n := cp.Cloud.CountObject(recorder.VerbDelete, "Bucket", b.GetName()); n != 0 {
+		t.Errorf("cloud Deletes of bob's early Bucket = %d, want 0: deleting an ungated resource of a restricted kind must orphan it", n)
+	}
+	if _, ok := cp.Cloud.GetObject("Bucket", b.GetName()); !ok {
+		t.Errorf("the cloud bucket behind bob's early Bucket is gone")
+	}
+}
