@@ -411,19 +411,7 @@ spec:
 	}
 
 	// Deletion, with the XR's deletion protection lifted.
-	if err := controlplane.Update(alice(t), x, func() {
-		ann := x.GetAnnotations()
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		ann[v1alpha1.AnnotationAllowDelete] = "true"
-		x.SetAnnotations(ann)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := alice(t).Delete(ctx, x); err != nil {
-		t.Fatalf("alice deletes the %s: %v", c.kind, err)
-	}
+	deleteProtected(t, alice(t), x)
 	controlplane.Eventually(t, 2*settleTimeout, "the tree to be gone", func() (bool, string) {
 		for p, o := range mrs {
 			u := &unstructured.Unstructured{}

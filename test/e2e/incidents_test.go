@@ -122,16 +122,7 @@ func deleteClaimAs(t *testing.T, user client.Client, key client.ObjectKey) {
 	err := user.Delete(ctx, c.DeepCopy())
 	controlplane.ErrorContains(t, err, fmt.Sprintf("DatabaseClaim %s is protected from deletion by AllowancePolicy claims", key), `kausality.io/allow-delete: "true"`)
 
-	if err := controlplane.Update(user, c, func() {
-		ann := c.GetAnnotations()
-		ann[v1alpha1.AnnotationAllowDelete] = "true"
-		c.SetAnnotations(ann)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := user.Delete(ctx, c); err != nil {
-		t.Fatalf("deleting with allow-delete: %v", err)
-	}
+	deleteProtected(t, user, c)
 	x := xr(t, key)
 	controlplane.Eventually(t, settleTimeout, "the XR and its Buckets to be deleted", func() (bool, string) {
 		gone, err := cp.Object(ctx, controlplane.XRGVK, client.ObjectKeyFromObject(x))

@@ -244,19 +244,7 @@ func TestV2DeletionWhileAWildcardGateIsOpen(t *testing.T) {
 		return slices.Contains(g, "Delete") && s.Status == "False", fmt.Sprintf("gate %v, Synced %s — %s", g, s.Status, cp.DescribeStore(ctx, key))
 	})
 
-	if err := controlplane.Update(alice(t), x, func() {
-		ann := x.GetAnnotations()
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		ann[v1alpha1.AnnotationAllowDelete] = "true"
-		x.SetAnnotations(ann)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := alice(t).Delete(ctx, x); err != nil {
-		t.Fatalf("alice deletes the XStore: %v", err)
-	}
+	deleteProtected(t, alice(t), x)
 	controlplane.Eventually(t, settleTimeout, "the XStore and its Buckets to go", func() (bool, string) {
 		left := storeBuckets(t, key)
 		xs, err := cp.Object(ctx, controlplane.StoreGVK, key)

@@ -1,7 +1,6 @@
 package recorder
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,15 +60,7 @@ func TestRealKindLifecycle(t *testing.T) {
 	if err := SetupKinds(mgr, cloud, poll, kinds...); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager stopped: %v", err)
-		}
-	})
+	ctx := start(t, mgr)
 	kube, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)

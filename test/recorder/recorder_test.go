@@ -72,15 +72,7 @@ func TestBucketLifecycle(t *testing.T) {
 	if err := Setup(mgr, cloud, poll); err != nil {
 		t.Fatalf("cannot set up the recording provider: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager stopped: %v", err)
-		}
-	})
+	ctx := start(t, mgr)
 
 	// Read straight from the API server, not through the manager's cache.
 	kube, err := client.New(cfg, client.Options{Scheme: scheme})
@@ -313,4 +305,20 @@ func wantSize(t *testing.T, cloud *Cloud, name string, size int64) {
 	if s.Size != size {
 		t.Errorf("cloud size of %s = %d, want %d", name, s.Size, size)
 	}
+}
+
+// start runs mgr until the test ends, and returns a context for the
+// test's requests.
+func start(t *testing.T, mgr ctrl.Manager) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager stopped: %v", err)
+		}
+	})
+	return ctx
 }
