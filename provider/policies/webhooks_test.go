@@ -257,7 +257,9 @@ func managedStatusHook(cc admissionregistrationv1.WebhookClientConfig, rules ...
 
 // The CEL of the deletion protection, spelled out.
 const (
-	wantAllowDelete = `has(oldObject.metadata.annotations) && 'kausality.io/allow-delete' in oldObject.metadata.annotations && oldObject.metadata.annotations['kausality.io/allow-delete'] == 'true'`
+	wantAllowDelete = `(has(oldObject.metadata.annotations) && 'kausality.io/allow-delete' in oldObject.metadata.annotations && oldObject.metadata.annotations['kausality.io/allow-delete'] == 'true')` +
+		` || (has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(r, has(r.controller) && r.controller)` +
+		` && request.userInfo.username in ['system:kube-controller-manager', 'system:serviceaccount:kube-system:generic-garbage-collector'])`
 	wantObjectName  = `oldObject.kind + ' ' + (has(oldObject.metadata.namespace) ? oldObject.metadata.namespace + '/' : '') + oldObject.metadata.name`
 )
 
@@ -534,11 +536,11 @@ func TestDeletionProtectionCEL(t *testing.T) {
 	if err := kube.Get(context.Background(), client.ObjectKey{Name: "kausality-protect-databaseclaims.example.com"}, vap); err != nil {
 		t.Fatal(err)
 	}
-	env, err := cel.NewEnv(cel.Variable("oldObject", cel.DynType))
+	env, err := cel.NewEnv(cel.Variable("oldObject", cel.DynType), cel.Variable("request", cel.DynType))
 	if err != nil {
 		t.Fatal(err)
 	}
-	eval := func(t *testing.T, expr string, old map[string]any) any {
+	eval := func(t *testing.T, expr string, old map[string]any, user ...string) any {
 		t.Helper()
 		ast, iss := env.Compile(expr)
 		if iss.Err() != nil {
@@ -548,7 +550,11 @@ func TestDeletionProtectionCEL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, _, err := prg.Eval(map[string]any{"oldObject": old})
+		username := "alice@example.com"
+		if len(user) > 0 {
+			username = user[0]
+		}
+		out, _, err := prg.Eval(map[string]any{"oldObject": old, "request": map[string]any{"userInfo": map[string]any{"username": username}}})
 		if err != nil {
 			t.Fatalf("%s: %v", expr, err)
 		}
@@ -561,12 +567,22 @@ func TestDeletionProtectionCEL(t *testing.T) {
 		}
 		return map[string]any{"kind": "DatabaseClaim", "metadata": md}
 	}
+	composed := func() map[string]any {
+		c := claim(nil)
+		c["metadata"].(map[string]any)["ownerReferences"] = []any{map[string]any{"apiVersion": "example.com/v1alpha1", "kind": "XPlatform", "name": "shop", "uid": "p1", "controller": true}}
+		return c
+	}
+	const gc = "system:serviceaccount:kube-system:generic-garbage-collector"
 	v := vap.Spec.Validations[0]
 	cases := map[string]struct {
 		reason string
 		old    map[string]any
+		user   string
 		want   bool
 	}{
+		"GarbageCollectorDeletesComposed": {reason: "The garbage collector deleting a composed object carries out its controller's deletion.", old: composed(), user: gc, want: true},
+		"GarbageCollectorDeletesTopLevel": {reason: "Without a controller reference the garbage collector has no business deleting it.", old: claim(nil), user: gc, want: false},
+		"AliceDeletesComposed":            {reason: "A person deleting a composed object by hand is protected against.", old: composed(), want: false},
 		"NoAnnotations":   {reason: "An object without annotations is protected.", old: claim(nil), want: false},
 		"OtherAnnotation": {reason: "Other annotations do not let it go.", old: claim(map[string]any{"jira": "INFRA-1"}), want: false},
 		"AllowDeleteNo":   {reason: "Only \"true\" lets it go.", old: claim(map[string]any{"kausality.io/allow-delete": "yes"}), want: false},
@@ -574,7 +590,11 @@ func TestDeletionProtectionCEL(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, eval(t, v.Expression, tc.old)); diff != "" {
+			var user []string
+			if tc.user != "" {
+				user = []string{tc.user}
+			}
+			if diff := cmp.Diff(tc.want, eval(t, v.Expression, tc.old, user...)); diff != "" {
 				t.Errorf("%s\nexpression: -want, +got:\n%s", tc.reason, diff)
 			}
 		})

@@ -3,18 +3,23 @@ package envtest
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
@@ -77,21 +82,42 @@ func TestWebhookRulesNameOnlyPolicyKinds(t *testing.T) {
 	if c := got["composites.kausality.io"]; !slices.Contains(c, "databaseclaims") || !slices.Contains(c, "xdatabases") || len(c) != 2 {
 		t.Errorf("composites webhook resources = %v, want exactly databaseclaims and xdatabases", c)
 	}
-	// Both recording providers' Buckets: the cluster-scoped and the
-	// namespaced (recorder.m.kausality.io) kind, one rule per group.
-	if c := got["managed.kausality.io"]; !slices.Equal(c, []string{"buckets", "buckets"}) {
-		t.Errorf("managed webhook resources = %v, want [buckets buckets]", c)
+	// Exactly the managed kinds the recording provider's package installs
+	// (its Buckets, cluster-scoped and namespaced, and the real provider
+	// kinds of the corpus), one rule per group.
+	files, err := filepath.Glob(filepath.Join("..", "recorder", "package", "crds", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	var groups []string
+	want := map[string][]string{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f) //nolint:gosec // the recording provider's own CRDs
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(raw, crd); err != nil {
+			t.Fatal(err)
+		}
+		want[crd.Spec.Group] = append(want[crd.Spec.Group], crd.Spec.Names.Plural)
+	}
+	gotByGroup := map[string][]string{}
 	for _, h := range m.Webhooks {
 		if h.Name == "managed.kausality.io" {
 			for _, r := range h.Rules {
-				groups = append(groups, r.APIGroups...)
+				for _, g := range r.APIGroups {
+					gotByGroup[g] = append(gotByGroup[g], r.Resources...)
+				}
 			}
 		}
 	}
-	if want := []string{"recorder.kausality.io", "recorder.m.kausality.io"}; !slices.Equal(groups, want) {
-		t.Errorf("managed webhook groups = %v, want %v", groups, want)
+	for _, m := range []map[string][]string{want, gotByGroup} {
+		for _, rs := range m {
+			slices.Sort(rs)
+		}
+	}
+	if diff := cmp.Diff(want, gotByGroup); diff != "" {
+		t.Errorf("managed webhook resources by group: -want, +got:\n%s", diff)
 	}
 }
 
