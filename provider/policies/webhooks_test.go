@@ -260,7 +260,7 @@ const (
 	wantAllowDelete = `(has(oldObject.metadata.annotations) && 'kausality.io/allow-delete' in oldObject.metadata.annotations && oldObject.metadata.annotations['kausality.io/allow-delete'] == 'true')` +
 		` || (has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(r, has(r.controller) && r.controller)` +
 		` && request.userInfo.username in ['system:kube-controller-manager', 'system:serviceaccount:kube-system:generic-garbage-collector'])`
-	wantObjectName  = `oldObject.kind + ' ' + (has(oldObject.metadata.namespace) ? oldObject.metadata.namespace + '/' : '') + oldObject.metadata.name`
+	wantObjectName = `oldObject.kind + ' ' + (has(oldObject.metadata.namespace) ? oldObject.metadata.namespace + '/' : '') + oldObject.metadata.name`
 )
 
 func protection(resource, group string, policies string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
@@ -583,10 +583,10 @@ func TestDeletionProtectionCEL(t *testing.T) {
 		"GarbageCollectorDeletesComposed": {reason: "The garbage collector deleting a composed object carries out its controller's deletion.", old: composed(), user: gc, want: true},
 		"GarbageCollectorDeletesTopLevel": {reason: "Without a controller reference the garbage collector has no business deleting it.", old: claim(nil), user: gc, want: false},
 		"AliceDeletesComposed":            {reason: "A person deleting a composed object by hand is protected against.", old: composed(), want: false},
-		"NoAnnotations":   {reason: "An object without annotations is protected.", old: claim(nil), want: false},
-		"OtherAnnotation": {reason: "Other annotations do not let it go.", old: claim(map[string]any{"jira": "INFRA-1"}), want: false},
-		"AllowDeleteNo":   {reason: "Only \"true\" lets it go.", old: claim(map[string]any{"kausality.io/allow-delete": "yes"}), want: false},
-		"AllowDeleteTrue": {reason: "kausality.io/allow-delete: \"true\" lets it go.", old: claim(map[string]any{"kausality.io/allow-delete": "true"}), want: true},
+		"NoAnnotations":                   {reason: "An object without annotations is protected.", old: claim(nil), want: false},
+		"OtherAnnotation":                 {reason: "Other annotations do not let it go.", old: claim(map[string]any{"jira": "INFRA-1"}), want: false},
+		"AllowDeleteNo":                   {reason: "Only \"true\" lets it go.", old: claim(map[string]any{"kausality.io/allow-delete": "yes"}), want: false},
+		"AllowDeleteTrue":                 {reason: "kausality.io/allow-delete: \"true\" lets it go.", old: claim(map[string]any{"kausality.io/allow-delete": "true"}), want: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
