@@ -29,10 +29,8 @@ import (
 	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -234,56 +232,6 @@ func (c *ControlPlane) startControllerManager(_ context.Context) error {
 	return err
 }
 
-// installRBAC applies the chart's RBAC and gives the users theirs.
-func (c *ControlPlane) installRBAC(ctx context.Context) error {
-	if err := c.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}); err != nil && !kerrors.IsAlreadyExists(err) {
-		return err
-	}
-	objs, err := renderChart(c.module, SystemNamespace)
-	if err != nil {
-		return err
-	}
-	return c.Apply(ctx, objs...)
-}
-
-// bindProviderEdit gives Alice and Bob, cluster-wide, the edit role
-// Crossplane's RBAC manager generates for the recording provider's
-// revision (crossplane:provider:<revision>:aggregate-to-edit, the part of
-// crossplane-edit that covers the provider's kinds): how a real install
-// lets users edit cluster-scoped managed resources (the legacy shape)
-// without crossplane-edit's packages, Compositions and Secrets, which
-// would make them Crossplane's administrators. No role is written by hand.
-func (c *ControlPlane) bindProviderEdit(ctx context.Context) error {
-	return until(ctx, time.Minute, func() error {
-		p := &pkgv1.Provider{}
-		if err := c.admin.Get(ctx, client.ObjectKey{Name: ProviderRecorder}, p); err != nil {
-			return err
-		}
-		rev := p.Status.CurrentRevision
-		if rev == "" {
-			return errors.Errorf("provider %s has no current revision yet", ProviderRecorder)
-		}
-		role := "crossplane:provider:" + rev + ":aggregate-to-edit"
-		if err := c.admin.Get(ctx, client.ObjectKey{Name: role}, &rbacv1.ClusterRole{}); err != nil {
-			return errors.Wrapf(err, "the RBAC manager has not generated %s yet", role)
-		}
-		return c.Apply(ctx, mustUnstructured(&rbacv1.ClusterRoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: ProviderRecorder + "-edit"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: Alice}, {APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: Bob}},
-		}))
-	})
-}
-
-func mustUnstructured(o runtime.Object) *unstructured.Unstructured {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-	if err != nil {
-		panic(err)
-	}
-	return &unstructured.Unstructured{Object: m}
-}
-
 // Apply creates objs as the administrator, or updates them to what objs
 // say when they exist.
 func (c *ControlPlane) Apply(ctx context.Context, objs ...*unstructured.Unstructured) error {
@@ -335,33 +283,6 @@ func until(ctx context.Context, d time.Duration, fn func() error) error {
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
-}
-
-// As is a client acting as user, through impersonation.
-func (c *ControlPlane) As(user string, groups ...string) (client.Client, error) {
-	cfg := rest.CopyConfig(c.Admin)
-	if user != "admin" {
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-	}
-	return client.New(cfg, client.Options{Scheme: c.Scheme})
-}
-
-// Namespace creates a namespace and gives Alice and Bob Crossplane's edit
-// role in it (crossplane-edit, to which the RBAC manager aggregates every
-// XRD's Claims).
-func (c *ControlPlane) Namespace(ctx context.Context, name string) error {
-	if err := c.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !kerrors.IsAlreadyExists(err) {
-		return err
-	}
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "crossplane-edit"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "crossplane-edit"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: Alice}, {APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: Bob}},
-	}
-	if err := c.admin.Create(ctx, rb); err != nil && !kerrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
 }
 
 // Stop ends everything Start started.
