@@ -8,6 +8,7 @@ import (
 	"github.com/crossplane/function-sdk-go/resource/composed"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 )
@@ -105,20 +106,7 @@ func upgradeDelete(a allowance.Allowance) bool {
 
 // gated reports whether the resource's gate is Kausality's.
 func (r *run) gated(m childMeta) bool {
-	return !m.child.Composite && !composite(m.obj.Object) && (r.restrictAll || r.set.RestrictsExternal(m.child))
-}
-
-// composite reports whether a composed resource is itself an XR, by the
-// fields Crossplane gives every XR, for when no policy tells (the policies
-// are not known yet).
-func composite(obj map[string]any) bool {
-	spec, _ := obj["spec"].(map[string]any)
-	for _, f := range []string{"crossplane", "compositionRef", "compositionSelector", "compositionRevisionRef"} {
-		if _, ok := spec[f]; ok {
-			return true
-		}
-	}
-	return false
+	return !m.child.Composite && !admit.IsComposite(m.obj.Object) && !admit.IsClaim(m.obj.Object) && (r.restrictAll || r.set.RestrictsExternal(m.child))
 }
 
 // keptAsObserved is the resource as observed, for Crossplane to keep.

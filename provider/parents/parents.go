@@ -120,12 +120,12 @@ func Frozen(ctx context.Context, r client.Reader, mr *unstructured.Unstructured)
 	// XRs), and a legacy composite's Claim.
 	for p, depth := xr, 0; p != nil && depth < maxDepth; depth++ {
 		if by, _ := allowance.FrozenBy(p.GetAnnotations()); by != "" {
-			if p.GetNamespace() != "" && p.GetNamespace() != mr.GetNamespace() || isClaim(p) {
+			if p.GetNamespace() != "" && p.GetNamespace() != mr.GetNamespace() || admit.IsClaim(p.Object) {
 				return fmt.Sprintf("%s on %s %s/%s", by, p.GetKind(), p.GetNamespace(), p.GetName()), nil
 			}
 			return fmt.Sprintf("%s on %s %s", by, p.GetKind(), p.GetName()), nil
 		}
-		if isClaim(p) {
+		if admit.IsClaim(p.Object) {
 			break
 		}
 		if p, err = Parent(ctx, r, p); err != nil {
@@ -140,12 +140,6 @@ func Frozen(ctx context.Context, r client.Reader, mr *unstructured.Unstructured)
 		return fmt.Sprintf("%s on Namespace %s", by, ns.GetName()), nil
 	}
 	return "", nil
-}
-
-// isClaim reports whether obj is a Claim: it points at its composite.
-func isClaim(obj *unstructured.Unstructured) bool {
-	_, ok, _ := unstructured.NestedMap(obj.Object, "spec", "resourceRef")
-	return ok
 }
 
 // Deleting reports whether the deletion above a managed resource is final:

@@ -169,3 +169,22 @@ func TestPrintJSON(t *testing.T) {
 		t.Errorf("decoded tree %+v: want the XPlatform, its two children, the nested data bucket and the withheld change", n)
 	}
 }
+
+func TestRoleOf(t *testing.T) {
+	cases := map[string]struct {
+		spec map[string]any
+		want report.Role
+	}{
+		"LegacyClaim":     {spec: map[string]any{"compositionRef": map[string]any{"name": "c"}, "resourceRef": map[string]any{"kind": "XDatabase", "name": "x"}}, want: report.RoleClaim},
+		"LegacyComposite": {spec: map[string]any{"compositionRef": map[string]any{"name": "c"}, "resourceRefs": []any{}}, want: report.RoleComposite},
+		"ModernComposite": {spec: map[string]any{"crossplane": map[string]any{}}, want: report.RoleComposite},
+		"Managed":         {spec: map[string]any{"forProvider": map[string]any{}}, want: report.RoleManaged},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := RoleOf(&unstructured.Unstructured{Object: map[string]any{"spec": tc.spec}}); got != tc.want {
+				t.Errorf("RoleOf(spec %v) = %s, want %s", tc.spec, got, tc.want)
+			}
+		})
+	}
+}

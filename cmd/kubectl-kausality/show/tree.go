@@ -36,19 +36,15 @@ type Node struct {
 // Unstructured is the object as read.
 func (n *Node) Unstructured() *unstructured.Unstructured { return n.obj }
 
-// RoleOf says what obj is in a chain, from its shape: a Claim points at
-// its composite (spec.resourceRef), a composite has Crossplane's fields
-// (spec.crossplane in v2; a composition reference, resource references or
-// claim reference in the legacy shape), everything else is managed.
+// RoleOf says what obj is in a chain, from its shape (admit.IsClaim,
+// admit.IsComposite): a Claim points at its composite, a composite has
+// Crossplane's fields, everything else is managed.
 func RoleOf(obj *unstructured.Unstructured) report.Role {
-	spec, _ := obj.Object["spec"].(map[string]any)
-	for _, f := range []string{"crossplane", "resourceRefs", "compositionRef", "compositionRevisionRef", "claimRef"} {
-		if _, ok := spec[f]; ok {
-			return report.RoleComposite
-		}
-	}
-	if _, ok := spec["resourceRef"]; ok {
+	switch {
+	case admit.IsClaim(obj.Object):
 		return report.RoleClaim
+	case admit.IsComposite(obj.Object):
+		return report.RoleComposite
 	}
 	return report.RoleManaged
 }
