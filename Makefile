@@ -36,7 +36,7 @@ export KUBEBUILDER_ASSETS := $(BIN)
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all tools generate check-generate build test lint unit render golden demo examples e2e fuzz bench clean xpkg
+.PHONY: all tools generate check-generate build release test lint unit render golden demo examples e2e fuzz bench clean xpkg
 
 all: build
 
@@ -92,10 +92,11 @@ check-generate: generate
 	  echo "Generated files are stale; run 'make generate' and commit:"; \
 	  git status --porcelain -- apis input package test/recorder; exit 1; fi
 
-## build: build the function and provider binaries into bin/.
+## build: build the function, the provider and the kubectl plugin (kubectl-kausality) into bin/.
 build:
 	$(GO) build -o bin/function-kausality ./fn
 	$(GO) build -o bin/provider-kausality ./provider
+	$(GO) build -o bin/kubectl-kausality ./cmd/kubectl-kausality
 
 ## unit: gofmt, vet and run every Go test (render tests need the tools, the scenario suite the packages).
 unit: tools xpkg
@@ -136,6 +137,23 @@ xpkg: $(CROSSPLANE) $(IMAGE)
 	  $(CROSSPLANE) xpkg build --package-root "$$pat_dir/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-patch-and-transform.xpkg
 	$(CROSSPLANE) xpkg build --package-root "$$($(PUBLISHED) dir $(AUTO_READY_MODULE))/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-auto-ready.xpkg
 	$(CROSSPLANE) xpkg build --package-root "$$($(PUBLISHED) dir $(CEL_FILTER_MODULE))/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-cel-filter.xpkg
+
+# The kubectl plugin is released for these platforms, next to the packages.
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+
+## release: the release artifacts in _output/release: both packages, kubectl-kausality for RELEASE_PLATFORMS as .tar.gz, and checksums.txt.
+release: xpkg
+	@rm -rf $(OUT)/release && mkdir -p $(OUT)/release
+	cp $(OUT)/function-kausality.xpkg $(OUT)/provider-kausality.xpkg $(OUT)/release/
+	@for p in $(RELEASE_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
+	  dir=$(OUT)/release/kubectl-kausality_$${os}_$${arch}; mkdir -p $$dir; \
+	  echo "kubectl-kausality $$os/$$arch"; \
+	  GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X main.version=$(VERSION)' -o $$dir/kubectl-kausality$$ext ./cmd/kubectl-kausality; \
+	  cp README.md $$dir/; \
+	  tar -C $(OUT)/release -czf $$dir.tar.gz $$(basename $$dir) && rm -rf $$dir; \
+	done
+	cd $(OUT)/release && sha256sum *.xpkg *.tar.gz > checksums.txt && cat checksums.txt
 
 ## render: render every example with the real crossplane render and print the output.
 render: tools

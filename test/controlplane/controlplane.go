@@ -86,6 +86,7 @@ type ControlPlane struct {
 	runtime *externalRuntime
 	stop    []func()
 	cancel  context.CancelFunc
+	cli     cliBuild
 }
 
 // Start brings the control plane up and installs the packages; dir holds

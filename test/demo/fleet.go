@@ -59,6 +59,12 @@ func fleet(ctx context.Context, cp *controlplane.ControlPlane, admin, alice clie
 		}
 		fmt.Fprintf(w, "   XR %s: tier withheld, 0 Updates in the cloud\n", xrs[d])
 	}
+	args := []string{"status", "-n", ns}
+	out, err := cp.Kausality(ctx, "admin", nil, args...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "   $ kubectl kausality %s\n%s", strings.Join(args, " "), indent(out))
 
 	fmt.Fprintf(w, "\n== U3: an UpgradeAllowance for revision 2 with rollout: {} (exponentiallyUpdated(xr, xrs)): one XR, then one more, then two, each batch once the one before applied it and is Ready\n")
 	start := time.Now()

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 	"github.com/kausality-io/kausality-crossplane/test/render"
@@ -228,22 +227,26 @@ func (d *demo) step(ctx context.Context, title string, act func() error, done fu
 	}
 	sort.Strings(res)
 	fmt.Fprintf(d.w, "   Claim %s -> XR %s (Crossplane generated its name and its buckets')\n", d.key, xr.GetName())
+	// What Kausality decided, as a platform engineer sees it.
+	args := []string{"trace", "databaseclaims/" + d.key.Name, "-n", d.key.Namespace, "-o", "wide"}
+	out, err := d.cp.Kausality(ctx, controlplane.Alice, []string{"platform-team"}, args...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.w, "   $ kubectl kausality %s\n%s", strings.Join(args, " "), indent(out))
+	// What reached the cloud, which only the recording provider knows.
 	names := map[string]string{}
 	tw := tabwriter.NewWriter(d.w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BUCKET\tNAME\tGATE NOW\tCLOUD SAW (Create/Update/Delete)\tSIZE/TIER IN CLOUD\tTRACE")
+	fmt.Fprintln(tw, "   BUCKET\tNAME\tCLOUD SAW (Create/Update/Delete)\tSIZE/TIER IN CLOUD")
 	for _, r := range res {
 		b := bs[r]
 		names[b.GetName()] = r
-		g := controlplane.Gate(b)
 		s, _ := d.cp.Cloud.Get(b.GetName())
-		fmt.Fprintf(tw, "%s\t%s\t[%s]\t%d/%d/%d\t%d/%s\t%s\n", r, b.GetName(), strings.Join(g, ", "),
+		fmt.Fprintf(tw, "   %s\t%s\t%d/%d/%d\t%d/%s\n", r, b.GetName(),
 			d.cp.Cloud.Count(recorder.VerbCreate, b.GetName()), d.cp.Cloud.Count(recorder.VerbUpdate, b.GetName()), d.cp.Cloud.Count(recorder.VerbDelete, b.GetName()),
-			s.Size, s.Tags["tier"], trace(b.GetAnnotations()[v1alpha1.AnnotationTrace]))
+			s.Size, s.Tags["tier"])
 	}
 	_ = tw.Flush()
-	if c := controlplane.Condition(xr, "KausalityAllowed"); c.Status == "False" {
-		fmt.Fprintf(d.w, "   XR says: %s\n", c.Message)
-	}
 
 	evs := &eventsv1.EventList{}
 	if err := d.admin.List(ctx, evs); err != nil {
@@ -363,6 +366,18 @@ func heldIn(msg string) string {
 		}
 	}
 	return strings.Join(held, ", ")
+}
+
+// indent prefixes every line of s with three spaces, as the demo's steps
+// print their details.
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l != "" {
+			b.WriteString("   " + l)
+		}
+	}
+	return b.String()
 }
 
 // create creates every object in a YAML file, retrying while the

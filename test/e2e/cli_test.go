@@ -1,0 +1,60 @@
+package e2e
+
+// `kubectl kausality` as users run it, against the scenarios: the binary
+// built from cmd/kubectl-kausality, reading the control plane as Alice
+// through her kubeconfig, its output compared with golden files.
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+)
+
+// generated masks the suffix Crossplane gives generated names, which
+// differs between runs (same width, so columns stay aligned).
+var generated = regexp.MustCompile(`-[0-9a-f]{12}\b`)
+
+// kausality runs `kubectl kausality args…` as Alice (platform-team) and
+// returns its output with generated names masked.
+func kausality(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := cp.Kausality(context.Background(), controlplane.Alice, []string{"platform-team"}, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return generated.ReplaceAllString(out, "-xxxxxxxxxxxx")
+}
+
+// expectCLI waits until `kubectl kausality args…` prints what
+// testdata/cli/<golden>.txt holds: the state it shows is one the test
+// has driven the tree to, and objects the test does not wait for may
+// still be settling into it. With -update it records what it prints
+// first, so record only at a state that no longer moves.
+func expectCLI(t *testing.T, golden string, args ...string) {
+	t.Helper()
+	path := filepath.Join("testdata", "cli", golden+".txt")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(kausality(t, args...)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path) //nolint:gosec // the suite's own golden file
+	if err != nil {
+		t.Fatalf("%v (run with -update to record it)", err)
+	}
+	controlplane.Eventually(t, settleTimeout, "kubectl kausality "+strings.Join(args, " ")+" to print "+path, func() (bool, string) {
+		got := kausality(t, args...)
+		diff := cmp.Diff(string(want), got)
+		return diff == "", "-want, +got:\n" + diff
+	})
+}
