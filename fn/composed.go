@@ -13,6 +13,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -180,10 +181,10 @@ func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
 	d := r.permitAdded(dm.child)
 	switch {
 	case !d.ok && !r.log:
-		r.withhold(dm, v1alpha1.VerbCreate, "", d.reason)
+		r.withhold(dm, v1alpha1.VerbCreate, "", d.code, d.reason)
 		return change{}, false
 	case !d.ok:
-		r.wouldWithhold(dm, v1alpha1.VerbCreate, "", d.reason)
+		r.wouldWithhold(dm, v1alpha1.VerbCreate, "", d.code, d.reason)
 	}
 	return change{
 		create:  true,
@@ -233,10 +234,10 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 				ch.chosen = d.by
 			}
 		case r.log:
-			r.wouldWithhold(dm, string(m.Verb), m.Path, d.reason)
+			r.wouldWithhold(dm, string(m.Verb), m.Path, d.code, d.reason)
 			ch.passed = append(ch.passed, m)
 		default:
-			r.withhold(dm, string(m.Verb), m.Path, d.reason)
+			r.withhold(dm, string(m.Verb), m.Path, d.code, d.reason)
 			withheld = append(withheld, m)
 		}
 	}
@@ -269,17 +270,17 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 		return appliedSpec(desired, observed, ch.owned, ch.desiredRecord())
 	}, as, r.now, r.frozen)
 	if len(g.Withheld) > 0 {
-		r.withhold(dm, "open gate", "", fmt.Sprintf("%s is frozen by %s", ref(r.xr.Object), r.frozen))
+		r.withhold(dm, "open gate", "", metrics.ReasonFrozen, fmt.Sprintf("%s is frozen by %s", ref(r.xr.Object), r.frozen))
 	}
 	for _, p := range g.Uncovered {
-		r.withhold(dm, "open gate", p, fmt.Sprintf("changed since generation %d was let through to the cloud and no open allowance covers it; it would ride along with the allowed change", g.Approved.Generation))
+		r.withhold(dm, "open gate", p, metrics.ReasonUncovered, fmt.Sprintf("changed since generation %d was let through to the cloud and no open allowance covers it; it would ride along with the allowed change", g.Approved.Generation))
 	}
 	if g.Approves {
 		// Otherwise admission keeps the stored approval.
 		maps.Copy(ann, g.Approved.Annotations())
 	}
 	if g.Err != nil {
-		r.withhold(dm, "open gate", "", g.Err.Error())
+		r.withhold(dm, "open gate", "", metrics.ReasonGateError, g.Err.Error())
 	}
 	if err := setManagementPolicies(desired, g.Policies); err != nil {
 		r.problem(errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, ref(desired)))

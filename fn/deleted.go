@@ -11,6 +11,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 )
 
 // deleted decides about a composed resource the pipeline no longer wants. It
@@ -23,7 +24,7 @@ func (r *run) deleted(resName string, observed map[string]any) *composed.Unstruc
 		return nil
 	}
 	if r.log {
-		r.wouldWithhold(m, v1alpha1.VerbDelete, "", d.reason)
+		r.wouldWithhold(m, v1alpha1.VerbDelete, "", d.code, d.reason)
 		return nil
 	}
 	if upgradeDeleteOpen(m, observed) {
@@ -32,16 +33,16 @@ func (r *run) deleted(resName string, observed map[string]any) *composed.Unstruc
 		return nil
 	}
 	if up := r.upgradeOf(m.ann); up != nil {
-		d.reason = upgradeReason(up)
+		d.reason, d.code = upgradeReason(up), metrics.ReasonLogicChanged
 		if up.bound.AllowsChild(m.child, v1alpha1.VerbDelete) {
 			ok, why := r.turn(up)
 			if ok {
 				return r.dropped(m, observed, up)
 			}
-			d.reason = why
+			d.reason, d.code = why, up.turnCode
 		}
 	}
-	r.withhold(m, v1alpha1.VerbDelete, "", d.reason)
+	r.withhold(m, v1alpha1.VerbDelete, "", d.code, d.reason)
 	// Emit the resource as observed so Crossplane keeps it; close its gate.
 	kept := keptAsObserved(m, observed)
 	if r.gated(m) {

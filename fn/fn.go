@@ -17,6 +17,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -27,6 +28,9 @@ type Function struct {
 	log      logging.Logger
 	policies *policy.Cache
 	now      func() time.Time
+	// metrics count what it decides; nil (as NewFunction leaves it)
+	// counts nothing, so tests and renders need no registry.
+	metrics *metrics.Function
 }
 
 // NewFunction returns a function that logs to log.
@@ -84,7 +88,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 
 	now := f.now().UTC()
-	run := &run{cfg: cfg, now: now, stampedAt: allowance.Timestamp(now), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}, req: req}
+	run := &run{cfg: cfg, now: now, metrics: f.metrics, stampedAt: allowance.Timestamp(now), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}, req: req}
 	run.load(f.policies, req)
 	if ann := composedLogic(observed); ann != nil {
 		run.added = run.upgradeOf(ann)
@@ -147,6 +151,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 	run.report(rsp)
+	run.record(items)
 	log.Debug("Gated composed resources", "xr", ref(run.xr.Object), "generation", run.xr.GetGeneration(),
 		"allowances", len(run.allowances), "resources", len(out), "withheld", len(run.withheld))
 	return rsp, nil

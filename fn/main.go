@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/prometheus/client_golang/prometheus"
 
 	function "github.com/crossplane/function-sdk-go"
+
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 )
 
 // CLI is the function's command line, the same flags as the Go function
@@ -35,6 +38,11 @@ func (c *CLI) Run() error {
 		return err
 	}
 	f := NewFunction(log)
+	// The SDK serves the default registry on MetricsAddress, next to its
+	// gRPC metrics.
+	if c.MetricsAddress != "" {
+		f.metrics = metrics.NewFunction(prometheus.DefaultRegisterer)
+	}
 	if !c.FixedTime.IsZero() {
 		f.now = func() time.Time { return c.FixedTime }
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -18,6 +19,7 @@ type decision struct {
 	by      *allowance.Allowance
 	upgrade *upgrade // the logic change whose UpgradeAllowances let it through
 	reason  string
+	code    string // the reason's class, a metrics.Reason* constant
 }
 
 // restricted reports whether changes to composed resources of kind c need
@@ -43,7 +45,7 @@ func (r *run) permit(c policy.Child, verb string, inPhase func(policy.Bound) boo
 			return decision{ok: true, by: &r.allowances[i]}
 		}
 	}
-	return decision{reason: r.noAllowance(c, verb)}
+	return decision{reason: r.noAllowance(c, verb), code: r.noAllowanceCode()}
 }
 
 // permitChild decides creating or deleting a composed resource of kind c.
@@ -82,7 +84,7 @@ func (r *run) permitMutation(c policy.Child, m mutation.Mutation, unchanged bool
 		if r.drift == v1alpha1.DriftAllow && !r.restrictAll {
 			return decision{ok: true}
 		}
-		return decision{reason: "drift: the composition still wants the value it last applied and the resource was changed outside it; policy drift is Deny"}
+		return decision{code: metrics.ReasonDrift, reason: "drift: the composition still wants the value it last applied and the resource was changed outside it; policy drift is Deny"}
 	}
 	if m.Verb == v1alpha1.MutationInsert && up == nil && r.inCreation(c) {
 		// Completing the resource: a field it did not have.
@@ -98,7 +100,7 @@ func (r *run) permitMutation(c policy.Child, m mutation.Mutation, unchanged bool
 		if up.bound.AllowsMutation(c, m) {
 			return r.taking(up)
 		}
-		return decision{reason: upgradeReason(up)}
+		return decision{reason: upgradeReason(up), code: metrics.ReasonLogicChanged}
 	}
 	return d
 }
@@ -107,7 +109,7 @@ func (r *run) permitMutation(c policy.Child, m mutation.Mutation, unchanged bool
 // it (turn), and withholds it until then.
 func (r *run) taking(up *upgrade) decision {
 	if ok, why := r.turn(up); !ok {
-		return decision{reason: why}
+		return decision{reason: why, code: up.turnCode}
 	}
 	return decision{ok: true, upgrade: up}
 }
@@ -124,7 +126,7 @@ func (r *run) permitAdded(c policy.Child) decision {
 	if r.added.bound.AllowsChild(c, v1alpha1.VerbCreate) {
 		return r.taking(r.added)
 	}
-	return decision{reason: upgradeReason(r.added)}
+	return decision{reason: upgradeReason(r.added), code: metrics.ReasonLogicChanged}
 }
 
 // upgradeReason says why a logic change's output is withheld.

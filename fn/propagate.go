@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
@@ -20,6 +21,7 @@ import (
 type hold struct {
 	resource, kind, name string
 	why                  string
+	code                 string    // why's class, a metrics.Reason* constant
 	opens                time.Time // when a closed maintenance window opens; zero otherwise
 }
 
@@ -82,7 +84,7 @@ func (r *run) propagate(items []*item) {
 		if len(rules) == 0 {
 			continue
 		}
-		h := hold{resource: it.resName, kind: it.dm.child.Kind, name: it.dm.name, why: blocked}
+		h := hold{resource: it.resName, kind: it.dm.child.Kind, name: it.dm.name, why: blocked, code: metrics.ReasonBlocker}
 		if h.why == "" {
 			vars[rollout.VarItem] = cel[it]
 			keys := make([]string, 0, len(rules))
@@ -94,11 +96,14 @@ func (r *run) propagate(items []*item) {
 				v, err := rules[k].Check(vars, r.now)
 				if err != nil {
 					r.problem(errors.Wrapf(err, "cannot evaluate propagateWhen of %s %s; holding its change", k, it.resName))
-					h.why = fmt.Sprintf("propagateWhen %q of %s failed to evaluate", v.Failed, k)
+					h.why, h.code = fmt.Sprintf("propagateWhen %q of %s failed to evaluate", v.Failed, k), metrics.ReasonEvalFailed
 					break
 				}
 				if !v.OK {
-					h.why, h.opens = fmt.Sprintf("propagateWhen %q of %s is false", v.Failed, k), v.Opens
+					h.why, h.opens, h.code = fmt.Sprintf("propagateWhen %q of %s is false", v.Failed, k), v.Opens, metrics.ReasonPropagateWhen
+					if !v.Opens.IsZero() {
+						h.code = metrics.ReasonWindow
+					}
 					break
 				}
 			}

@@ -29,6 +29,7 @@ type upgrade struct {
 	// across XRs), and why not.
 	turnDecided, turnOK bool
 	turnWhy             string
+	turnCode            string // turnWhy's class, a metrics.Reason* constant
 }
 
 // loadFunctions reads the package each Function of the pipeline runs:

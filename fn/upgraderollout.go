@@ -15,6 +15,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
@@ -83,7 +84,8 @@ func (r *run) turn(up *upgrade) (bool, string) {
 		if err != nil {
 			// Fails closed: a roll-out that does not compile lets nothing
 			// through (the UpgradeAllowance's Ready condition says why).
-			up.turnOK, up.turnWhy = false, err.Error()
+			up.turnOK, up.turnWhy, up.turnCode = false, err.Error(), metrics.ReasonRolloutInvalid
+			r.metrics.Turn(u.GetName(), metrics.TurnFailed, 0, -1)
 			return false, up.turnWhy
 		}
 		if !ok {
@@ -93,11 +95,13 @@ func (r *run) turn(up *upgrade) (bool, string) {
 		if len(u.Spec.Rollout.Blockers) > 0 {
 			p, err := upgradePlan(u)
 			if err != nil {
-				up.turnOK, up.turnWhy = false, err.Error()
+				up.turnOK, up.turnWhy, up.turnCode = false, err.Error(), metrics.ReasonRolloutInvalid
+				r.metrics.Turn(u.GetName(), metrics.TurnFailed, updated, len(xrs))
 				return false, up.turnWhy
 			}
 			if why := r.loadBlockers(p, map[string]any{}); why != "" {
-				up.turnOK = false
+				up.turnOK, up.turnCode = false, metrics.ReasonRolloutHalted
+				r.metrics.Turn(u.GetName(), metrics.TurnHalted, updated, len(xrs))
 				up.turnWhy = fmt.Sprintf("the roll-out of UpgradeAllowance %s is halted: %s", u.GetName(), why)
 				if !slices.Contains(r.waiting, up.turnWhy) {
 					r.waiting = append(r.waiting, up.turnWhy)
@@ -108,14 +112,18 @@ func (r *run) turn(up *upgrade) (bool, string) {
 		v, err := rule.Check(map[string]any{rollout.VarXR: xr, rollout.VarXRs: xrs, rollout.VarNow: r.now, rollout.VarItem: xr}, r.now)
 		switch {
 		case err != nil:
-			up.turnOK, up.turnWhy = false, errors.Wrapf(err, "UpgradeAllowance %s: spec.rollout", u.GetName()).Error()
+			up.turnOK, up.turnWhy, up.turnCode = false, errors.Wrapf(err, "UpgradeAllowance %s: spec.rollout", u.GetName()).Error(), metrics.ReasonRolloutInvalid
+			r.metrics.Turn(u.GetName(), metrics.TurnFailed, updated, len(xrs))
 		case !v.OK:
-			up.turnOK = false
+			up.turnOK, up.turnCode = false, metrics.ReasonUpgradeTurn
+			r.metrics.Turn(u.GetName(), metrics.TurnWaiting, updated, len(xrs))
 			if w := fmt.Sprintf("waits for its turn in the roll-out of UpgradeAllowance %s: %s is false (%d of %d composites have applied it and are Ready)", u.GetName(), v.Failed, updated, len(xrs)); !slices.Contains(r.waiting, w) {
 				r.waiting = append(r.waiting, w)
 			}
 			up.turnWhy = fmt.Sprintf("the upgrade (%s) rolls out across the %d composites of revision %s under UpgradeAllowance %s and it is not this one's turn: %s is false (%d have applied it and are Ready)",
 				logic.Describe(up.changes), len(xrs), r.revision, u.GetName(), v.Failed, updated)
+		default:
+			r.metrics.Turn(u.GetName(), metrics.TurnTaken, updated, len(xrs))
 		}
 		return up.turnOK, up.turnWhy
 	}

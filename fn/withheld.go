@@ -15,6 +15,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/internal/report"
 )
 
 // XR condition types the function sets.
@@ -54,28 +55,23 @@ type withheld struct {
 	kind, name string
 	verb, path string // what was withheld: a verb, and the field for a mutation
 	reason     string
-	logOnly    bool // Log mode: reported, let through
+	code       string       // the reason's class, for metrics
+	child      policy.Child // the resource's kind, for metrics
+	logOnly    bool         // Log mode: reported, let through
 }
 
-// String is the line the XR's results and conditions carry.
+// String is the line the XR's results and conditions carry; its format
+// is report.Withheld's, which `kubectl kausality explain` parses.
 func (w withheld) String() string {
-	what := w.verb
-	if w.path != "" {
-		what += " " + w.path
-	}
-	s := fmt.Sprintf("resource %s (%s %s): withheld %s: %s", w.resource, w.kind, w.name, what, w.reason)
-	if w.logOnly {
-		s = "(Log mode, let through) " + s
-	}
-	return s
+	return report.Withheld{Resource: w.resource, Kind: w.kind, Name: w.name, Verb: w.verb, Path: w.path, Reason: w.reason, LogOnly: w.logOnly}.String()
 }
 
-func (r *run) withhold(m childMeta, verb, path, reason string) {
-	r.withheld = append(r.withheld, withheld{resource: m.resName, kind: m.child.Kind, name: m.name, verb: verb, path: path, reason: reason})
+func (r *run) withhold(m childMeta, verb, path, code, reason string) {
+	r.withheld = append(r.withheld, withheld{resource: m.resName, kind: m.child.Kind, name: m.name, verb: verb, path: path, code: code, child: m.child, reason: reason})
 }
 
-func (r *run) wouldWithhold(m childMeta, verb, path, reason string) {
-	r.withheld = append(r.withheld, withheld{resource: m.resName, kind: m.child.Kind, name: m.name, verb: verb, path: path, reason: reason, logOnly: true})
+func (r *run) wouldWithhold(m childMeta, verb, path, code, reason string) {
+	r.withheld = append(r.withheld, withheld{resource: m.resName, kind: m.child.Kind, name: m.name, verb: verb, path: path, code: code, child: m.child, reason: reason, logOnly: true})
 }
 
 // hasWithheld reports whether something was kept from the resource.

@@ -13,6 +13,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -20,8 +21,9 @@ import (
 // run is the state of one RunFunction call: what the XR permits, and what the
 // function withheld.
 type run struct {
-	cfg config
-	now time.Time
+	cfg     config
+	now     time.Time
+	metrics *metrics.Function // where its decisions are counted; nil: nowhere
 	// stampedAt is now as hops record it (allowance.Timestamp).
 	stampedAt string
 	xr        *unstructured.Unstructured

@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"os"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -32,15 +33,20 @@ type CLI struct {
 	Context    string `help:"The kubeconfig context to use."`
 	Namespace  string `help:"The namespace of the object (default: the context's)." short:"n"`
 
-	Trace  TraceCmd  `cmd:"" help:"Show a Claim, XR or managed resource and everything below it, with what Kausality holds for each."`
-	Status StatusCmd `cmd:"" help:"List the XRs of the kinds AllowancePolicies name that hold a change back, are frozen or are being created."`
+	Trace   TraceCmd   `cmd:"" help:"Show a Claim, XR or managed resource and everything below it, with what Kausality holds for each."`
+	Status  StatusCmd  `cmd:"" help:"List the XRs of the kinds AllowancePolicies name that hold a change back, are frozen or are being created."`
+	Explain ExplainCmd `cmd:"" help:"Say, for what Kausality withholds from a Claim, XR or managed resource, which policy decided and what would permit it."`
+	Plan    PlanCmd    `cmd:"" help:"Say what a change to a Claim or XR would do before it is applied: admission by dry run, and per composed resource what reaches the cloud, is withheld or held."`
+	Policy  PolicyCmd  `cmd:"" help:"Derive AllowancePolicies from Compositions, and check Compositions against them."`
 }
 
 // TraceCmd is `kubectl kausality trace TYPE/NAME`.
 type TraceCmd struct {
-	Resource string `arg:"" help:"TYPE/NAME or TYPE, as kubectl takes them (xnetworks/shop, xnetwork.aws.platform.example.org/shop)."`
-	Name     string `arg:"" optional:"" help:"NAME, when the first argument is a TYPE alone."`
-	Output   string `default:"default" enum:"default,wide,json,yaml" help:"Output format: default, wide (adds the initiator and the trace), json or yaml." short:"o"`
+	Resource string        `arg:"" help:"TYPE/NAME or TYPE, as kubectl takes them (xnetworks/shop, xnetwork.aws.platform.example.org/shop)."`
+	Name     string        `arg:"" optional:"" help:"NAME, when the first argument is a TYPE alone."`
+	Output   string        `default:"default" enum:"default,wide,json,yaml,dot" help:"Output format: default, wide (adds the initiator and the trace), json, yaml or dot (Graphviz)." short:"o"`
+	Watch    bool          `help:"Print the tree again whenever it changes, until interrupted." short:"w"`
+	Interval time.Duration `default:"2s" help:"How often --watch reads the tree."`
 }
 
 // StatusCmd is `kubectl kausality status`.
@@ -106,6 +112,9 @@ func (t *TraceCmd) Run(c *CLI) error {
 	s, err := c.connect()
 	if err != nil {
 		return err
+	}
+	if t.Watch {
+		return t.watch(s)
 	}
 	return show.Trace(context.Background(), s.reader, s.mapper, s.namespace, t.Resource, t.Name, t.Output, os.Stdout)
 }

@@ -118,6 +118,8 @@ type Decision struct {
 	// Warnings are for the user who wrote the object, such as a
 	// kausality.io/mode annotation that is ignored.
 	Warnings []string
+	// Decided names the rule behind the decision, for metrics and audit.
+	Decided Decided
 }
 
 // Evaluate decides a write: which watched fields changed, whether the user
@@ -173,6 +175,7 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 
 	permitted := map[string]bool{}
 	denied := map[string]Violation{}
+	permittedBy, deniedBy := map[string]Decided{}, map[string]Decided{}
 	for _, p := range s.policies {
 		for ri, r := range p.rules {
 			var hit []string
@@ -188,11 +191,15 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 				for _, f := range hit {
 					if _, ok := denied[f]; !ok {
 						denied[f] = Violation{Field: f, Policy: p.Name(), Reason: reason}
+						deniedBy[f] = Decided{Policy: p.Name(), Rule: ruleAt(ri)}
 					}
 				}
 				continue
 			}
 			for _, f := range hit {
+				if !permitted[f] {
+					permittedBy[f] = Decided{Policy: p.Name(), Rule: ruleAt(ri)}
+				}
 				permitted[f] = true
 			}
 			hop := d.Hop
@@ -226,6 +233,7 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 		}
 	}
 	d.Hop.Field = first
+	d.Decided = decidedBy(d.Violations, first, permittedBy, deniedBy)
 	if first != "" {
 		// The object's hop carries what the first permitted change captured.
 		for _, a := range d.Allowances {

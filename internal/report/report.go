@@ -175,6 +175,10 @@ func (o Object) Summary() string {
 	return strings.Join(parts, "; ")
 }
 
+// GateOpen reports whether o's gate lets the provider write to the
+// cloud, whatever opened it.
+func (o Object) GateOpen() bool { return open(o.Gate) }
+
 // open reports whether a gate lets the provider write to the cloud.
 func open(gate []string) bool {
 	return slices.ContainsFunc(gate, func(p string) bool { return p == "*" || p == "Create" || p == "Update" || p == "Delete" })

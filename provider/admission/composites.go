@@ -15,6 +15,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
 )
@@ -49,20 +50,20 @@ type Composites struct {
 func (h *Composites) Handle(ctx context.Context, req admission.Request) admission.Response {
 	old, obj, sent, done := write(h.Trusted, req, false)
 	if done != nil {
-		return *done
+		return protected(ctx, *done)
 	}
 	set, broken, err := policiesFor(ctx, h.Policies, h.Cache, obj)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if msg := admit.RefuseBroken(broken, old, obj); msg != "" {
-		return admission.Denied(msg)
+		return deny(ctx, metrics.ReasonBrokenPolicy, msg)
 	}
 	if msg := h.Trusted.Freeze(identity(req.UserInfo), old, obj, set, h.Now()); msg != "" {
-		return admission.Denied(msg)
+		return deny(ctx, metrics.ReasonFrozenWrite, msg)
 	}
 	if msg := h.Trusted.References(identity(req.UserInfo), old, obj); msg != "" {
-		return admission.Denied(msg)
+		return deny(ctx, metrics.ReasonReferences, msg)
 	}
 	var warnings []string
 	if len(set.Names()) == 0 {
@@ -92,24 +93,25 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 		if parent != nil {
 			r.Parent, parentNote, err = admit.ParentFor(parent, old, obj, requestChild(req))
 			if err != nil {
-				return admission.Denied(err.Error())
+				return deny(ctx, metrics.ReasonParentUncovered, err.Error())
 			}
 			if r.Parent != nil {
 				parentTrace = r.Parent.Trace
 			} else if parentTrace, err = allowance.ParseTrace(parent.GetAnnotations()[v1alpha1.AnnotationTrace]); err != nil {
-				return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationTrace, admit.Describe(parent)).Error())
+				return deny(ctx, metrics.ReasonMalformed, errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationTrace, admit.Describe(parent)).Error())
 			}
 		}
 	}
 
 	d, audit, warned, denied := evaluate(set, r, obj, parentNote)
+	noteOf(ctx).decided(d, denied)
 	if denied != nil {
 		return *denied
 	}
 	warnings = append(warnings, warned...)
 
 	if err := admit.Inject(old, obj, d, parentTrace); err != nil {
-		return admission.Denied(err.Error())
+		return deny(ctx, metrics.ReasonChain, err.Error())
 	}
 	if len(d.Allowances) > 0 {
 		audit[auditInitiator] = d.Allowances[0].Initiator

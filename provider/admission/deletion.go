@@ -25,6 +25,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
 )
@@ -75,14 +76,14 @@ func (h *Deletion) Handle(ctx context.Context, req admission.Request) admission.
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if set.DeletionProtection() && old.GetAnnotations()[v1alpha1.AnnotationAllowDelete] != "true" && !admit.ComposedDeletion(req.UserInfo.Username, old) {
-		return admission.Denied(policy.DeletionMessage(admit.Describe(old), set.Names()))
+		return deny(ctx, metrics.ReasonDeletionProtected, policy.DeletionMessage(admit.Describe(old), set.Names()))
 	}
 	if (req.DryRun != nil && *req.DryRun) || h.Kube == nil {
 		return admission.Allowed("")
 	}
 	opened, err := h.openDeleteGates(ctx, old, req.UserInfo)
 	if err != nil {
-		return admission.Denied(fmt.Sprintf("cannot decide what deleting %s does to the cloud, so it is not deleted: %v", admit.Describe(old), err))
+		return deny(ctx, metrics.ReasonDeletionUndecided, fmt.Sprintf("cannot decide what deleting %s does to the cloud, so it is not deleted: %v", admit.Describe(old), err))
 	}
 	if len(opened) == 0 {
 		return admission.Allowed("")
@@ -236,7 +237,7 @@ func (h *Deletion) managedDeleted(ctx context.Context, req admission.Request, ol
 	if slices.ContainsFunc(live, func(a allowance.Allowance) bool { return !a.OpensDelete() }) {
 		if !dry {
 			if err := h.revoke(ctx, old.DeepCopy(), func(a allowance.Allowance) bool { return grantsDelete(a) && !a.OpensDelete() }); err != nil {
-				return admission.Denied(fmt.Sprintf("cannot close the gate of %s, open for a change that includes Delete, so it is not deleted: %v", admit.Describe(old), err))
+				return deny(ctx, metrics.ReasonDeletionUndecided, fmt.Sprintf("cannot close the gate of %s, open for a change that includes Delete, so it is not deleted: %v", admit.Describe(old), err))
 			}
 		}
 		warnings = append(warnings, fmt.Sprintf("the gate of %s was open for a change that includes Delete; a deletion closes it, so deleting %s does not delete its cloud resource unless a deleting rule permits it", admit.Describe(old), admit.Describe(old)))
@@ -253,13 +254,13 @@ func (h *Deletion) managedDeleted(ctx context.Context, req admission.Request, ol
 	}
 	final, err := parents.Deleting(ctx, h.Reader, old)
 	if err != nil {
-		return admission.Denied(fmt.Sprintf("cannot tell whether the deletion above %s is final, so it is not deleted: %v", admit.Describe(old), err))
+		return deny(ctx, metrics.ReasonDeletionUndecided, fmt.Sprintf("cannot tell whether the deletion above %s is final, so it is not deleted: %v", admit.Describe(old), err))
 	}
 	if final || dry {
 		return admission.Allowed("").WithWarnings(warnings...)
 	}
 	if err := h.revokeDelete(ctx, old.DeepCopy()); err != nil {
-		return admission.Denied(fmt.Sprintf("cannot close the Delete gate of %s, opened for a deletion above it that is not final, so it is not deleted: %v", admit.Describe(old), err))
+		return deny(ctx, metrics.ReasonDeletionUndecided, fmt.Sprintf("cannot close the Delete gate of %s, opened for a deletion above it that is not final, so it is not deleted: %v", admit.Describe(old), err))
 	}
 	warnings = append(warnings, fmt.Sprintf("the Delete gate of %s was opened for a deletion above it that has not happened; deleting %s by itself orphans its cloud resource", admit.Describe(old), admit.Describe(old)))
 	return admission.Allowed("").WithWarnings(warnings...)
@@ -294,7 +295,7 @@ func (h *Deletion) ungatedDeleted(ctx context.Context, req admission.Request, ol
 		return h.Kube.Update(ctx, mr)
 	})
 	if err != nil {
-		return admission.Denied(fmt.Sprintf("cannot close the gate of %s, whose kind AllowancePolicies restrict, so it is not deleted: %v", admit.Describe(old), err))
+		return deny(ctx, metrics.ReasonDeletionUndecided, fmt.Sprintf("cannot close the gate of %s, whose kind AllowancePolicies restrict, so it is not deleted: %v", admit.Describe(old), err))
 	}
 	return admission.Allowed("").WithWarnings(fmt.Sprintf("%s is of a kind AllowancePolicies restrict and was not gated: its gate was closed first, so deleting it orphans its cloud resource", admit.Describe(old)))
 }

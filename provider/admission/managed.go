@@ -19,6 +19,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
@@ -48,7 +49,7 @@ type Managed struct {
 func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.Response {
 	old, obj, sent, done := write(h.Trusted, req, true)
 	if done != nil {
-		return *done
+		return protected(ctx, *done)
 	}
 	var warnings []string
 	if obj.GetLabels()[v1alpha1.LabelGated] != "true" {
@@ -67,7 +68,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	// What the resource acts on and answers to is part of what its gate
 	// ships: retargeting it would aim the next open gate elsewhere.
 	if msg := h.Trusted.Identity(identity(req.UserInfo), old, obj); msg != "" {
-		return admission.Denied(msg)
+		return deny(ctx, metrics.ReasonIdentity, msg)
 	}
 	if !h.Trusted.Has(req.UserInfo.Username) && admit.FreezeChanged(old, obj) {
 		set, _, err := policiesFor(ctx, h.Policies, h.Cache, obj)
@@ -75,12 +76,12 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
 		if msg := h.Trusted.Freeze(identity(req.UserInfo), old, obj, set, h.Now()); msg != "" {
-			return admission.Denied(msg)
+			return deny(ctx, metrics.ReasonFrozenWrite, msg)
 		}
 	}
 	as, err := allowance.Parse(obj.GetAnnotations()[v1alpha1.AnnotationAllowances])
 	if err != nil {
-		return admission.Denied(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(obj)).Error())
+		return deny(ctx, metrics.ReasonMalformed, errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(obj)).Error())
 	}
 	lateInit := h.Trusted.LateInitialized(req.UserInfo.Username, old, obj)
 	if !h.Trusted.Has(req.UserInfo.Username) && old != nil && admit.SpecChanged(old, obj) && !lateInit {
@@ -94,7 +95,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
 		if msg := admit.RefuseBroken(broken, old, obj); msg != "" {
-			return admission.Denied(msg)
+			return deny(ctx, metrics.ReasonBrokenPolicy, msg)
 		}
 		// The gate is Kausality's to set, below: it is no part of the edit.
 		edited := obj.DeepCopy()
@@ -112,6 +113,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 			r.Namespace = ns.Object
 		}
 		d, _, logged, denied := evaluate(set, r, obj, "")
+		noteOf(ctx).decided(d, denied)
 		if denied != nil {
 			return *denied
 		}
@@ -140,7 +142,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		if msg, err := c.Refuse(as); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		} else if msg != "" {
-			return admission.Denied(msg)
+			return deny(ctx, metrics.ReasonChain, msg)
 		}
 	}
 
@@ -149,7 +151,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	} else if msg != "" {
-		return admission.Denied(msg)
+		return deny(ctx, metrics.ReasonBuild, msg)
 	}
 	upgraded := len(as) > n // the write gained an allowance of its controller's new build
 

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -18,7 +19,7 @@ import (
 type Policies struct{}
 
 // Handle implements admission.Handler.
-func (h *Policies) Handle(_ context.Context, req admission.Request) admission.Response {
+func (h *Policies) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
@@ -38,7 +39,7 @@ func (h *Policies) Handle(_ context.Context, req admission.Request) admission.Re
 		return admission.Allowed("")
 	}
 	if err != nil {
-		return admission.Denied(fmt.Sprintf("%s %s: %v", req.Kind.Kind, req.Name, err))
+		return deny(ctx, metrics.ReasonInvalidPolicy, fmt.Sprintf("%s %s: %v", req.Kind.Kind, req.Name, err))
 	}
 	return admission.Allowed("")
 }

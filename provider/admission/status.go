@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 )
 
 // Status is the validating webhook for the status subresource of gated
@@ -19,7 +20,7 @@ type Status struct {
 }
 
 // Handle implements admission.Handler.
-func (h *Status) Handle(_ context.Context, req admission.Request) admission.Response {
+func (h *Status) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.SubResource != "status" {
 		return admission.Allowed("")
 	}
@@ -31,7 +32,7 @@ func (h *Status) Handle(_ context.Context, req admission.Request) admission.Resp
 		return admission.Errored(http.StatusBadRequest, errors.Errorf("status write of %s %s carries no object", req.Kind.Kind, req.Name))
 	}
 	if msg := h.Trusted.Status(identity(req.UserInfo), obj); msg != "" {
-		return admission.Denied(msg)
+		return deny(ctx, metrics.ReasonStatusWriter, msg)
 	}
 	return admission.Allowed("")
 }

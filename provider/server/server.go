@@ -33,6 +33,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	kmetrics "github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/provider/admission"
 	"github.com/kausality-io/kausality-crossplane/provider/gatecontroller"
@@ -203,12 +204,18 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	}
 
 	srv := mgr.GetWebhookServer()
-	srv.Register(policies.PathPolicies, &webhook.Admission{Handler: &admission.Policies{}})
-	srv.Register(policies.PathComposites, &webhook.Admission{Handler: &admission.Composites{Policies: mgr.GetClient(), Reader: direct, Cache: pc, Trusted: trusted, Now: o.Now}})
-	srv.Register(policies.PathManaged, &webhook.Admission{Handler: &admission.Managed{Reader: direct, Policies: mgr.GetClient(), Cache: pc, Trusted: trusted, Gate: o.Gate, Now: o.Now}})
-	srv.Register(policies.PathDeletion, &webhook.Admission{Handler: &admission.Deletion{Policies: mgr.GetClient(), Cache: pc, Reader: direct, Kube: direct, Trusted: trusted,
-		Managed: managedGVKs, Gate: o.Gate, Now: o.Now}})
-	srv.Register(policies.PathStatus, &webhook.Admission{Handler: &admission.Status{Trusted: trusted}})
+	// Every webhook is counted, timed and audited by the same decorator;
+	// its metrics join the gate controller's on the manager's endpoint.
+	am := kmetrics.NewAdmission(metrics.Registry)
+	observed := func(name string, h webhook.AdmissionHandler) *webhook.Admission {
+		return &webhook.Admission{Handler: &admission.Observed{Webhook: name, Handler: h, Metrics: am}}
+	}
+	srv.Register(policies.PathPolicies, observed(admission.WebhookPolicies, &admission.Policies{}))
+	srv.Register(policies.PathComposites, observed(admission.WebhookComposites, &admission.Composites{Policies: mgr.GetClient(), Reader: direct, Cache: pc, Trusted: trusted, Now: o.Now}))
+	srv.Register(policies.PathManaged, observed(admission.WebhookManaged, &admission.Managed{Reader: direct, Policies: mgr.GetClient(), Cache: pc, Trusted: trusted, Gate: o.Gate, Now: o.Now}))
+	srv.Register(policies.PathDeletion, observed(admission.WebhookDeletion, &admission.Deletion{Policies: mgr.GetClient(), Cache: pc, Reader: direct, Kube: direct, Trusted: trusted,
+		Managed: managedGVKs, Gate: o.Gate, Now: o.Now}))
+	srv.Register(policies.PathStatus, observed(admission.WebhookStatus, &admission.Status{Trusted: trusted}))
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, errors.Wrap(err, "cannot add the health check")

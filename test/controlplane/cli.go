@@ -7,8 +7,11 @@ package controlplane
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -37,7 +40,9 @@ func (c *ControlPlane) Kubeconfig(user string, groups ...string) (string, error)
 	cfg.AuthInfos[user] = ai
 	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: user}
 	cfg.CurrentContext = "envtest"
-	path := filepath.Join(c.Dir, "user-"+user+".kubeconfig")
+	// One file per user and groups: tests run the same user with other
+	// groups at the same time.
+	path := filepath.Join(c.Dir, fmt.Sprintf("user-%s-%x.kubeconfig", user, sha256.Sum256([]byte(strings.Join(groups, "\n")))))
 	return path, errors.Wrapf(clientcmd.WriteToFile(*cfg, path), "cannot write %s", path)
 }
 

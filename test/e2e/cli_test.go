@@ -35,26 +35,36 @@ func kausality(t *testing.T, args ...string) string {
 // expectCLI waits until `kubectl kausality args…` prints what
 // testdata/cli/<golden>.txt holds: the state it shows is one the test
 // has driven the tree to, and objects the test does not wait for may
-// still be settling into it. With -update it records what it prints
-// first, so record only at a state that no longer moves.
-func expectCLI(t *testing.T, golden string, args ...string) {
+// still be settling into it. With -update it records the first output
+// that has every one of want in it.
+func expectCLI(t *testing.T, golden string, want []string, args ...string) {
 	t.Helper()
 	path := filepath.Join("testdata", "cli", golden+".txt")
+	what := "kubectl kausality " + strings.Join(args, " ")
 	if *update {
+		var out string
+		controlplane.Eventually(t, settleTimeout, what+" to print "+strings.Join(want, ", "), func() (bool, string) {
+			out = kausality(t, args...)
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					return false, out
+				}
+			}
+			return true, ""
+		})
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, []byte(kausality(t, args...)), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want, err := os.ReadFile(path) //nolint:gosec // the suite's own golden file
+	recorded, err := os.ReadFile(path) //nolint:gosec // the suite's own golden file
 	if err != nil {
 		t.Fatalf("%v (run with -update to record it)", err)
 	}
-	controlplane.Eventually(t, settleTimeout, "kubectl kausality "+strings.Join(args, " ")+" to print "+path, func() (bool, string) {
-		got := kausality(t, args...)
-		diff := cmp.Diff(string(want), got)
+	controlplane.Eventually(t, settleTimeout, what+" to print "+path, func() (bool, string) {
+		diff := cmp.Diff(string(recorded), kausality(t, args...))
 		return diff == "", "-want, +got:\n" + diff
 	})
 }

@@ -21,23 +21,44 @@ import (
 // in namespace (ignored for cluster-scoped kinds) and prints its tree to w
 // in format.
 func Trace(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, resource, name, format string, w io.Writer) error {
+	root, err := ReadNamed(ctx, r, m, namespace, resource, name)
+	if err != nil {
+		return err
+	}
+	return root.Print(w, format)
+}
+
+// ReadNamed reads the tree of the object named by resource (TYPE/NAME, or
+// TYPE with name) in namespace.
+func ReadNamed(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, resource, name string) (*Node, error) {
+	obj, err := Get(ctx, r, m, namespace, resource, name)
+	if err != nil {
+		return nil, err
+	}
+	return Read(ctx, r, obj)
+}
+
+// Get reads the object named by resource (TYPE/NAME, or TYPE with name) in
+// namespace (ignored for cluster-scoped kinds), resolving TYPE as kubectl
+// does.
+func Get(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, resource, name string) (*unstructured.Unstructured, error) {
 	typ, n, ok := strings.Cut(resource, "/")
 	if ok && name != "" {
-		return errors.Errorf("give TYPE/NAME or TYPE NAME, not both (%q and %q)", resource, name)
+		return nil, errors.Errorf("give TYPE/NAME or TYPE NAME, not both (%q and %q)", resource, name)
 	}
 	if !ok {
 		n = name
 	}
 	if n == "" {
-		return errors.Errorf("%q names no object: give TYPE/NAME or TYPE NAME", resource)
+		return nil, errors.Errorf("%q names no object: give TYPE/NAME or TYPE NAME", resource)
 	}
 	gvk, err := kindFor(m, typ)
 	if err != nil {
-		return errors.Wrapf(err, "cannot find the kind of %q", typ)
+		return nil, errors.Wrapf(err, "cannot find the kind of %q", typ)
 	}
 	mapping, err := m.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return errors.Wrapf(err, "cannot find how %s is served", gvk.Kind)
+		return nil, errors.Wrapf(err, "cannot find how %s is served", gvk.Kind)
 	}
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(gvk)
@@ -46,13 +67,9 @@ func Trace(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, r
 		key.Namespace = namespace
 	}
 	if err := r.Get(ctx, key, obj); err != nil {
-		return errors.Wrapf(err, "cannot get %s %s", gvk.Kind, key)
+		return nil, errors.Wrapf(err, "cannot get %s %s", gvk.Kind, key)
 	}
-	root, err := Read(ctx, r, obj)
-	if err != nil {
-		return err
-	}
-	return root.Print(w, format)
+	return obj, nil
 }
 
 // Status lists, for every kind an AllowancePolicy is for, the objects in

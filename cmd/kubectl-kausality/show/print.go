@@ -17,12 +17,13 @@ const (
 	FormatWide    = "wide"
 	FormatJSON    = "json"
 	FormatYAML    = "yaml"
+	FormatDot     = "dot"
 )
 
 // Print writes the tree in format: a table with one line per object (the
 // tree drawn in its first column, what Kausality holds for each in its
 // last; wide adds who started the change that last reached it and its
-// trace), or the nodes as JSON or YAML.
+// trace), the nodes as JSON or YAML, or a Graphviz graph (dot).
 func (n *Node) Print(w io.Writer, format string) error {
 	switch format {
 	case FormatJSON:
@@ -39,9 +40,11 @@ func (n *Node) Print(w io.Writer, format string) error {
 		}
 		_, err = w.Write(b)
 		return err
+	case FormatDot:
+		return n.printDot(w)
 	case FormatDefault, FormatWide, "":
 	default:
-		return errors.Errorf("unknown output format %q: use one of %s", format, strings.Join([]string{FormatDefault, FormatWide, FormatJSON, FormatYAML}, ", "))
+		return errors.Errorf("unknown output format %q: use one of %s", format, strings.Join([]string{FormatDefault, FormatWide, FormatJSON, FormatYAML, FormatDot}, ", "))
 	}
 	wide := format == FormatWide
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/policy"
+)
+
+// PolicyCmd is `kubectl kausality policy`: AllowancePolicies from
+// Compositions.
+type PolicyCmd struct {
+	Derive PolicyDeriveCmd `cmd:"" help:"Write an AllowancePolicy that mirrors a Composition's patch-and-transform patches."`
+	Check  PolicyCheckCmd  `cmd:"" help:"List the patches no rule covers and the rules no patch uses; exits non-zero on a gap."`
+}
+
+// PolicyDeriveCmd is `kubectl kausality policy derive -f composition.yaml`.
+type PolicyDeriveCmd struct {
+	File               string   `short:"f" required:"" help:"The file holding the Composition ('-': stdin)."`
+	XRD                string   `name:"xrd" help:"The file holding the XR's CompositeResourceDefinition: fields it requires only ever change, never appear or vanish."`
+	CRDs               []string `name:"crds" sep:"none" help:"A directory of CRDs (and XRDs) of the composed kinds (repeatable); without it, the cluster resolves them if it can, else their plurals are guessed."`
+	User               []string `sep:"none" help:"A user who may initiate changes (repeatable)."`
+	Group              []string `sep:"none" help:"A group whose members may initiate changes (repeatable)."`
+	ServiceAccount     []string `sep:"none" help:"A service account, namespace/name, that may initiate changes (repeatable)."`
+	Propagator         []string `sep:"none" help:"A service account, namespace/name, that may only carry a change on, such as crossplane-system/crossplane for a composed XR (repeatable)."`
+	Deleting           string   `default:"orphan" enum:"orphan,delete" help:"What deleting the XR does to its cloud resources: orphan (keep them) or delete."`
+	DeletionProtection bool     `help:"Require the kausality.io/allow-delete annotation before an XR of the kind may be deleted."`
+	Name               string   `help:"The policy's name (default: the XR's plural)."`
+}
+
+// Run prints the derived policy.
+func (d *PolicyDeriveCmd) Run(c *CLI) error {
+	var cluster *policy.Cluster
+	if len(d.CRDs) == 0 {
+		if s, err := c.connect(); err == nil {
+			cluster = &policy.Cluster{Reader: s.reader, Mapper: s.mapper}
+		} else {
+			fmt.Fprintf(os.Stderr, "no cluster to resolve kinds (%v): their plurals are guessed; pass --crds\n", err)
+		}
+	}
+	return policy.Derive(policy.DeriveOptions{
+		Composition: d.File, XRD: d.XRD, CRDs: d.CRDs,
+		Users: d.User, Groups: d.Group, ServiceAccounts: d.ServiceAccount, Propagators: d.Propagator,
+		Deleting: d.Deleting, DeletionProtection: d.DeletionProtection, Name: d.Name,
+	}, cluster, os.Stdout)
+}
+
+// PolicyCheckCmd is `kubectl kausality policy check`.
+type PolicyCheckCmd struct {
+	File   []string `short:"f" sep:"none" help:"Files holding Compositions (repeatable); without it, every Composition and AllowancePolicy in the cluster."`
+	Policy []string `sep:"none" help:"Files holding the AllowancePolicies (repeatable), with -f."`
+	CRDs   []string `name:"crds" sep:"none" help:"A directory of CRDs (and XRDs) of the composed kinds (repeatable), with -f; without it, the cluster resolves them if it can."`
+}
+
+// Run prints the gaps and fails when there is one.
+func (p *PolicyCheckCmd) Run(c *CLI) error {
+	if len(p.File) == 0 {
+		s, err := c.connect()
+		if err != nil {
+			return err
+		}
+		return policy.CheckCluster(context.Background(), policy.Cluster{Reader: s.reader, Mapper: s.mapper}, os.Stdout)
+	}
+	var cluster *policy.Cluster
+	if len(p.CRDs) == 0 {
+		if s, err := c.connect(); err == nil {
+			cluster = &policy.Cluster{Reader: s.reader, Mapper: s.mapper}
+		}
+	}
+	return policy.CheckFiles(policy.CheckOptions{Compositions: p.File, Policies: p.Policy, CRDs: p.CRDs}, cluster, os.Stdout)
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+)
+
+// rank orders the outcomes of one composed resource's decision: the first
+// that applies to any of its changes is the resource's outcome, so a
+// resource with one change withheld counts as withheld, not let through.
+var rank = map[string]int{
+	metrics.OutcomeWithheld:   0,
+	metrics.OutcomePending:    1,
+	metrics.OutcomeHeld:       2,
+	metrics.OutcomeLogOnly:    3,
+	metrics.OutcomeLetThrough: 4,
+}
+
+// verdict is what record counts for one composed resource.
+type verdict struct {
+	outcome, reason string
+	child           policy.Child
+}
+
+// record counts one decision per composed resource the run had something
+// to decide about: a change withheld, waiting for its roll-out turn, held
+// by propagation control, or let through. Resources with nothing to change
+// are not counted, so the rate of decisions follows changes, not
+// reconciles.
+func (r *run) record(items []*item) {
+	if r.metrics == nil {
+		return
+	}
+	seen := map[string]verdict{}
+	put := func(res string, v verdict) {
+		if had, ok := seen[res]; ok && rank[had.outcome] <= rank[v.outcome] {
+			return
+		}
+		seen[res] = v
+	}
+	for _, w := range r.withheld {
+		outcome := metrics.OutcomeWithheld
+		switch {
+		case w.logOnly:
+			outcome = metrics.OutcomeLogOnly
+		case w.code == metrics.ReasonUpgradeTurn || w.code == metrics.ReasonRolloutHalted:
+			// An UpgradeAllowance permits it; only its turn is to come.
+			outcome = metrics.OutcomePending
+		}
+		put(w.resource, verdict{outcome: outcome, reason: w.code, child: w.child})
+	}
+	byName := make(map[string]*item, len(items))
+	for _, it := range items {
+		byName[it.resName] = it
+	}
+	for _, h := range r.holds {
+		if it, ok := byName[h.resource]; ok {
+			put(h.resource, verdict{outcome: metrics.OutcomeHeld, reason: h.code, child: it.dm.child})
+		}
+	}
+	for _, it := range items {
+		ch := it.ch
+		if !it.ok || (!ch.create && len(ch.passed) == 0 && len(ch.released) == 0) {
+			continue
+		}
+		put(it.resName, verdict{outcome: metrics.OutcomeLetThrough, reason: r.letThrough(it), child: it.dm.child})
+	}
+	kind := r.xr.GetKind()
+	for _, v := range seen {
+		p := ""
+		if !r.restrictAll {
+			p = r.set.RestrictedBy(v.child)
+		}
+		r.metrics.Decision(kind, v.outcome, v.reason, p)
+	}
+}
+
+// letThrough is why the changes of a resource went through.
+func (r *run) letThrough(it *item) string {
+	switch {
+	case it.ch.upgrade != nil:
+		return metrics.ReasonUpgrade
+	case len(it.ch.released) > 0:
+		return metrics.ReasonReleased
+	case it.ch.chosen != nil:
+		return metrics.ReasonAllowance
+	case !r.restricted(it.dm.child):
+		return metrics.ReasonUnrestricted
+	}
+	return metrics.ReasonPolicyPermitted
+}
+
+// noAllowanceCode is noAllowance's class.
+func (r *run) noAllowanceCode() string {
+	if r.restrictAll {
+		return metrics.ReasonPoliciesUnknown
+	}
+	return metrics.ReasonNoAllowance
+}
