@@ -1,11 +1,13 @@
 // Command kubectl-kausality is a kubectl plugin (`kubectl kausality …`)
-// that shows what Kausality decided: for a Claim, XR or managed resource,
-// the tree below it with each object's gate, its Synced and Ready
-// conditions and what Kausality holds for it (open and pending
-// allowances, withheld and held changes, freezes); and, across the
-// cluster, the XRs of the kinds AllowancePolicies name that hold
-// something back. It reads with the user's own kubeconfig and needs only
-// read access.
+// that shows, explains and previews what Kausality decides: trace draws a
+// Claim, XR or managed resource and the tree below it with what Kausality
+// holds for each object; status lists the XRs that hold something back;
+// explain says which policy and rule withheld a change and what would
+// permit it; plan says what a change would do before it is applied; and
+// policy derives AllowancePolicies from Compositions and checks them. It
+// acts with the user's own kubeconfig: every command but plan needs only
+// read access, and plan needs the right to update the object, since it
+// asks admission by a server-side dry run.
 package main
 
 import (
@@ -29,9 +31,10 @@ import (
 
 // CLI is the plugin's command line, with kubectl's connection flags.
 type CLI struct {
-	Kubeconfig string `help:"Path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)."`
-	Context    string `help:"The kubeconfig context to use."`
-	Namespace  string `help:"The namespace of the object (default: the context's)." short:"n"`
+	Kubeconfig string           `help:"Path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)."`
+	Context    string           `help:"The kubeconfig context to use."`
+	Namespace  string           `help:"The namespace of the object (default: the context's)." short:"n"`
+	Version    kong.VersionFlag `help:"Print the version and exit."`
 
 	Trace   TraceCmd   `cmd:"" help:"Show a Claim, XR or managed resource and everything below it, with what Kausality holds for each."`
 	Status  StatusCmd  `cmd:"" help:"List the XRs of the kinds AllowancePolicies name that hold a change back, are frozen or are being created."`
@@ -54,9 +57,12 @@ type StatusCmd struct {
 	AllNamespaces bool `help:"Across all namespaces." short:"A"`
 }
 
+// version is set at release builds (make release: -X main.version=…).
+var version = "dev"
+
 func main() {
 	c := &CLI{}
-	ctx := kong.Parse(c, kong.Name("kubectl-kausality"), kong.Description("See what Kausality decided."))
+	ctx := kong.Parse(c, kong.Name("kubectl-kausality"), kong.Description("See what Kausality decided."), kong.Vars{"version": version})
 	ctx.FatalIfErrorf(ctx.Run(c))
 }
 

@@ -17,7 +17,7 @@ type PolicyCmd struct {
 
 // PolicyDeriveCmd is `kubectl kausality policy derive -f composition.yaml`.
 type PolicyDeriveCmd struct {
-	File               string   `short:"f" required:"" help:"The file holding the Composition ('-': stdin)."`
+	File               string   `name:"filename" short:"f" required:"" help:"The file holding the Composition ('-': stdin)."`
 	XRD                string   `name:"xrd" help:"The file holding the XR's CompositeResourceDefinition: fields it requires only ever change, never appear or vanish."`
 	CRDs               []string `name:"crds" sep:"none" help:"A directory of CRDs (and XRDs) of the composed kinds (repeatable); without it, the cluster resolves them if it can, else their plurals are guessed."`
 	User               []string `sep:"none" help:"A user who may initiate changes (repeatable)."`
@@ -48,7 +48,7 @@ func (d *PolicyDeriveCmd) Run(c *CLI) error {
 
 // PolicyCheckCmd is `kubectl kausality policy check`.
 type PolicyCheckCmd struct {
-	File   []string `short:"f" sep:"none" help:"Files holding Compositions (repeatable); without it, every Composition and AllowancePolicy in the cluster."`
+	File   []string `name:"filename" short:"f" sep:"none" help:"Files holding Compositions (repeatable); without it, every Composition and AllowancePolicy in the cluster."`
 	Policy []string `sep:"none" help:"Files holding the AllowancePolicies (repeatable), with -f."`
 	CRDs   []string `name:"crds" sep:"none" help:"A directory of CRDs (and XRDs) of the composed kinds (repeatable), with -f; without it, the cluster resolves them if it can."`
 }
