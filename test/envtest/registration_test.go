@@ -1,5 +1,8 @@
 package envtest
 
+// How the webhooks are registered: dry runs, the rules naming only policy
+// kinds, the deletion webhook's fallback.
+
 import (
 	"context"
 	"encoding/json"

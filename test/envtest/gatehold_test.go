@@ -1,5 +1,7 @@
 package envtest
 
+// A gate held against stale writers, freezes, expiry and conflicts.
+
 import (
 	"context"
 	"fmt"
