@@ -39,6 +39,7 @@ type CLI struct {
 	MaxGateOpen              time.Duration `default:"${max_gate_open}" help:"Close a gate whose allowance was stamped longer ago than this."`
 	DiscoveryInterval        time.Duration `default:"30s" help:"How often to look for new managed resource kinds."`
 	MaxReconcileRate         int           `default:"10" help:"How many managed resources of one kind the gate controller reconciles at once." env:"MAX_RECONCILE_RATE"`
+	DerivePolicies           bool          `help:"Keep an AllowancePolicy derived from each Composition annotated kausality.io/derive-policy: \"true\" in sync with its revisions. The provider then writes AllowancePolicies: bind the ClusterRole of package/install/derive-policies.yaml first." env:"DERIVE_POLICIES"`
 }
 
 // Run starts the provider and blocks until it is stopped.
@@ -59,7 +60,8 @@ func (c *CLI) Run() error {
 		WebhookHost: c.WebhookHost, WebhookPort: c.WebhookPort, CertDir: c.WebhookCerts, StaticWebhook: c.StaticWebhook,
 		CrossplaneUser: server.ServiceAccountUser(c.CrossplaneServiceAccount),
 		Gate:           gate.Config{MaxOpen: c.MaxGateOpen}, DiscoveryInterval: c.DiscoveryInterval, MaxReconcileRate: c.MaxReconcileRate,
-		Log: log,
+		DerivePolicies: c.DerivePolicies,
+		Log:            log,
 	})
 	if err != nil {
 		return err

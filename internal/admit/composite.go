@@ -90,17 +90,31 @@ func CrossplaneField(p string) bool {
 // unconsumed allowance for this composite, of
 // kind child as the API server serves it, that covers every spec change,
 // first in trace order. note says why none did.
+//
+// A composing composite's allowance is consumed as the function reads it
+// (allowance.OnComposite), and used up for this composite once it was
+// composed from the allowance's generation (allowance.UncomposedFor, on
+// the stored composite): Crossplane marks a composite Synced at the
+// generation it reads back after composing, so a change that landed while
+// it composed from the copy before looks observed before anything carried
+// it down.
 func ParentFor(claim, old, xr *unstructured.Unstructured, child policy.Child) (*allowance.Allowance, string, error) {
 	as, err := allowance.Parse(claim.GetAnnotations()[v1alpha1.AnnotationAllowances])
 	if err != nil {
 		return nil, "", errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, Describe(claim))
 	}
 	var oldSpec any
+	var oldObj map[string]any
 	if old != nil {
 		oldSpec = old.Object["spec"]
+		oldObj = old.Object
 	}
 	changed := mutation.Diff("spec", oldSpec, xr.Object["spec"], mutation.WithSkip(CrossplaneField))
-	as = allowance.Unconsumed(as, claim.Object)
+	if _, claimed, _ := unstructured.NestedMap(xr.Object, "spec", "claimRef"); claimed || IsClaim(claim.Object) {
+		as = allowance.Unconsumed(as, claim.Object)
+	} else {
+		as = allowance.UncomposedFor(allowance.OnComposite(as, claim.Object), oldObj)
+	}
 	allowance.Sort(as)
 	for i, a := range as {
 		if a.Relation != v1alpha1.RelationControllerChild || !policy.MatchesChild(a.Target, child) {

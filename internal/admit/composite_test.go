@@ -122,6 +122,89 @@ func TestParentFor(t *testing.T) {
 	}
 }
 
+// TestParentForComposingComposite: Crossplane marks a composite Synced at
+// the generation it reads back after composing. When Alice's resize of the
+// XPlatform lands while Crossplane composes from the copy before it, the
+// XPlatform reads Synced at the resize's generation though its XStore was
+// composed from the generation before: the next reconcile, which carries the
+// resize down, must still find the XPlatform's allowance. It is used up for
+// the XStore once the XStore was composed from its generation.
+func TestParentForComposingComposite(t *testing.T) {
+	size := allowance.Allowance{Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{APIGroup: "v2.example.com", Resource: "xstores"}, Verbs: []string{"Update"},
+		Mutations: []v1alpha1.MutationBound{{JSONPath: "spec.size", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}}, Generation: 4, Initiator: alice,
+		Trace: allowance.Trace{{APIVersion: "v2.example.com/v1alpha1", Kind: "XPlatform", Name: "plat", Generation: 4, Field: "spec.size", User: alice, Timestamp: allowance.Timestamp(now)}}}
+	platform := func(synced int64) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"spec":   map[string]any{"size": "large", "crossplane": map[string]any{"compositionRef": map[string]any{"name": "xplatforms-nested"}}},
+			"status": map[string]any{"conditions": []any{map[string]any{"type": "Synced", "status": "True", "observedGeneration": synced}}},
+		}}
+		u.SetAPIVersion("v2.example.com/v1alpha1")
+		u.SetKind("XPlatform")
+		u.SetNamespace("v2-freeze")
+		u.SetName("plat")
+		u.SetGeneration(4)
+		u.SetAnnotations(map[string]string{v1alpha1.AnnotationAllowances: allowance.Format([]allowance.Allowance{size})})
+		return u
+	}
+	store := func(size string, composedFrom string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": size, "crossplane": map[string]any{"compositionRef": map[string]any{"name": "xstores-nested"}}}}}
+		u.SetAPIVersion("v2.example.com/v1alpha1")
+		u.SetKind("XStore")
+		u.SetNamespace("v2-freeze")
+		u.SetName("plat-6dcc41f14ddc")
+		u.SetAnnotations(map[string]string{v1alpha1.AnnotationComposedGeneration: composedFrom})
+		return u
+	}
+	cases := map[string]struct {
+		reason   string
+		parent   *unstructured.Unstructured
+		old, obj *unstructured.Unstructured
+		wantOK   bool
+		wantNote string
+	}{
+		"SyncedBeforeCarriedDown": {
+			reason: "The XPlatform reads Synced at generation 4, set by the reconcile that composed the XStore from generation 3: the allowance still covers carrying the resize down.",
+			parent: platform(4), old: store("small", "3"), obj: store("large", "4"), wantOK: true,
+		},
+		"NotYetSynced": {
+			reason: "Before Crossplane marks the XPlatform Synced at the resize's generation the allowance covers the resize, as before.",
+			parent: platform(3), old: store("small", "3"), obj: store("large", "4"), wantOK: true,
+		},
+		"UsedUp": {
+			reason: "Once the XStore was composed from generation 4, the allowance is used up for it: a later change of spec.size at the same generation has no cause.",
+			parent: platform(4), old: store("large", "4"), obj: store("huge", "4"), wantNote: "no unconsumed allowance on XPlatform v2-freeze/plat covers spec.size",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, note, err := ParentFor(tc.parent, tc.old, tc.obj, policy.ChildFor(tc.obj.GroupVersionKind(), "xstores"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got != nil) != tc.wantOK || !strings.Contains(note, tc.wantNote) {
+				t.Errorf("%s\nParentFor(...) = %v, %q; want found %t, note containing %q", tc.reason, got, note, tc.wantOK, tc.wantNote)
+			}
+		})
+	}
+
+	// A Claim's allowance is consumed once the Claim is observed at its
+	// generation: the claim controller syncs the Claim before marking it.
+	claim := claimWith("large", v1alpha1.AnnotationAllowances, allowance.Format([]allowance.Allowance{{Relation: v1alpha1.RelationControllerChild,
+		Target: v1alpha1.Target{APIGroup: "example.com", Resource: "xdatabases"}, Verbs: []string{"Update"}, Generation: 2, Initiator: alice,
+		Trace: allowance.Trace{{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "orders", Generation: 2, User: alice, Timestamp: allowance.Timestamp(now)}}}}))
+	claim.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Synced", "status": "True", "observedGeneration": int64(2)}}}
+	xdb := func(size string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": size, "claimRef": map[string]any{"name": "orders"}}}}
+		u.SetAPIVersion("example.com/v1alpha1")
+		u.SetKind("XDatabase")
+		u.SetName("orders-x1")
+		return u
+	}
+	if got, _, err := ParentFor(claim, xdb("small"), xdb("large"), policy.ChildFor(xdb("").GroupVersionKind(), "xdatabases")); err != nil || got != nil {
+		t.Errorf("ParentFor(Claim observed at the allowance's generation) = %v, %v; want no allowance: a Claim's is consumed by its observed generation", got, err)
+	}
+}
+
 func TestRefuseBroken(t *testing.T) {
 	broken := []string{`AllowancePolicy claims: rules[0].conditions[0]: syntax error`}
 	if got := RefuseBroken(broken, claimWith("small"), claimWith("large")); !strings.Contains(got, "its spec cannot change while an AllowancePolicy for DatabaseClaim does not compile: AllowancePolicy claims") {

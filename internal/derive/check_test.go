@@ -158,7 +158,7 @@ func TestCheck(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Check(...): -want, +got:\n%s", diff)
 			}
-			if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "derive by experiment is not implemented") {
+			if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "derive by experiment (--functions) renders it") {
 				t.Errorf("Check(...): notes %q, want one on the go-templating step", rep.Notes)
 			}
 		})

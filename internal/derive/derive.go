@@ -180,6 +180,9 @@ var mutationOrder = []v1alpha1.MutationVerb{v1alpha1.MutationInsert, v1alpha1.Mu
 // is always present, or the base sets the target); else the target also
 // appears and vanishes with the source.
 func verbsOf(f Flow, xr *Schema) []v1alpha1.MutationVerb {
+	if len(f.Verbs) > 0 {
+		return slices.Clone(f.Verbs)
+	}
 	if _, err := fieldpath.Pave(f.Template.Base).GetValue(f.To); err == nil {
 		return []v1alpha1.MutationVerb{v1alpha1.MutationMutate}
 	}

@@ -62,7 +62,7 @@ var explained = map[string]map[string]string{
 	"storage": {
 		"spec.parameters.region":     "moving a bucket replaces it: withheld by hand",
 		"create BucketVersioning":    "the hand-written policy composes the versioning only through its versioning rule, since function-cel-filter drops it until spec.parameters.versioning is true; derivation cannot read that step, so the derived initializing bound lets it be created with the bucket (the filter still drops it)",
-		"spec.parameters.versioning": "function-cel-filter composes the versioning when it turns true; no patch reads it, and derive by experiment is not implemented",
+		"spec.parameters.versioning": "function-cel-filter composes the versioning when it turns true; no patch reads it; derive by experiment notes that turning it on composes the versioning",
 	},
 }
 

@@ -13,5 +13,10 @@
 // FromCompositeFieldPath and CombineFromComposite patch (patch sets
 // expanded) is an edge from an XR field to a composed resource's field.
 // Any other function step changes composed resources in ways only running
-// it reveals; the output says so rather than guessing.
+// it reveals: FromExperiment reads the renders of a baseline XR and of one
+// perturbed XR per field (experiment.go; the CLI runs crossplane render),
+// else the output says so rather than guessing. A kro
+// ResourceGraphDefinition states its graph in ${schema.spec.…} references,
+// which ReadGraph reads (kro.go). All three end in a Model, so one rule
+// builder writes every derived policy.
 package derive

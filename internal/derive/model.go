@@ -9,6 +9,8 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 )
 
 // The input of function-patch-and-transform, recognised by its apiVersion's
@@ -101,6 +103,10 @@ type Flow struct {
 	// Required says the composed resource is not rendered until the XR
 	// field exists (policy.fromFieldPath: Required).
 	Required bool
+	// Verbs, when set, are the mutations the flow was seen to cause (a
+	// render experiment, a kro reference that may be absent) and replace
+	// what the template's base and the XR's schema suggest.
+	Verbs []v1alpha1.MutationVerb
 }
 
 // Model is what a Composition's patch-and-transform steps say.
@@ -146,7 +152,7 @@ func Read(c *xpv1.Composition) (*Model, error) {
 		case group == kausalityGroup:
 			// Kausality's own step composes nothing.
 		default:
-			m.Notes = append(m.Notes, fmt.Sprintf("step %s (function %s) is not patch-and-transform: derive by experiment is not implemented, so what it changes in composed resources is in no rule", st.Step, st.FunctionRef.Name))
+			m.Notes = append(m.Notes, fmt.Sprintf("step %s (function %s) is not patch-and-transform: it is not read, so what it changes in composed resources is in no rule; derive by experiment (--functions) renders it", st.Step, st.FunctionRef.Name))
 		}
 	}
 	return m, nil

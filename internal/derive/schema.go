@@ -7,13 +7,19 @@ import (
 )
 
 // Schema is the part of an OpenAPI v3 schema that says whether a field is
-// always present: required properties, defaults and minimum array lengths.
+// always present (required properties, defaults and minimum array lengths)
+// and what values it admits.
 type Schema struct {
 	Properties map[string]*Schema `json:"properties,omitempty"`
 	Items      *Schema            `json:"items,omitempty"`
 	Required   []string           `json:"required,omitempty"`
 	Default    any                `json:"default,omitempty"`
 	MinItems   *int64             `json:"minItems,omitempty"`
+	// Type, Enum and Example let a render experiment make up an XR the
+	// schema admits and change each of its fields (experiment.go).
+	Type    string `json:"type,omitempty"`
+	Enum    []any  `json:"enum,omitempty"`
+	Example any    `json:"example,omitempty"`
 }
 
 // Present reports whether every object the schema admits has the field at

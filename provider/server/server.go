@@ -1,7 +1,8 @@
 // Package server wires the provider: one controller-runtime manager with
-// the gate controller, the AllowancePolicy controller and the admission
-// webhooks. The provider binary and the envtest suites both start it
-// through New, so the tests run what ships.
+// the gate controller, the AllowancePolicy controller, the admission
+// webhooks and, when asked for, the policy derivation controller. The
+// provider binary and the envtest suites both start it through New, so the
+// tests run what ships.
 package server
 
 import (
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +38,7 @@ import (
 	kmetrics "github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/provider/admission"
+	"github.com/kausality-io/kausality-crossplane/provider/derivation"
 	"github.com/kausality-io/kausality-crossplane/provider/gatecontroller"
 	"github.com/kausality-io/kausality-crossplane/provider/kinds"
 	"github.com/kausality-io/kausality-crossplane/provider/policies"
@@ -71,6 +74,11 @@ type Options struct {
 	// controller reconciles at once, as Crossplane providers' flag of the
 	// same name sets it; 1 when zero.
 	MaxReconcileRate int
+	// DerivePolicies runs the controller that keeps an AllowancePolicy
+	// derived from each Composition annotated kausality.io/derive-policy:
+	// "true" (provider/derivation). Off by default: it writes policies, an
+	// administrator's objects, and needs to read Compositions and XRDs.
+	DerivePolicies bool
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	Log logr.Logger
@@ -85,6 +93,10 @@ func Scheme() (*runtime.Scheme, error) {
 	}
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		return nil, errors.Wrap(err, "cannot add kausality.io types to the scheme")
+	}
+	// Compositions and their revisions, which policies are derived from.
+	if err := xpv1.AddToScheme(s); err != nil {
+		return nil, errors.Wrap(err, "cannot add Crossplane's apiextensions types to the scheme")
 	}
 	// CRDs: a managed kind's CRD starts its discovery (kinds.CRDs).
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
@@ -105,6 +117,22 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	s, err := Scheme()
 	if err != nil {
 		return nil, err
+	}
+	byObject := map[client.Object]cache.ByObject{
+		&v1alpha1.AllowancePolicy{}:  {Label: labels.Everything()},
+		&v1alpha1.UpgradeAllowance{}: {Label: labels.Everything()},
+		// Admission reads the mode of the Namespace of every
+		// Claim and XR it evaluates.
+		&corev1.Namespace{}: {Label: labels.Everything()},
+		// A managed kind's CRD starts its discovery (metadata only).
+		kinds.CRDMetadata(): {Label: labels.Everything()},
+	}
+	if o.DerivePolicies {
+		// Only with the flag: the cache asks the API server about every
+		// kind listed here as it starts, and reading Compositions needs
+		// the role the flag comes with.
+		byObject[&xpv1.Composition{}] = cache.ByObject{Label: labels.Everything()}
+		byObject[&xpv1.CompositionRevision{}] = cache.ByObject{Label: labels.Everything()}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  s,
@@ -127,15 +155,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 			// small (an Update without them keeps the stored ones).
 			DefaultLabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelGated: "true"}),
 			DefaultTransform:     cache.TransformStripManagedFields(),
-			ByObject: map[client.Object]cache.ByObject{
-				&v1alpha1.AllowancePolicy{}:  {Label: labels.Everything()},
-				&v1alpha1.UpgradeAllowance{}: {Label: labels.Everything()},
-				// Admission reads the mode of the Namespace of every
-				// Claim and XR it evaluates.
-				&corev1.Namespace{}: {Label: labels.Everything()},
-				// A managed kind's CRD starts its discovery (metadata only).
-				kinds.CRDMetadata(): {Label: labels.Everything()},
-			},
+			ByObject:             byObject,
 		},
 	})
 	if err != nil {
@@ -201,6 +221,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	}
 	if err := (&policies.UpgradeReconciler{Kube: mgr.GetClient(), Kinds: managedGVKs}).Setup(mgr); err != nil {
 		return nil, errors.Wrap(err, "cannot set up the UpgradeAllowance controller")
+	}
+	if o.DerivePolicies {
+		if err := (&derivation.Reconciler{Kube: mgr.GetClient(), Definitions: derivation.Cluster{Reader: direct, Mapper: mgr.GetRESTMapper()},
+			Events: rec, Log: o.Log.WithName("derivation")}).Setup(mgr); err != nil {
+			return nil, errors.Wrap(err, "cannot set up the policy derivation controller")
+		}
 	}
 
 	srv := mgr.GetWebhookServer()

@@ -3,6 +3,7 @@ package server
 import (
 	"testing"
 
+	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -19,6 +20,8 @@ func TestScheme(t *testing.T) {
 		v1alpha1.UpgradeAllowanceGroupVersionKind,
 		admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicy"),
 		admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"),
+		xpv1.CompositionGroupVersionKind,
+		xpv1.SchemeGroupVersion.WithKind(xpv1.CompositionRevisionKind),
 	} {
 		if !s.Recognizes(gvk) {
 			t.Errorf("the provider's scheme does not know %s, which its controllers and webhooks read or write", gvk)

@@ -102,3 +102,15 @@ func fleet(ctx context.Context, cp *controlplane.ControlPlane, admin, alice clie
 	}
 	return tw.Flush()
 }
+
+// indent prefixes every line of s with three spaces, as the demo's steps
+// print their details.
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l != "" {
+			b.WriteString("   " + l)
+		}
+	}
+	return b.String()
+}

@@ -368,18 +368,6 @@ func heldIn(msg string) string {
 	return strings.Join(held, ", ")
 }
 
-// indent prefixes every line of s with three spaces, as the demo's steps
-// print their details.
-func indent(s string) string {
-	var b strings.Builder
-	for _, l := range strings.SplitAfter(s, "\n") {
-		if l != "" {
-			b.WriteString("   " + l)
-		}
-	}
-	return b.String()
-}
-
 // create creates every object in a YAML file, retrying while the
 // provider's webhooks come up.
 func create(ctx context.Context, c client.Client, path string) error {

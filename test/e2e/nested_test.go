@@ -170,7 +170,7 @@ func TestV2FreezeOnTheParentXRHoldsTheTree(t *testing.T) {
 	if got := counts(bs["data"].GetName()); got != [3]int{1, 0, 0} {
 		t.Fatalf("while the XPlatform is frozen: data bucket Create/Update/Delete = %v, want no update", got)
 	}
-	expectCLI(t, "frozen", []string{"frozen"}, "trace", "xplatforms.v2.example.com/plat", "-n", "v2-freeze")
+	expectCLI(t, "frozen", []string{"frozen by", "nothing held", "gate closed by a freeze"}, "trace", "xplatforms.v2.example.com/plat", "-n", "v2-freeze")
 	freeze(false)
 	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
 	if s, _ := cp.Cloud.Get(bs["data"].GetName()); s.Size != 2 {

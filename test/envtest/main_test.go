@@ -170,6 +170,9 @@ func start(ctx context.Context) error {
 		WebhookHost: wo.LocalServingHost, WebhookPort: wo.LocalServingPort, CertDir: wo.LocalServingCertDir,
 		StaticWebhook: "provider-kausality", CrossplaneUser: crossplane,
 		Gate: gate.Config{MaxOpen: 10 * time.Minute}, DiscoveryInterval: time.Hour, Now: clock.Now, Log: log,
+		// Crossplane's Composition CRDs are in test/crds; only annotated
+		// Compositions get a derived policy (derivation_test.go).
+		DerivePolicies: true,
 	}); err != nil {
 		return fmt.Errorf("cannot create the provider: %w", err)
 	}

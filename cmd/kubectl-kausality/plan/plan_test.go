@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	crender "github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/render"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/plan"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
@@ -108,7 +109,7 @@ func objects(t *testing.T, path string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	us, err := decodeAll(raw)
+	us, err := crender.Decode(raw)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -204,21 +205,6 @@ func TestRun(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestWithoutKausality(t *testing.T) {
-	comp := objects(t, filepath.Join(root, "examples", "database", "composition.yaml"))[0]
-	without, removed := withoutKausality(comp)
-	if !removed {
-		t.Fatal("the example's kausality step was not found")
-	}
-	steps, _, _ := unstructured.NestedSlice(without.Object, "spec", "pipeline")
-	if len(steps) != 1 {
-		t.Errorf("want the patch-and-transform step alone, got %d steps", len(steps))
-	}
-	if _, again := withoutKausality(without); again {
-		t.Error("a Composition without a kausality step had one removed")
 	}
 }
 

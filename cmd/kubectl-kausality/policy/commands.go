@@ -33,6 +33,12 @@ type DeriveOptions struct {
 	DeletionProtection bool
 	// Name of the policy, when the file holds one Composition.
 	Name string
+	// Experiment derives by rendering (experiment.go) even when every step
+	// is patch-and-transform. Without it a Composition is rendered only
+	// when a step is not patch-and-transform and Render names Functions.
+	Experiment bool
+	// Render says how to run crossplane render for an experiment.
+	Render RenderOptions
 }
 
 // Derive writes an AllowancePolicy for each Composition of the file, with
@@ -55,26 +61,31 @@ func Derive(o DeriveOptions, cluster *Cluster, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(comps) == 0 {
-		return errors.Errorf("%s holds no Composition", o.Composition)
+	graphs := resourceGraphs(objs)
+	if len(comps) == 0 && len(graphs) == 0 {
+		return errors.Errorf("%s holds no Composition (nor a kro ResourceGraphDefinition)", o.Composition)
 	}
-	if o.Name != "" && len(comps) > 1 {
-		return errors.Errorf("--name names one policy, and %s holds %d Compositions", o.Composition, len(comps))
+	if o.Name != "" && len(comps)+len(graphs) > 1 {
+		return errors.Errorf("--name names one policy, and %s holds %d Compositions and ResourceGraphDefinitions", o.Composition, len(comps)+len(graphs))
 	}
 	defs, res, err := resolvers(o.XRD, o.CRDs, cluster)
 	if err != nil {
 		return err
 	}
-	docs := make([][]byte, 0, len(comps))
+	schemaOf := func(gvk schema.GroupVersionKind) *derive.Schema {
+		s := defs.Schema(gvk)
+		if s == nil && cluster != nil {
+			s = cluster.Schema(gvk)
+		}
+		return s
+	}
+	docs := make([][]byte, 0, len(comps)+len(graphs))
 	for _, c := range comps {
-		m, err := derive.Read(c)
+		m, err := modelOf(context.Background(), o, c, schemaOf)
 		if err != nil {
 			return err
 		}
-		s := defs.Schema(m.XR)
-		if s == nil && cluster != nil {
-			s = cluster.Schema(m.XR)
-		}
+		s := schemaOf(m.XR)
 		r, err := derive.Derive(m, derive.Options{
 			Name: o.Name, Subjects: subjects, Deleting: deleting, DeletionProtection: o.DeletionProtection,
 			Resolver: res, XRSchema: s,
@@ -88,6 +99,11 @@ func Derive(o DeriveOptions, cluster *Cluster, w io.Writer) error {
 		}
 		docs = append(docs, b)
 	}
+	kro, err := deriveGraphs(graphs, o, subjects, deleting, res, schemaOf)
+	if err != nil {
+		return err
+	}
+	docs = append(docs, kro...)
 	_, err = w.Write(joinDocuments(docs))
 	return err
 }

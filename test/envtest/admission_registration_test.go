@@ -62,6 +62,7 @@ func TestDryRunHasNoSideEffects(t *testing.T) {
 func TestWebhookRulesNameOnlyPolicyKinds(t *testing.T) {
 	ctx := context.Background()
 	waitForRules(t, "databaseclaims")
+	waitForRules(t, "xdatabases")
 	waitForRules(t, "buckets")
 	kube := as(t, "admin")
 	m := &admissionregistrationv1.MutatingWebhookConfiguration{}

@@ -1,0 +1,221 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	xprender "github.com/kausality-io/kausality-crossplane/test/render"
+)
+
+// TestExperimentMatchesStructural derives corpus policies by experiment,
+// running the real `crossplane render` (the core binary, no Docker) with
+// the real function-patch-and-transform, function-cel-filter and
+// function-auto-ready as processes, and compares each with the structural
+// derivation of the same Composition: the issue's "a render-experiment
+// derivation matches its structural twin", on patch-and-transform since
+// function-go-templating cannot be fetched here.
+//
+// The rules, initializing and deleting bounds must be equal up to order:
+// the experiment lists composed kinds by composition resource name, the
+// structural derivation in pipeline order. What may differ, by design: the
+// comments above each rule (an experiment sees no transforms) and the
+// notes (an experiment cannot see patches from the XR's status or
+// metadata, which the structural derivation notes as needing no rule, and
+// says instead what it rendered and could not perturb).
+func TestExperimentMatchesStructural(t *testing.T) {
+	fns := startFunctions(t)
+	storageXR := filepath.Join(t.TempDir(), "storage-xr.yaml")
+	// Versioning on: the baseline composes the versioning resource, so
+	// its region is seen to change (with versioning off the cel-filter
+	// step drops it, and the experiment only notes that turning it on
+	// composes it).
+	if err := os.WriteFile(storageXR, []byte("apiVersion: aws.platform.example.org/v1alpha1\nkind: XObjectStorage\nmetadata: {name: assets}\nspec: {parameters: {region: eu-central-1, versioning: true}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		example, xr string
+		// experiment is --experiment; without it the experiment runs only
+		// because a step is not patch-and-transform.
+		experiment bool
+		wantNotes  []string
+	}{
+		"database":        {example: "database", xr: filepath.Join(corpus, "database", "xr.yaml"), experiment: true},
+		"database-madeup": {example: "database", experiment: true},
+		"network":         {example: "network", xr: filepath.Join(corpus, "network", "xr.yaml"), experiment: true},
+		"network-madeup":  {example: "network", experiment: true},
+		"storage": {example: "storage", xr: storageXR, wantNotes: []string{
+			"spec.parameters.versioning: true → false drops resource versioning (BucketVersioning)",
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := DeriveOptions{
+				Composition: filepath.Join(corpus, tc.example, "composition.yaml"), XRD: filepath.Join(corpus, tc.example, "xrd.yaml"),
+				CRDs: []string{crds, corpus}, Groups: []string{"platform-team"}, Propagators: []string{"crossplane-system/crossplane"},
+				Deleting: "delete",
+			}
+			var structural bytes.Buffer
+			if err := Derive(o, nil, &structural); err != nil {
+				t.Fatal(err)
+			}
+			o.Experiment = tc.experiment
+			o.Render = RenderOptions{Functions: fns, Crossplane: tools(t).Crossplane, CrossplaneBinary: tools(t).CrossplaneCore, XR: tc.xr, Timeout: time.Minute}
+			var experiment bytes.Buffer
+			if err := Derive(o, nil, &experiment); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(experiment.String(), "derived by experiment") {
+				t.Fatalf("the derivation did not render:\n%s", experiment.String())
+			}
+			for _, n := range tc.wantNotes {
+				if !strings.Contains(experiment.String(), n) {
+					t.Errorf("no note %q in\n%s", n, experiment.String())
+				}
+			}
+			s, e := normalized(t, structural.Bytes()), normalized(t, experiment.Bytes())
+			if diff := cmp.Diff(s.Spec, e.Spec); diff != "" {
+				t.Errorf("the experiment's policy differs from the structural one (-structural +experiment):\n%s\nexperiment:\n%s", diff, experiment.String())
+			}
+		})
+	}
+}
+
+// normalized is the policy with its rules' entries and mutation bounds,
+// and its phase bounds, sorted.
+func normalized(t *testing.T, b []byte) *v1alpha1.AllowancePolicy {
+	t.Helper()
+	p := &v1alpha1.AllowancePolicy{}
+	if err := yaml.Unmarshal(b, p); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	sortEntries := func(es []v1alpha1.PolicyEntry) {
+		for i := range es {
+			slices.SortFunc(es[i].Mutations, func(a, b v1alpha1.MutationBound) int { return strings.Compare(a.JSONPath, b.JSONPath) })
+		}
+		slices.SortStableFunc(es, func(a, b v1alpha1.PolicyEntry) int {
+			return strings.Compare(fmt.Sprint(a.Target, a.Relation), fmt.Sprint(b.Target, b.Relation))
+		})
+	}
+	for i := range p.Spec.Rules {
+		sortEntries(p.Spec.Rules[i].Policies)
+	}
+	if p.Spec.Initializing != nil {
+		sortEntries(p.Spec.Initializing.Policies)
+	}
+	if p.Spec.Deleting != nil {
+		sortEntries(p.Spec.Deleting.Policies)
+	}
+	return p
+}
+
+// TestDeriveResourceGraph derives a policy from a kro
+// ResourceGraphDefinition: the file's kind decides how it is read.
+func TestDeriveResourceGraph(t *testing.T) {
+	var out bytes.Buffer
+	err := Derive(DeriveOptions{Composition: filepath.Join(crds, "kro-webapp.yaml"), CRDs: []string{crds}, Groups: []string{"platform-team"}}, nil, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kind: AllowancePolicy", "kausality.io/derived-from: webapp", "for: {apiGroup: example.com, apiVersion: v1alpha1, kind: WebApp}", "- trigger: spec.replicas"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "guessed") {
+		t.Errorf("a kind was guessed:\n%s", out.String())
+	}
+}
+
+func TestExperimentErrors(t *testing.T) {
+	comp := filepath.Join(corpus, "database", "composition.yaml")
+	cases := map[string]struct {
+		o    DeriveOptions
+		want string
+	}{
+		"NoFunctions": {o: DeriveOptions{Composition: comp, Experiment: true}, want: "--experiment renders the Composition and needs --functions"},
+		"NoXRD":       {o: DeriveOptions{Composition: comp, Experiment: true, Render: RenderOptions{Functions: "functions.yaml"}}, want: "derive by experiment needs the XR's schema"},
+		"XRFileWithoutXR": {o: DeriveOptions{Composition: comp, XRD: filepath.Join(corpus, "database", "xrd.yaml"), Experiment: true,
+			Render: RenderOptions{Functions: "functions.yaml", XR: comp}}, want: "holds no XSQLInstance for Composition xsqlinstances"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := Derive(tc.o, nil, &bytes.Buffer{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Derive(...): %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func tools(t *testing.T) xprender.Tools {
+	t.Helper()
+	root, err := xprender.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := xprender.FindTools(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl
+}
+
+// startFunctions starts the corpus's functions on free addresses (the
+// render tests' fixed ones may be in use) and returns a Functions file
+// naming them, as crossplane render takes it.
+func startFunctions(t *testing.T) string {
+	t.Helper()
+	root, err := xprender.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := tools(t)
+	o := xprender.FunctionOptions{}
+	for _, a := range []*string{&o.KausalityAddress, &o.PatchTransformAddress, &o.AutoReadyAddress, &o.CelFilterAddress} {
+		if *a, err = freeAddress(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	fns, err := xprender.StartFunctions(ctx, root, dir, tl, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fns.Stop)
+	var b strings.Builder
+	for _, f := range []struct{ name, addr string }{
+		{"function-patch-and-transform", o.PatchTransformAddress},
+		{"function-auto-ready", o.AutoReadyAddress},
+		{"function-cel-filter", o.CelFilterAddress},
+	} {
+		fmt.Fprintf(&b, "---\napiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: %s\n  annotations:\n    render.crossplane.io/runtime: Development\n    render.crossplane.io/runtime-development-target: %s\nspec:\n  package: xpkg.crossplane.io/crossplane-contrib/%s:v0.1.0\n", f.name, f.addr, f.name)
+	}
+	p := filepath.Join(dir, "functions.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func freeAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close() //nolint:errcheck // only its port is wanted
+	return l.Addr().String(), nil
+}
