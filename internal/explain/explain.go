@@ -36,6 +36,11 @@ type Input struct {
 	// Policies are the AllowancePolicies of the cluster; those for the
 	// XR's kind are used.
 	Policies []v1alpha1.AllowancePolicy
+	// PoliciesUnread, when set, says why the policies could not be read
+	// (a user without the right to list them): the explanation then gives
+	// the function's reasons alone, and no rule, remedy or suggestion that
+	// would need the policies.
+	PoliciesUnread string
 }
 
 // Explanation is what explain says about one XR.
@@ -61,6 +66,9 @@ type Explanation struct {
 	// Problems are policies that do not compile: the function then
 	// withholds every change.
 	Problems []string `json:"problems,omitempty"`
+	// PoliciesUnread says why the AllowancePolicies were not read; the
+	// changes then carry no rules, remedies or suggestions.
+	PoliciesUnread string `json:"policiesUnread,omitempty"`
 }
 
 // Change is one withheld change and what would permit it.
@@ -118,7 +126,7 @@ func Of(in Input) (Explanation, error) {
 		return Explanation{}, errors.New("no composite to explain")
 	}
 	xr := report.Of(in.XR, report.RoleComposite)
-	e := Explanation{XR: xr.Kind + "/" + xr.Name, Namespace: xr.Namespace, Initiator: xr.Initiator, Frozen: xr.Frozen}
+	e := Explanation{XR: xr.Kind + "/" + xr.Name, Namespace: xr.Namespace, Initiator: xr.Initiator, Frozen: xr.Frozen, PoliciesUnread: in.PoliciesUnread}
 	set, errs := policy.NewCache().For(xr.APIVersion, xr.Kind, in.Policies)
 	for _, err := range errs {
 		e.Problems = append(e.Problems, err.Error())
@@ -164,6 +172,12 @@ func (in Input) change(w report.Withheld, set policy.Set, kinds policy.Kinds, in
 	c := Change{Withheld: w, Cause: causeOf(w)}
 	child := in.childOf(w.Kind, w.Name, kinds)
 	c.APIVersion = gvString(child.APIGroup, child.APIVersion)
+	if in.PoliciesUnread != "" && c.Cause != CauseDrift && c.Cause != CauseFrozen {
+		// What would permit it is in the policies: saying "no rule
+		// covers it" without them would be wrong.
+		c.Remedy = "ask someone who may read AllowancePolicies which rule would permit it (kubectl kausality explain as a platform engineer)"
+		return c
+	}
 	switch c.Cause {
 	case CauseDrift:
 		c.Remedy = "the composition wants the value it last applied and the resource was changed outside it: set spec.drift: Allow on every AllowancePolicy for the kind to let the composition correct it, or change the value back"

@@ -27,7 +27,11 @@ func (e Explanation) Text() string {
 		fmt.Fprintf(&b, ", current change started by %s", e.Initiator)
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "AllowancePolicies for its kind: %s\n", orNone(strings.Join(e.Policies, ", ")))
+	if e.PoliciesUnread != "" {
+		fmt.Fprintf(&b, "AllowancePolicies for its kind: not read (%s): the rules that would permit a change are not listed\n", e.PoliciesUnread)
+	} else {
+		fmt.Fprintf(&b, "AllowancePolicies for its kind: %s\n", orNone(strings.Join(e.Policies, ", ")))
+	}
 	for _, p := range e.Problems {
 		fmt.Fprintf(&b, "Problem: %s\n", p)
 	}

@@ -21,11 +21,25 @@ import (
 // differs between runs (same width, so columns stay aligned).
 var generated = regexp.MustCompile(`-[0-9a-f]{12}\b`)
 
-// kausality runs `kubectl kausality args…` as Alice (platform-team) and
-// returns its output with generated names masked.
-func kausality(t *testing.T, args ...string) string {
+// cliUser is who runs the CLI, with their groups.
+type cliUser struct {
+	name   string
+	groups []string
+}
+
+// asAlice is Alice with her group: namespace edit rights, as a user of
+// the platform has; asAdmin is a platform engineer, who may read the
+// cluster-scoped AllowancePolicies.
+var (
+	asAlice = cliUser{controlplane.Alice, []string{"platform-team"}}
+	asAdmin = cliUser{name: "admin"}
+)
+
+// kausality runs `kubectl kausality args…` as u and returns its output
+// with generated names masked.
+func kausality(t *testing.T, u cliUser, args ...string) string {
 	t.Helper()
-	out, err := cp.Kausality(context.Background(), controlplane.Alice, []string{"platform-team"}, args...)
+	out, err := cp.Kausality(context.Background(), u.name, u.groups, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,12 +53,18 @@ func kausality(t *testing.T, args ...string) string {
 // that has every one of want in it.
 func expectCLI(t *testing.T, golden string, want []string, args ...string) {
 	t.Helper()
+	expectCLIAs(t, asAlice, golden, want, args...)
+}
+
+// expectCLIAs is expectCLI with the CLI run as u.
+func expectCLIAs(t *testing.T, u cliUser, golden string, want []string, args ...string) {
+	t.Helper()
 	path := filepath.Join("testdata", "cli", golden+".txt")
 	what := "kubectl kausality " + strings.Join(args, " ")
 	if *update {
 		var out string
 		controlplane.Eventually(t, settleTimeout, what+" to print "+strings.Join(want, ", "), func() (bool, string) {
-			out = kausality(t, args...)
+			out = kausality(t, u, args...)
 			for _, w := range want {
 				if !strings.Contains(out, w) {
 					return false, out
@@ -64,7 +84,7 @@ func expectCLI(t *testing.T, golden string, want []string, args ...string) {
 		t.Fatalf("%v (run with -update to record it)", err)
 	}
 	controlplane.Eventually(t, settleTimeout, what+" to print "+path, func() (bool, string) {
-		diff := cmp.Diff(string(recorded), kausality(t, args...))
+		diff := cmp.Diff(string(recorded), kausality(t, u, args...))
 		return diff == "", "-want, +got:\n" + diff
 	})
 }

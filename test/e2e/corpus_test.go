@@ -295,7 +295,7 @@ func (c corpusCase) run(t *testing.T) {
 		}
 		// A permitted change mid-flight and a roll-out in progress, as
 		// the CLI shows them.
-		expectCLI(t, c.dir+"-paced", []string{"held: resource " + c.paced[1], "gate open for Update"}, "trace", strings.ToLower(c.kind)+"s."+corpusGroup+"/"+key.Name, "-n", key.Namespace)
+		expectCLI(t, c.dir+"-paced", []string{"held: resource " + c.paced[1], "is false\n", "gate open for Update"}, "trace", strings.ToLower(c.kind)+"s."+corpusGroup+"/"+key.Name, "-n", key.Namespace)
 		release()
 	}
 	for _, p := range c.updates {
@@ -471,16 +471,20 @@ func expectCorpusCalls(t *testing.T, mrs map[string]*unstructured.Unstructured, 
 	}
 }
 
-// checkTrace runs `kubectl kausality trace` and `explain` as Alice on the
-// XR while its revision is withheld and expects what testdata/cli/<case>.txt
-// and <case>-explain.txt hold.
+// checkTrace runs `kubectl kausality trace` and `explain` as Alice, and
+// explain as a platform engineer, on the XR while its revision is withheld
+// and expects what testdata/cli/<case>.txt, <case>-explain.txt and
+// <case>-explain-admin.txt hold.
 // Its status lists the XR with the withheld change.
 func (c corpusCase) checkTrace(t *testing.T, key client.ObjectKey) {
 	t.Helper()
 	ctx := context.Background()
 	resource := strings.ToLower(c.kind) + "s." + corpusGroup + "/" + key.Name
 	expectCLI(t, c.dir, []string{"withheld"}, "trace", resource, "-n", key.Namespace)
+	// Alice learns what was withheld and why; the platform engineer, who
+	// may read the policies, also what would permit it.
 	expectCLI(t, c.dir+"-explain", []string{"Withheld"}, "explain", resource, "-n", key.Namespace)
+	expectCLIAs(t, asAdmin, c.dir+"-explain-admin", []string{"Withheld", "UpgradeAllowance"}, "explain", resource, "-n", key.Namespace)
 	var out bytes.Buffer
 	if err := show.Status(ctx, cp.AdminClient(), key.Namespace, &out); err != nil {
 		t.Fatalf("kubectl kausality status: %v", err)

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -101,11 +102,19 @@ func Read(ctx context.Context, r client.Reader, obj *unstructured.Unstructured) 
 			in.Composed = append(in.Composed, n.Object)
 		}
 	})
+	in.XR = xr
 	ps := &v1alpha1.AllowancePolicyList{}
-	if err := r.List(ctx, ps); err != nil {
+	switch err := r.List(ctx, ps); {
+	case kerrors.IsForbidden(err):
+		// A user with namespace rights alone still learns what was
+		// withheld and why; which rule would permit it needs the
+		// policies, which are cluster-scoped.
+		in.PoliciesUnread = "you may not list allowancepolicies.kausality.io"
+	case err != nil:
 		return in, errors.Wrap(err, "cannot list AllowancePolicies")
+	default:
+		in.Policies = ps.Items
 	}
-	in.XR, in.Policies = xr, ps.Items
 	return in, nil
 }
 

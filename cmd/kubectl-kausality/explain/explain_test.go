@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/google/go-cmp/cmp"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
@@ -40,7 +43,7 @@ func obj(apiVersion, kind, namespace, name string, fields map[string]any) *unstr
 // cluster: a Claim of an XDatabase whose instance's size change is
 // withheld (a rule covers it; bob, who made the change, may not start
 // it), and whose bucket's creation no rule covers.
-func cluster(t *testing.T) client.Client {
+func cluster(t *testing.T) client.WithWatch {
 	t.Helper()
 	lines := []string{
 		report.Withheld{Resource: "db", Kind: "Instance", Name: "shop-db", Verb: "Mutate", Path: "spec.forProvider.instanceType", Reason: "no unconsumed allowance on XDatabase/shop grants Update of instances; policies: db"}.String(),
@@ -97,19 +100,32 @@ func TestRun(t *testing.T) {
 		format   string
 		golden   string
 		err      string
+		// forbid makes listing AllowancePolicies forbidden, as for a
+		// user with namespace rights alone.
+		forbid bool
 	}{
-		"Claim":      {reason: "A Claim is explained by its XR.", resource: "databases/shop", format: FormatText, golden: "claim.txt"},
-		"XR":         {reason: "An XR as JSON.", resource: "xdatabases/shop-x7", format: FormatJSON, golden: "xr.json"},
-		"Managed":    {reason: "A managed resource: only its own changes, here filtered by a field above the changed one.", resource: "instances/shop-db", field: "spec.forProvider", format: FormatYAML, golden: "managed.yaml"},
-		"OtherField": {reason: "A field no change concerns leaves nothing.", resource: "instances/shop-db", field: "spec.forProvider.engine", format: FormatText, golden: "other-field.txt"},
-		"NoOwner":    {reason: "A managed resource no XR composes.", resource: "instances/lone", format: FormatText, err: "has no controller owner"},
-		"NoObject":   {reason: "A missing object is named.", resource: "instances/gone", format: FormatText, err: "cannot get Instance"},
-		"BadFormat":  {reason: "An unknown format is refused.", resource: "instances/shop-db", format: "table", err: `unknown output format "table"`},
+		"NoPolicyReads": {reason: "A user who may not list AllowancePolicies still learns what was withheld and why, with no rule or suggestion.", resource: "databases/shop", format: FormatText, golden: "forbidden.txt", forbid: true},
+		"Claim":         {reason: "A Claim is explained by its XR.", resource: "databases/shop", format: FormatText, golden: "claim.txt"},
+		"XR":            {reason: "An XR as JSON.", resource: "xdatabases/shop-x7", format: FormatJSON, golden: "xr.json"},
+		"Managed":       {reason: "A managed resource: only its own changes, here filtered by a field above the changed one.", resource: "instances/shop-db", field: "spec.forProvider", format: FormatYAML, golden: "managed.yaml"},
+		"OtherField":    {reason: "A field no change concerns leaves nothing.", resource: "instances/shop-db", field: "spec.forProvider.engine", format: FormatText, golden: "other-field.txt"},
+		"NoOwner":       {reason: "A managed resource no XR composes.", resource: "instances/lone", format: FormatText, err: "has no controller owner"},
+		"NoObject":      {reason: "A missing object is named.", resource: "instances/gone", format: FormatText, err: "cannot get Instance"},
+		"BadFormat":     {reason: "An unknown format is refused.", resource: "instances/shop-db", format: "table", err: `unknown output format "table"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := Run(context.Background(), cluster(t), mapper(), "team-a", tc.resource, tc.field, tc.format, &out)
+			var r client.Reader = cluster(t)
+			if tc.forbid {
+				r = interceptor.NewClient(cluster(t), interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
+					if _, ok := l.(*v1alpha1.AllowancePolicyList); ok {
+						return kerrors.NewForbidden(schema.GroupResource{Group: "kausality.io", Resource: "allowancepolicies"}, "", errors.New("no"))
+					}
+					return c.List(ctx, l, o...)
+				}})
+			}
+			err := Run(context.Background(), r, mapper(), "team-a", tc.resource, tc.field, tc.format, &out)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Errorf("%s\nRun(...) = %v, want an error containing %q", tc.reason, err, tc.err)
