@@ -155,6 +155,19 @@ func Of(in Input) (Explanation, error) {
 	return e, nil
 }
 
+// inPhase reports whether the policy place at applies to the XR now: a
+// rule always, spec.initializing while the XR is being created,
+// spec.deleting while it is being deleted.
+func (in Input) inPhase(at string) bool {
+	switch {
+	case strings.HasPrefix(at, "spec.initializing"):
+		return report.Of(in.XR, report.RoleComposite).Creating
+	case strings.HasPrefix(at, "spec.deleting"):
+		return in.XR.GetDeletionTimestamp() != nil
+	}
+	return true
+}
+
 // keeps reports whether a composed resource passes the Kind/Name filter.
 func (in Input) keeps(kind, name string) bool {
 	return in.Kind == "" || (kind == in.Kind && name == in.Name)
@@ -191,6 +204,12 @@ func (in Input) change(w report.Withheld, set policy.Set, kinds policy.Kinds, in
 	}
 	ch := changeOf(w)
 	for _, p := range set.Permitting(child, ch) {
+		if !in.inPhase(p.At) {
+			// A phase section permits only while the XR is in it:
+			// offering a deleting entry for a change to a live XR would
+			// send its reader the wrong way.
+			continue
+		}
 		c.Permits = append(c.Permits, Permit{Permitting: p, Initiator: initiatorMay(set, p.Policy, initiator)})
 	}
 	switch {

@@ -205,3 +205,41 @@ func TestSuggestedRulePermits(t *testing.T) {
 		t.Errorf("with the suggested rule, Of(...) = %+v, %v: want the change covered by spec.rules[1].policies[0]", e.Changes, err)
 	}
 }
+
+// TestPhaseEntries: a deleting section that covers a change permits it
+// only while the XR is deleted; explaining a live XR's withheld change
+// must not offer it.
+func TestPhaseEntries(t *testing.T) {
+	ps := policies()
+	ps[0].Spec.Deleting = &v1alpha1.DeletingPhase{Policies: []v1alpha1.PolicyEntry{{
+		Target: v1alpha1.Target{APIGroup: "rds.aws.m.upbound.io", Resource: "instances"}, Verbs: []string{v1alpha1.VerbAll},
+	}}}
+	deleted := xr("alice")
+	now := metav1.Now()
+	deleted.SetDeletionTimestamp(&now)
+	cases := map[string]struct {
+		xr   *unstructured.Unstructured
+		want []string
+	}{
+		"Live":     {xr: xr("alice"), want: []string{"spec.rules[0].policies[0]"}},
+		"Deleting": {xr: deleted, want: []string{"spec.rules[0].policies[0]", "spec.deleting.policies[0]"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e, err := Of(Input{XR: tc.xr, Composed: composed(), Policies: ps, Kind: "Instance", Name: "shop-db", Field: "spec.forProvider.instanceType"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(e.Changes) != 1 {
+				t.Fatalf("want the instanceType change alone, got %+v", e.Changes)
+			}
+			var got []string
+			for _, p := range e.Changes[0].Permits {
+				got = append(got, p.At)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("permitting places: -want, +got:\n%s", diff)
+			}
+		})
+	}
+}
