@@ -227,9 +227,11 @@ func (d *demo) step(ctx context.Context, title string, act func() error, done fu
 	}
 	sort.Strings(res)
 	fmt.Fprintf(d.w, "   Claim %s -> XR %s (Crossplane generated its name and its buckets')\n", d.key, xr.GetName())
-	// What Kausality decided, as a platform engineer sees it.
+	// What Kausality decided, as a platform engineer sees it: the legacy
+	// XR and Buckets are cluster-scoped, which Alice's namespace rights
+	// do not let her read.
 	args := []string{"trace", "databaseclaims/" + d.key.Name, "-n", d.key.Namespace, "-o", "wide"}
-	out, err := d.cp.Kausality(ctx, controlplane.Alice, []string{"platform-team"}, args...)
+	out, err := d.cp.Kausality(ctx, "admin", nil, args...)
 	if err != nil {
 		return err
 	}

@@ -80,6 +80,10 @@ func Status(ctx context.Context, r client.Reader, namespace string, w io.Writer)
 	if err := r.List(ctx, ps); err != nil {
 		return errors.Wrap(err, "cannot list AllowancePolicies")
 	}
+	kinds := map[schema.GroupKind]bool{}
+	for _, p := range ps.Items {
+		kinds[schema.GroupKind{Group: p.Spec.For.APIGroup, Kind: p.Spec.For.Kind}] = true
+	}
 	seen := map[schema.GroupKind]bool{}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tOPEN GATES\tPENDING\tKAUSALITY")
@@ -96,6 +100,9 @@ func Status(ctx context.Context, r client.Reader, namespace string, w io.Writer)
 			return errors.Wrapf(err, "cannot list %s", f.Kind)
 		}
 		for i := range l.Items {
+			if !listed(&l.Items[i], namespace, kinds) {
+				continue
+			}
 			root, err := Read(ctx, r, &l.Items[i])
 			if err != nil {
 				return err
@@ -118,6 +125,27 @@ func Status(ctx context.Context, r client.Reader, namespace string, w io.Writer)
 		}
 	}
 	return tw.Flush()
+}
+
+// listed reports whether status lists o: a legacy (cluster-scoped) XR
+// belongs to its Claim's namespace, and is listed under its Claim when a
+// policy names the Claim's kind too, since the Claim's tree holds it.
+func listed(o *unstructured.Unstructured, namespace string, kinds map[schema.GroupKind]bool) bool {
+	if o.GetNamespace() != "" {
+		return true
+	}
+	claim, ok, _ := unstructured.NestedMap(o.Object, "spec", "claimRef")
+	if !ok {
+		return namespace == ""
+	}
+	ns, _ := claim["namespace"].(string)
+	if namespace != "" && ns != namespace {
+		return false
+	}
+	apiVersion, _ := claim["apiVersion"].(string)
+	kind, _ := claim["kind"].(string)
+	gv, _ := schema.ParseGroupVersion(apiVersion)
+	return !kinds[schema.GroupKind{Group: gv.Group, Kind: kind}]
 }
 
 // kindFor resolves a TYPE as kubectl does: resource.version.group first,

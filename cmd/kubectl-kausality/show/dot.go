@@ -62,7 +62,7 @@ func dotColor(x *Node) string {
 	switch {
 	case x.Frozen != "":
 		return colorFrozen
-	case x.Missing || x.Withheld != "" || x.Held != "" || len(x.Problems) > 0:
+	case x.Missing || x.Unreadable || x.Withheld != "" || x.Held != "" || len(x.Problems) > 0:
 		return colorBlocked
 	case len(x.Pending) > 0 || x.Creating || (len(x.Open) > 0 && !x.GateOpen()):
 		return colorPending

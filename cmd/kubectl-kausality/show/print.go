@@ -87,6 +87,9 @@ func (n *Node) summary() string {
 	if n.Missing {
 		return "gone"
 	}
+	if n.Unreadable {
+		return "not readable with your permissions"
+	}
 	return n.Summary()
 }
 

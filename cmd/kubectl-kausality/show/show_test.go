@@ -7,13 +7,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/google/go-cmp/cmp"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/report"
@@ -71,7 +74,7 @@ func objects() []client.Object {
 	return []client.Object{platform, storage, bucket("shop-logs", "logs"), bucket("shop-data", "data")}
 }
 
-func reader(t *testing.T) client.Client {
+func reader(t *testing.T) client.WithWatch {
 	t.Helper()
 	return fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithObjects(objects()...).Build()
 }
@@ -98,6 +101,38 @@ func TestRead(t *testing.T) {
 		"Composite | XStorage/shop-storage | storage | being created",
 		" | Bucket/shop-gone |  | gone",
 		"Managed | Bucket/shop-data | storage/data | gate closed",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Read(...): -want, +got:\n%s", diff)
+	}
+}
+
+// TestReadUnreadable: a reference the user may not read (a legacy
+// Claim's cluster-scoped XR, for its namespaced owner) is shown as such,
+// and the rest of the tree still is.
+func TestReadUnreadable(t *testing.T) {
+	r := interceptor.NewClient(reader(t), interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, o client.Object, opts ...client.GetOption) error {
+		if key.Name == "shop-storage" {
+			return kerrors.NewForbidden(schema.GroupResource{Group: "example.org", Resource: "xstorages"}, key.Name, errors.New("no"))
+		}
+		return c.Get(ctx, key, o, opts...)
+	}})
+	root := &unstructured.Unstructured{}
+	root.SetAPIVersion("example.org/v1alpha1")
+	root.SetKind("XPlatform")
+	if err := r.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "shop"}, root); err != nil {
+		t.Fatal(err)
+	}
+	n, err := Read(context.Background(), r, root)
+	if err != nil {
+		t.Fatalf("Read with an unreadable child: %v", err)
+	}
+	var got []string
+	n.Walk(func(n *Node) { got = append(got, n.Kind+"/"+n.Name+" | "+n.summary()) })
+	want := []string{
+		"XPlatform/shop | withheld: resource logs: withheld Mutate spec.forProvider.tags",
+		"XStorage/shop-storage | not readable with your permissions",
+		"Bucket/shop-logs | gate closed",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Read(...): -want, +got:\n%s", diff)
@@ -184,6 +219,37 @@ func TestRoleOf(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := RoleOf(&unstructured.Unstructured{Object: map[string]any{"spec": tc.spec}}); got != tc.want {
 				t.Errorf("RoleOf(spec %v) = %s, want %s", tc.spec, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestListed(t *testing.T) {
+	claimKind := schema.GroupKind{Group: "example.org", Kind: "DatabaseClaim"}
+	legacy := func(ns string) *unstructured.Unstructured {
+		return obj("example.org/v1alpha1", "XDatabase", "", "orders-x7", map[string]any{"spec": map[string]any{
+			"claimRef": map[string]any{"apiVersion": "example.org/v1alpha1", "kind": "DatabaseClaim", "namespace": ns, "name": "orders"},
+		}})
+	}
+	cases := map[string]struct {
+		reason    string
+		o         *unstructured.Unstructured
+		namespace string
+		kinds     map[schema.GroupKind]bool
+		want      bool
+	}{
+		"Namespaced":        {reason: "A namespaced object was listed in its namespace.", o: bucket("b", "data"), namespace: "team-a", want: true},
+		"ClaimListed":       {reason: "A legacy XR whose Claim's kind a policy names is listed under its Claim.", o: legacy("team-a"), namespace: "team-a", kinds: map[schema.GroupKind]bool{claimKind: true}, want: false},
+		"ClaimNotListed":    {reason: "A legacy XR whose Claim's kind no policy names is listed itself.", o: legacy("team-a"), namespace: "team-a", want: true},
+		"OtherNamespace":    {reason: "A legacy XR of a Claim in another namespace is not listed.", o: legacy("team-b"), namespace: "team-a", want: false},
+		"AllNamespaces":     {reason: "Across all namespaces a legacy XR is listed by its Claim's namespace rule alone.", o: legacy("team-b"), want: true},
+		"NoClaimNamespaced": {reason: "A cluster-scoped XR without a Claim is in no namespace.", o: obj("example.org/v1alpha1", "XDatabase", "", "lone", map[string]any{}), namespace: "team-a", want: false},
+		"NoClaimAll":        {reason: "It is listed across all namespaces.", o: obj("example.org/v1alpha1", "XDatabase", "", "lone", map[string]any{}), want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := listed(tc.o, tc.namespace, tc.kinds); got != tc.want {
+				t.Errorf("%s\nlisted(...) = %v, want %v", tc.reason, got, tc.want)
 			}
 		})
 	}

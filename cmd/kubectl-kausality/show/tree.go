@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,6 +30,9 @@ type Node struct {
 	Path string `json:"path,omitempty"`
 	// Missing is set for a reference whose object is gone.
 	Missing bool `json:"missing,omitempty"`
+	// Unreadable is set for a reference the user may not read: a legacy
+	// Claim's owner sees the Claim, not its cluster-scoped XR.
+	Unreadable bool `json:"unreadable,omitempty"`
 
 	obj *unstructured.Unstructured
 }
@@ -82,10 +86,11 @@ func read(ctx context.Context, r client.Reader, obj *unstructured.Unstructured, 
 	}
 	for _, ref := range refs {
 		if err := r.Get(ctx, client.ObjectKeyFromObject(ref), ref); err != nil {
-			if client.IgnoreNotFound(err) != nil {
+			gone, forbidden := kerrors.IsNotFound(err), kerrors.IsForbidden(err)
+			if !gone && !forbidden {
 				return nil, errors.Wrapf(err, "cannot get %s", admit.Describe(ref))
 			}
-			n.Children = append(n.Children, &Node{Object: report.Object{APIVersion: ref.GetAPIVersion(), Kind: ref.GetKind(), Namespace: ref.GetNamespace(), Name: ref.GetName()}, Missing: true, obj: ref})
+			n.Children = append(n.Children, &Node{Object: report.Object{APIVersion: ref.GetAPIVersion(), Kind: ref.GetKind(), Namespace: ref.GetNamespace(), Name: ref.GetName()}, Missing: gone, Unreadable: forbidden, obj: ref})
 			continue
 		}
 		childPath := path
