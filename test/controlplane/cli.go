@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -43,7 +44,18 @@ func (c *ControlPlane) Kubeconfig(user string, groups ...string) (string, error)
 	// One file per user and groups: tests run the same user with other
 	// groups at the same time.
 	path := filepath.Join(c.Dir, fmt.Sprintf("user-%s-%x.kubeconfig", user, sha256.Sum256([]byte(strings.Join(groups, "\n")))))
-	return path, errors.Wrapf(clientcmd.WriteToFile(*cfg, path), "cannot write %s", path)
+	// Written whole under another name and renamed: a CLI of another
+	// test reading the same user's file meanwhile reads the old one,
+	// never a half-written one.
+	tmp, err := os.CreateTemp(c.Dir, "kubeconfig-")
+	if err != nil {
+		return "", errors.Wrap(err, "cannot make a kubeconfig file")
+	}
+	_ = tmp.Close()
+	if err := clientcmd.WriteToFile(*cfg, tmp.Name()); err != nil {
+		return "", errors.Wrapf(err, "cannot write %s", tmp.Name())
+	}
+	return path, errors.Wrapf(os.Rename(tmp.Name(), path), "cannot write %s", path)
 }
 
 // Kausality runs `kubectl kausality args…` as user (with groups) and
