@@ -138,3 +138,54 @@ func TestCreationPhase(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyForManagedKindKeepsItGated: a policy for a managed kind (that
+// lets a team resize RDS instances by hand) leaves the kind as gated when
+// an XR composes it. It once made the kind count as a composite: the
+// function composed it ungated, admission gated it closed at creation
+// with no allowance to open it, and it never reached the cloud.
+func TestPolicyForManagedKindKeepsItGated(t *testing.T) {
+	byHand := `apiVersion: kausality.io/v1alpha1
+kind: AllowancePolicy
+metadata: {name: rdsinstances-by-hand, uid: p-2, generation: 1}
+spec:
+  for: {apiGroup: rds.aws.crossplane.io, apiVersion: v1alpha1, kind: RDSInstance}
+  subjects: [{kind: Group, name: dba, mayInitiate: true}]
+  rules:
+  - trigger: spec.forProvider.instanceClass
+    policies:
+    - target: {external: {apiGroup: rds.aws.crossplane.io, kind: RDSInstance}}
+      relation: External
+      verbs: [Update]
+`
+	gateOf := func(t *testing.T, policies ...string) (string, []any, string) {
+		t.Helper()
+		rsp, err := newTestFunction().RunFunction(context.Background(), newRequest(t, xr(t, 1, 1, nil), nil, obj(t, rds("db.t3.small", "")), policies...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rsp.GetDesired().GetResources()["rds"].GetResource().AsMap()
+		md, _ := r["metadata"].(map[string]any)
+		labels, _ := md["labels"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
+		mp, _ := r["spec"].(map[string]any)["managementPolicies"].([]any)
+		label, _ := labels[v1alpha1.LabelGated].(string)
+		as, _ := ann[v1alpha1.AnnotationAllowances].(string)
+		return label, mp, as
+	}
+	label, mp, as := gateOf(t, policyDB, byHand)
+	if label != "true" {
+		t.Errorf("with a policy for RDSInstance, the composed instance's %s label = %q, want true", v1alpha1.LabelGated, label)
+	}
+	if !slices.Contains(mp, any(v1alpha1.VerbCreate)) {
+		t.Errorf("with a policy for RDSInstance, the composed instance's gate = %v, want it open for Create", mp)
+	}
+	parsed, err := allowance.Parse(as)
+	if err != nil || !slices.ContainsFunc(parsed, func(a allowance.Allowance) bool { return a.HasVerb(v1alpha1.VerbCreate) }) {
+		t.Errorf("with a policy for RDSInstance, the composed instance's allowances = %s (%v), want a Create allowance", as, err)
+	}
+	wantLabel, wantMP, _ := gateOf(t, policyDB)
+	if label != wantLabel || !slices.Equal(mp, wantMP) {
+		t.Errorf("a policy for RDSInstance changed how the XR composes it: label %q gate %v, without it %q %v", label, mp, wantLabel, wantMP)
+	}
+}

@@ -19,8 +19,9 @@ import (
 type Kinds struct {
 	plural map[schema.GroupKind]string
 	kind   map[schema.GroupResource]string
-	// composite are Claim and XR kinds: those a policy is for, and those
-	// whose CRD is in a Crossplane composite or claim category.
+	// composite are Claim and XR kinds: those whose CRD is in a
+	// Crossplane composite or claim category, and those a policy is for
+	// that the policies do not show to be managed (KindsOf).
 	composite map[schema.GroupKind]bool
 }
 
@@ -28,11 +29,19 @@ type Kinds struct {
 var compositeCategories = []string{"composite", "claim"}
 
 // KindsOf collects the resolved targets of ps, and the kinds they are for.
+//
+// A kind a policy is for counts as a composite (a Claim or XR, never
+// gated) unless the policies say it is a managed kind: a resolved target
+// in Crossplane's managed category, or a kind an External target names.
+// A policy may be for a managed kind, to let users edit it by hand; that
+// kind composed by an XR is still gated. Taking it for a composite left
+// every such resource composed ungated while that policy existed, so
+// admission gated it closed at creation with no allowance to open it,
+// and it never reached the cloud.
 func KindsOf(ps []v1alpha1.AllowancePolicy) Kinds {
 	k := Kinds{plural: map[schema.GroupKind]string{}, kind: map[schema.GroupResource]string{}, composite: map[schema.GroupKind]bool{}}
+	managed := map[schema.GroupKind]bool{}
 	for i := range ps {
-		f := ps[i].Spec.For
-		k.composite[schema.GroupKind{Group: f.APIGroup, Kind: f.Kind}] = true
 		for _, t := range ps[i].Status.Targets {
 			if t.Kind == "" || t.Resource == "" {
 				continue
@@ -40,13 +49,32 @@ func KindsOf(ps []v1alpha1.AllowancePolicy) Kinds {
 			gk := schema.GroupKind{Group: t.APIGroup, Kind: t.Kind}
 			k.plural[gk] = t.Resource
 			k.kind[schema.GroupResource{Group: t.APIGroup, Resource: t.Resource}] = t.Kind
-			if slices.ContainsFunc(t.Categories, func(c string) bool { return slices.Contains(compositeCategories, c) }) {
+			switch {
+			case slices.ContainsFunc(t.Categories, func(c string) bool { return slices.Contains(compositeCategories, c) }):
 				k.composite[gk] = true
+			case slices.Contains(t.Categories, categoryManaged):
+				managed[gk] = true
 			}
+		}
+		visitEntries(&ps[i], func(e v1alpha1.PolicyEntry) {
+			g, gok := e.Target.External["apiGroup"]
+			kind, kok := e.Target.External["kind"]
+			if isExternal(e) && gok && kok && g != v1alpha1.VerbAll && kind != v1alpha1.VerbAll {
+				managed[schema.GroupKind{Group: g, Kind: kind}] = true
+			}
+		})
+	}
+	for i := range ps {
+		f := ps[i].Spec.For
+		if gk := (schema.GroupKind{Group: f.APIGroup, Kind: f.Kind}); !managed[gk] {
+			k.composite[gk] = true
 		}
 	}
 	return k
 }
+
+// categoryManaged is Crossplane's CRD category of managed resources.
+const categoryManaged = "managed"
 
 // Plural returns the resource name of group and kind, when a policy's
 // status records it.
@@ -103,29 +131,41 @@ func TargetsOf(p *v1alpha1.AllowancePolicy) []Named {
 			out = append(out, n)
 		}
 	}
-	visit := func(es []v1alpha1.PolicyEntry) {
-		for _, e := range es {
-			if e.Relation == v1alpha1.RelationExternal || len(e.Target.External) > 0 {
-				// Without an apiGroup key the target names a resource in
-				// every group; there is no one CRD to resolve.
-				if g, ok := e.Target.External["apiGroup"]; ok {
-					add(g, e.Target.External["resource"])
-				}
-				continue
+	visitEntries(p, func(e v1alpha1.PolicyEntry) {
+		if isExternal(e) {
+			// Without an apiGroup key the target names a resource in
+			// every group; there is no one CRD to resolve.
+			if g, ok := e.Target.External["apiGroup"]; ok {
+				add(g, e.Target.External["resource"])
 			}
-			add(e.Target.APIGroup, e.Target.Resource)
+			return
 		}
-	}
+		add(e.Target.APIGroup, e.Target.Resource)
+	})
+	return out
+}
+
+// isExternal reports whether e's target is an external resource.
+func isExternal(e v1alpha1.PolicyEntry) bool {
+	return e.Relation == v1alpha1.RelationExternal || len(e.Target.External) > 0
+}
+
+// visitEntries calls fn for every entry of p: its initializing and
+// deleting bounds', then each rule's.
+func visitEntries(p *v1alpha1.AllowancePolicy, fn func(v1alpha1.PolicyEntry)) {
+	var es []v1alpha1.PolicyEntry
 	if p.Spec.Initializing != nil {
-		visit(p.Spec.Initializing.Policies)
+		es = append(es, p.Spec.Initializing.Policies...)
 	}
 	if p.Spec.Deleting != nil {
-		visit(p.Spec.Deleting.Policies)
+		es = append(es, p.Spec.Deleting.Policies...)
 	}
 	for _, r := range p.Spec.Rules {
-		visit(r.Policies)
+		es = append(es, r.Policies...)
 	}
-	return out
+	for _, e := range es {
+		fn(e)
+	}
 }
 
 // Unresolved are the resources p's targets name that its status does not

@@ -63,6 +63,89 @@ func TestKindsChildOf(t *testing.T) {
 	}
 }
 
+// A policy for a managed kind (hand edits of Buckets), beside the XR
+// policies that compose it.
+const bucketPolicy = `
+metadata: {name: buckets-by-hand}
+spec:
+  for: {apiGroup: recorder.kausality.io, kind: Bucket}
+  rules:
+  - trigger: spec.forProvider.size
+    policies:
+    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
+      relation: External
+      verbs: [Update]
+`
+
+// TestKindsComposite: which composed kinds count as composites, never
+// gated. A policy for a managed kind once made that kind a composite, so
+// every XR composed it ungated while the policy existed and admission
+// gated it closed with nothing to open it: it never reached the cloud.
+func TestKindsComposite(t *testing.T) {
+	xr := func(targets string) string {
+		return `
+metadata: {name: xdatabases}
+spec:
+  for: {apiGroup: example.com, kind: XDatabase}
+  initializing:
+    policies:
+` + targets
+	}
+	child := `    - target: {apiGroup: recorder.kausality.io, resource: buckets}
+      verbs: [Create]
+`
+	external := `    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
+      relation: External
+      verbs: [Create]
+`
+	resolved := func(categories string) string {
+		return `
+status:
+  targets:
+  - {apiGroup: recorder.kausality.io, resource: buckets, kind: Bucket, versions: [v1alpha1], categories: ` + categories + `}
+`
+	}
+	nested := `
+metadata: {name: xstores}
+spec:
+  for: {apiGroup: example.com, kind: XStore}
+`
+	cases := map[string]struct {
+		reason   string
+		policies []string
+		kind     string
+		want     bool
+	}{
+		"ManagedByCategory": {reason: "A policy for Bucket does not make it a composite when a target resolves it as managed.",
+			policies: []string{xr(child) + resolved("[crossplane, managed]"), bucketPolicy}, kind: "Bucket", want: false},
+		"ManagedByExternalTarget": {reason: "An External target names a managed kind, resolved or not.",
+			policies: []string{xr(external), bucketPolicy}, kind: "Bucket", want: false},
+		"ManagedOwnExternalTarget": {reason: "The managed kind's own policy names it as External.",
+			policies: []string{bucketPolicy}, kind: "Bucket", want: false},
+		"ForKind": {reason: "A kind a policy is for, with nothing saying it is managed, is a composite (a nested XR).",
+			policies: []string{xr(child), nested}, kind: "XStore", want: true},
+		"CompositeCategory": {reason: "A resolved target in Crossplane's composite category is a composite.",
+			policies: []string{xr(child) + resolved("[crossplane, composite]")}, kind: "Bucket", want: true},
+		"Unnamed": {reason: "A kind nothing names is no composite.",
+			policies: []string{xr(child)}, kind: "Bucket", want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var ps []v1alpha1.AllowancePolicy
+			for _, y := range tc.policies {
+				ps = append(ps, *decode[v1alpha1.AllowancePolicy](t, y))
+			}
+			group := "recorder.kausality.io/v1alpha1"
+			if tc.kind == "XStore" {
+				group = "example.com/v1"
+			}
+			if got := KindsOf(ps).ChildOf(group, tc.kind).Composite; got != tc.want {
+				t.Errorf("%s\nChildOf(%s).Composite = %t, want %t", tc.reason, tc.kind, got, tc.want)
+			}
+		})
+	}
+}
+
 // TestUnresolvedTargetFailsClosed is the hole kind identity closes: a
 // policy naming a kind by its real plural restricted nothing when the
 // guess differed, so the kind's changes went through without allowance.

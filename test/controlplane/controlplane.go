@@ -116,6 +116,9 @@ func Start(ctx context.Context, root, dir string) (*ControlPlane, error) {
 		return nil, err
 	}
 	c.env = &envtest.Environment{}
+	if err := c.audit(c.env); err != nil {
+		return nil, err
+	}
 	if c.Admin, err = c.env.Start(); err != nil {
 		return nil, errors.Wrap(err, "cannot start kube-apiserver and etcd")
 	}

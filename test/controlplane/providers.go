@@ -3,14 +3,15 @@ package controlplane
 import (
 	"context"
 	"net"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
@@ -83,7 +84,15 @@ func (r *externalRuntime) listening() error {
 func (r *externalRuntime) startRecorder(user string, pod *corev1.Pod) error {
 	cfg := rest.CopyConfig(r.c.Admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Extra: podExtra(pod)}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: r.c.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: logr.Discard()})
+	// Its log, crossplane-runtime's managed reconciler at debug level, is
+	// kept with the others: what it did with each gate is half of a
+	// failed scenario.
+	f, err := os.OpenFile(r.c.Log("recorder"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return errors.Wrap(err, "cannot open the recording provider's log")
+	}
+	log := zap.New(zap.WriteTo(f), zap.UseDevMode(true))
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: r.c.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: log})
 	if err != nil {
 		return errors.Wrap(err, "cannot create the recording provider")
 	}
