@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -85,55 +82,12 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	lateInit := h.Trusted.LateInitialized(req.UserInfo.Username, old, obj)
 	if !h.Trusted.Has(req.UserInfo.Username) && old != nil && admit.SpecChanged(old, obj) && !lateInit {
-		// A hand edit starts its own chain: an origin trace naming the
-		// user, and whatever a policy for this kind lets them initiate.
-		// Every field it changes must be permitted, watched or not: one
-		// left in the spec would reach the cloud with the next change an
-		// allowance opens the gate for.
-		set, broken, err := policiesFor(ctx, h.Policies, h.Cache, obj)
-		if err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
-		}
-		if msg := admit.RefuseBroken(broken, old, obj); msg != "" {
-			return deny(ctx, metrics.ReasonBrokenPolicy, msg)
-		}
-		// The gate is Kausality's to set, below: it is no part of the edit.
-		edited := obj.DeepCopy()
-		if mp, ok, _ := unstructured.NestedFieldCopy(old.Object, "spec", "managementPolicies"); ok {
-			_ = unstructured.SetNestedField(edited.Object, mp, "spec", "managementPolicies")
-		} else {
-			unstructured.RemoveNestedField(edited.Object, "spec", "managementPolicies")
-		}
-		r := policy.Request{Object: edited.Object, OldObject: old.Object, User: identity(req.UserInfo), Now: h.Now(), WatchAll: true}
-		ns, err := parents.Namespace(ctx, h.Policies, obj)
-		if err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
-		}
-		if ns != nil {
-			r.Namespace = ns.Object
-		}
-		d, _, logged, denied := evaluate(set, r, obj, "")
-		noteOf(ctx).decided(d, denied)
-		if denied != nil {
+		var logged []string
+		var denied *admission.Response
+		if as, logged, denied = h.handEdit(ctx, req, old, obj, as); denied != nil {
 			return *denied
 		}
 		warnings = append(warnings, logged...)
-		hop := d.Hop
-		if hop.Field == "" && len(d.Changed) > 0 {
-			hop.Field = d.Changed[0].Path
-		}
-		admit.SetAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{hop}))
-		// What the edit's External allowances ship: the fields the
-		// policies permit, not those Log mode lets in regardless.
-		ships := mutation.BoundsFor(d.Permitted())
-		for _, a := range d.Allowances {
-			if a.Relation == v1alpha1.RelationExternal {
-				as = append(as, a.Shipping(ships))
-			}
-		}
-		if len(d.Allowances) > 0 {
-			admit.SetAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(as))
-		}
 	}
 	if req.UserInfo.Username == h.Trusted.Crossplane {
 		c := admit.Chain{Old: old, Obj: obj, Child: requestChild(req), Now: h.Now(),
@@ -155,71 +109,21 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	upgraded := len(as) > n // the write gained an allowance of its controller's new build
 
-	// The stored object's observed generation decides consumption (status
-	// is not written through this request); the closed gate is the one the
-	// writer keeps the resource on.
-	var stored map[string]any
-	var reconsumed bool // the write's allowances were corrected against the stored ones
-	if old != nil {
-		stored = old.Object
-		// A stale writer re-sending an allowance the provider marked
-		// consumed does not reopen it, even while the stored status says
-		// nothing was observed (a failed reconcile, a freeze).
-		was, _ := allowance.Parse(old.GetAnnotations()[v1alpha1.AnnotationAllowances])
-		as, reconsumed = allowance.KeepConsumed(as, was)
-		var kept, pinned bool
-		as, kept = allowance.KeepUnconsumed(as, was, old.Object)
-		as, pinned = allowance.KeepPending(as, was)
-		reconsumed = reconsumed || kept || pinned
-	}
 	frozen, err := parents.Frozen(ctx, h.Reader, obj)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	current, _ := fieldpath.Pave(obj.Object).GetStringArray(gate.PathManagementPolicies)
-	cfg := h.Gate.For(obj.Object)
-	var d gate.Decision
-	if lateInit {
-		d = cfg.DecideFrom(obj.Object, stored, gate.ApprovalOf(stored).LateInitialized(old.Object, obj.Object), as, h.Now(), frozen)
-	} else {
-		d = cfg.Decide(obj.Object, stored, as, h.Now(), frozen)
+	// The stored object's observed generation decides consumption (status
+	// is not written through this request); the closed gate is the one the
+	// writer keeps the resource on.
+	as, reconsumed := admit.AgainstStored(as, old)
+	w := admit.GateWrite{Obj: obj, Old: old, Allowances: as, Rewrite: reconsumed || upgraded, LateInitialized: lateInit,
+		Trusted: h.Trusted.Has(req.UserInfo.Username), Now: h.Now(), Frozen: frozen}
+	gateWarnings, err := w.Decide(h.Gate.For(obj.Object))
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if !slices.Equal(current, d.Policies) {
-		if err := fieldpath.Pave(obj.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
-			return admission.Errored(http.StatusInternalServerError, errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, admit.Describe(obj)))
-		}
-		if !h.Trusted.Has(req.UserInfo.Username) {
-			warnings = append(warnings, fmt.Sprintf("%s of %s is kept at %v by Kausality: it opens only for unconsumed allowances", gate.PathManagementPolicies, admit.Describe(obj), d.Policies))
-		}
-	}
-	if d.Err != nil {
-		warnings = append(warnings, fmt.Sprintf("the gate of %s stays closed: %v", admit.Describe(obj), d.Err))
-	}
-	if len(d.Held) > 0 && len(d.Uncovered) > 0 {
-		warnings = append(warnings, fmt.Sprintf("the gate of %s stays closed: %s changed since generation %d was let through to the cloud and no open allowance covers it",
-			admit.Describe(obj), strings.Join(d.Uncovered, ", "), d.Approved.Generation))
-	}
-	// Only the decision writes the approval, whatever the writer sent: a
-	// new one when it approves, nothing approved for a resource created
-	// without a Create gate, the provider's late initialization added;
-	// else the stored one stays.
-	switch {
-	case d.Approves || old == nil || lateInit:
-		for k, v := range d.Approved.Annotations() {
-			admit.SetAnnotation(obj, k, v)
-		}
-	case !admit.HasAnnotation(old, v1alpha1.AnnotationApproved):
-		// Gated before the record existed: pin what counts as approved
-		// now (the stored spec), or it would move with every write.
-		for k, v := range gate.ApprovalOf(old.Object).Annotations() {
-			admit.SetAnnotation(obj, k, v)
-		}
-	default:
-		admit.KeepStored(obj, old, v1alpha1.AnnotationApproved, v1alpha1.AnnotationApprovedGeneration)
-	}
-	if d.Changed || reconsumed || upgraded {
-		admit.SetAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
-	}
+	warnings = append(warnings, gateWarnings...)
 	return patched(sent, obj).WithWarnings(warnings...)
 }
 
@@ -311,3 +215,60 @@ func (h *Managed) upgrade(ctx context.Context, name string, old, mr *unstructure
 	}
 	return len(policy.UpgradesFor(us, policy.Upgrade{Revision: rev, Changes: logic.Changes(prev, next)})) > 0, nil
 }
+
+// handEdit is a hand edit of a gated managed resource's spec: it starts
+// its own chain, an origin trace naming the user, and whatever a policy for
+// this kind lets them initiate. Every field it changes must be permitted,
+// watched or not: one left in the spec would reach the cloud with the next
+// change an allowance opens the gate for. It returns the write's
+// allowances with those the edit earns, the warnings of Log mode, or the
+// response that denies it.
+func (h *Managed) handEdit(ctx context.Context, req admission.Request, old, obj *unstructured.Unstructured, as []allowance.Allowance) ([]allowance.Allowance, []string, *admission.Response) {
+	set, broken, err := policiesFor(ctx, h.Policies, h.Cache, obj)
+	if err != nil {
+		return nil, nil, refOf(admission.Errored(http.StatusInternalServerError, err))
+	}
+	if msg := admit.RefuseBroken(broken, old, obj); msg != "" {
+		return nil, nil, refOf(deny(ctx, metrics.ReasonBrokenPolicy, msg))
+	}
+	// The gate is Kausality's to set, below: it is no part of the edit.
+	edited := obj.DeepCopy()
+	if mp, ok, _ := unstructured.NestedFieldCopy(old.Object, "spec", "managementPolicies"); ok {
+		_ = unstructured.SetNestedField(edited.Object, mp, "spec", "managementPolicies")
+	} else {
+		unstructured.RemoveNestedField(edited.Object, "spec", "managementPolicies")
+	}
+	r := policy.Request{Object: edited.Object, OldObject: old.Object, User: identity(req.UserInfo), Now: h.Now(), WatchAll: true}
+	ns, err := parents.Namespace(ctx, h.Policies, obj)
+	if err != nil {
+		return nil, nil, refOf(admission.Errored(http.StatusInternalServerError, err))
+	}
+	if ns != nil {
+		r.Namespace = ns.Object
+	}
+	d, _, logged, denied := evaluate(set, r, obj, "")
+	noteOf(ctx).decided(d, denied)
+	if denied != nil {
+		return nil, nil, denied
+	}
+	hop := d.Hop
+	if hop.Field == "" && len(d.Changed) > 0 {
+		hop.Field = d.Changed[0].Path
+	}
+	admit.SetAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{hop}))
+	// What the edit's External allowances ship: the fields the
+	// policies permit, not those Log mode lets in regardless.
+	ships := mutation.BoundsFor(d.Permitted())
+	for _, a := range d.Allowances {
+		if a.Relation == v1alpha1.RelationExternal {
+			as = append(as, a.Shipping(ships))
+		}
+	}
+	if len(d.Allowances) > 0 {
+		admit.SetAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(as))
+	}
+	return as, logged, nil
+}
+
+// refOf is a response the caller returns.
+func refOf(r admission.Response) *admission.Response { return &r }
