@@ -95,40 +95,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	run.compositesRequirement(rsp.Requirements)
 
-	names := make([]string, 0, len(desired)+len(observed))
-	for n := range desired {
-		names = append(names, string(n))
-	}
-	for n := range observed {
-		if _, ok := desired[n]; !ok {
-			names = append(names, string(n))
-		}
-	}
-	sort.Strings(names)
-
-	out := make(map[resource.Name]*resource.DesiredComposed, len(desired))
-	items := make([]*item, 0, len(desired))
-	for _, n := range names {
-		name := resource.Name(n)
-		var obs map[string]any
-		if o, ok := observed[name]; ok {
-			obs = o.Resource.Object
-		}
-		d, ok := desired[name]
-		if !ok {
-			if kept := run.deleted(n, obs); kept != nil {
-				// As ready as it is: a kept resource the pipeline no
-				// longer reports on must not hold the XR unready.
-				ready := resource.ReadyUnspecified
-				if conditionTrue(obs, "Ready") {
-					ready = resource.ReadyTrue
-				}
-				out[name] = &resource.DesiredComposed{Resource: kept, Ready: ready}
-			}
-			continue
-		}
-		items = append(items, run.decide(n, obs, d.Resource.Object))
-	}
+	out, items := run.decideAll(observed, desired)
 	run.propagate(items)
 	for _, it := range items {
 		if run.finish(it) {
@@ -155,6 +122,47 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	log.Debug("Gated composed resources", "xr", ref(run.xr.Object), "generation", run.xr.GetGeneration(),
 		"allowances", len(run.allowances), "resources", len(out), "withheld", len(run.withheld))
 	return rsp, nil
+}
+
+// decideAll decides every composed resource, in name order: one the
+// pipeline still wants becomes an item to pace and stamp; one it dropped
+// is deleted or kept, as observed, in out.
+func (r *run) decideAll(observed map[resource.Name]resource.ObservedComposed, desired map[resource.Name]*resource.DesiredComposed) (map[resource.Name]*resource.DesiredComposed, []*item) {
+	names := make([]string, 0, len(desired)+len(observed))
+	for n := range desired {
+		names = append(names, string(n))
+	}
+	for n := range observed {
+		if _, ok := desired[n]; !ok {
+			names = append(names, string(n))
+		}
+	}
+	sort.Strings(names)
+
+	out := make(map[resource.Name]*resource.DesiredComposed, len(desired))
+	items := make([]*item, 0, len(desired))
+	for _, n := range names {
+		name := resource.Name(n)
+		var obs map[string]any
+		if o, ok := observed[name]; ok {
+			obs = o.Resource.Object
+		}
+		d, ok := desired[name]
+		if ok {
+			items = append(items, r.decide(n, obs, d.Resource.Object))
+			continue
+		}
+		if kept := r.deleted(n, obs); kept != nil {
+			// As ready as it is: a kept resource the pipeline no longer
+			// reports on must not hold the XR unready.
+			ready := resource.ReadyUnspecified
+			if conditionTrue(obs, "Ready") {
+				ready = resource.ReadyTrue
+			}
+			out[name] = &resource.DesiredComposed{Resource: kept, Ready: ready}
+		}
+	}
+	return out, items
 }
 
 // integers turns every whole float64 in obj into int64, in place, so that

@@ -39,18 +39,10 @@ type blocker struct {
 // expressions are compiled once, not on every call.
 var plans sync.Map
 
-// planOf compiles p. An error names the Input field.
-func planOf(p *v1beta1.Propagation) (*plan, error) {
-	if p == nil {
-		return nil, nil
-	}
-	key, err := json.Marshal(p)
-	if err != nil {
-		return nil, errors.Wrap(err, "cannot encode input propagation")
-	}
-	if c, ok := plans.Load(string(key)); ok {
-		return c.(*plan), nil
-	}
+// variables are the CEL variables p's collections and blockers name,
+// checked: each name once, each collection selecting something, each
+// blocker naming what it reads. An error names the Input field.
+func variables(p *v1beta1.Propagation) ([]string, error) {
 	var names []string
 	seen := map[string]string{}
 	for i, c := range p.Collections {
@@ -73,6 +65,25 @@ func planOf(p *v1beta1.Propagation) (*plan, error) {
 			return nil, errors.Errorf("input propagation.blockers[%d] (%s) needs apiVersion, kind and matchName", i, b.Name)
 		}
 		names = append(names, b.Name)
+	}
+	return names, nil
+}
+
+// planOf compiles p. An error names the Input field.
+func planOf(p *v1beta1.Propagation) (*plan, error) {
+	if p == nil {
+		return nil, nil
+	}
+	key, err := json.Marshal(p)
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot encode input propagation")
+	}
+	if c, ok := plans.Load(string(key)); ok {
+		return c.(*plan), nil
+	}
+	names, err := variables(p)
+	if err != nil {
+		return nil, err
 	}
 	env, err := rollout.NewEnv(names...)
 	if err != nil {

@@ -46,30 +46,7 @@ func (r *run) propagate(items []*item) {
 	}
 	vars := map[string]any{rollout.VarXR: policy.CELView(r.xr.Object), rollout.VarNow: r.now, rollout.VarObject: nil}
 	blocked := r.loadBlockers(p, vars)
-
-	inColl := map[string][]collection{}
-	cel := map[*item]map[string]any{}
-	for _, it := range items {
-		updated, ready := r.memberState(it)
-		obj := it.observed
-		if obj == nil {
-			obj = it.desired
-		}
-		cel[it] = rollout.Member(policy.CELView(obj), it.resName, updated, ready)
-	}
-	ordered := slices.Clone(items)
-	sort.SliceStable(ordered, func(i, j int) bool { return naturalLess(ordered[i].resName, ordered[j].resName) })
-	for _, c := range p.collections {
-		members := []any{} // in roll-out order
-		for _, it := range ordered {
-			if c.selects(it) {
-				members = append(members, cel[it])
-				inColl[it.resName] = append(inColl[it.resName], c)
-			}
-		}
-		vars[c.Name] = members
-	}
-
+	cel, inColl := r.collect(p, items, vars)
 	for _, it := range items {
 		if !it.ok || (!it.ch.create && len(it.ch.passed) == 0 && it.pendingCreate == nil) {
 			continue // nothing to propagate
@@ -87,26 +64,7 @@ func (r *run) propagate(items []*item) {
 		h := hold{resource: it.resName, kind: it.dm.child.Kind, name: it.dm.name, why: blocked, code: metrics.ReasonBlocker}
 		if h.why == "" {
 			vars[rollout.VarItem] = cel[it]
-			keys := make([]string, 0, len(rules))
-			for k := range rules {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				v, err := rules[k].Check(vars, r.now)
-				if err != nil {
-					r.problem(errors.Wrapf(err, "cannot evaluate propagateWhen of %s %s; holding its change", k, it.resName))
-					h.why, h.code = fmt.Sprintf("propagateWhen %q of %s failed to evaluate", v.Failed, k), metrics.ReasonEvalFailed
-					break
-				}
-				if !v.OK {
-					h.why, h.opens, h.code = fmt.Sprintf("propagateWhen %q of %s is false", v.Failed, k), v.Opens, metrics.ReasonPropagateWhen
-					if !v.Opens.IsZero() {
-						h.code = metrics.ReasonWindow
-					}
-					break
-				}
-			}
+			r.check(rules, vars, &h)
 		}
 		if h.why == "" {
 			if it.pendingCreate != nil {
@@ -116,6 +74,61 @@ func (r *run) propagate(items []*item) {
 		}
 		r.holds = append(r.holds, h)
 		r.holdBack(it)
+	}
+}
+
+// collect is the CEL view of every item, as a member of a collection,
+// and the collections each is in, by resource name. Each collection's
+// members, in roll-out order, become the CEL variable named after it.
+func (r *run) collect(p *plan, items []*item, vars map[string]any) (map[*item]map[string]any, map[string][]collection) {
+	cel := map[*item]map[string]any{}
+	for _, it := range items {
+		updated, ready := r.memberState(it)
+		obj := it.observed
+		if obj == nil {
+			obj = it.desired
+		}
+		cel[it] = rollout.Member(policy.CELView(obj), it.resName, updated, ready)
+	}
+	ordered := slices.Clone(items)
+	sort.SliceStable(ordered, func(i, j int) bool { return naturalLess(ordered[i].resName, ordered[j].resName) })
+	inColl := map[string][]collection{}
+	for _, c := range p.collections {
+		members := []any{} // in roll-out order
+		for _, it := range ordered {
+			if c.selects(it) {
+				members = append(members, cel[it])
+				inColl[it.resName] = append(inColl[it.resName], c)
+			}
+		}
+		vars[c.Name] = members
+	}
+	return cel, inColl
+}
+
+// check evaluates the rules that pace one resource, by name, and says in h
+// why the first that does not hold keeps its change back; a rule that
+// fails to evaluate holds it too.
+func (r *run) check(rules map[string]rollout.Rule, vars map[string]any, h *hold) {
+	keys := make([]string, 0, len(rules))
+	for k := range rules {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v, err := rules[k].Check(vars, r.now)
+		if err != nil {
+			r.problem(errors.Wrapf(err, "cannot evaluate propagateWhen of %s %s; holding its change", k, h.resource))
+			h.why, h.code = fmt.Sprintf("propagateWhen %q of %s failed to evaluate", v.Failed, k), metrics.ReasonEvalFailed
+			return
+		}
+		if !v.OK {
+			h.why, h.opens, h.code = fmt.Sprintf("propagateWhen %q of %s is false", v.Failed, k), v.Opens, metrics.ReasonPropagateWhen
+			if !v.Opens.IsZero() {
+				h.code = metrics.ReasonWindow
+			}
+			return
+		}
 	}
 }
 

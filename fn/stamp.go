@@ -45,29 +45,13 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 		}
 	}
 	verb := v1alpha1.VerbUpdate
-	var ships []v1alpha1.MutationBound // what the gate may ship: a creation ships it all
+	var kindWide []v1alpha1.MutationBound // what the gate may ship: a creation ships it all
 	if ch.create {
 		verb = v1alpha1.VerbCreate
 	} else {
-		ships = mutation.BoundsFor(covered)
+		kindWide = mutation.BoundsFor(covered)
 	}
-	kindWide := ships
-	found := false
-	for i, xa := range r.allowances {
-		if xa.Generation <= r.from || xa.Relation != v1alpha1.RelationExternal || !policy.MatchesExternal(xa.Target, dm.child) {
-			continue
-		}
-		found = true
-		if !ch.create {
-			if ships = mutation.BoundsFor(policy.Shippable(r.chainOf(i), dm.child, covered)); len(ships) == 0 {
-				continue // its chain let nothing through to this resource
-			}
-		}
-		add(allowance.Allowance{
-			Relation: v1alpha1.RelationExternal, Target: xa.Target, Verbs: slices.Clone(xa.Verbs), Mutations: ships,
-			Generation: gen, Initiator: xa.Initiator, Trace: r.throughXR(i).Then(hop),
-		})
-	}
+	found := r.stampFromXR(dm, ch.create, covered, gen, hop, add)
 	// Without an XR allowance, a kind-wide grant: creation during
 	// initialization (deletion of external resources is the gate
 	// controller's and admission's call), or the composition revision's own
@@ -91,6 +75,30 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, up.base.Then(hop)).Shipping(mutation.BoundsFor(ch.upgrades)))
 	}
 	return out
+}
+
+// stampFromXR adds, through add, the External allowances the XR's
+// unconsumed allowances that name the resource's external kind earn for
+// the change (covered, or its creation), and reports whether any names it.
+func (r *run) stampFromXR(dm childMeta, create bool, covered []mutation.Mutation, gen int64, hop allowance.Hop, add func(allowance.Allowance)) bool {
+	found := false
+	for i, xa := range r.allowances {
+		if xa.Generation <= r.from || xa.Relation != v1alpha1.RelationExternal || !policy.MatchesExternal(xa.Target, dm.child) {
+			continue
+		}
+		found = true
+		var ships []v1alpha1.MutationBound
+		if !create {
+			if ships = mutation.BoundsFor(policy.Shippable(r.chainOf(i), dm.child, covered)); len(ships) == 0 {
+				continue // its chain let nothing through to this resource
+			}
+		}
+		add(allowance.Allowance{
+			Relation: v1alpha1.RelationExternal, Target: xa.Target, Verbs: slices.Clone(xa.Verbs), Mutations: ships,
+			Generation: gen, Initiator: xa.Initiator, Trace: r.throughXR(i).Then(hop),
+		})
+	}
+	return found
 }
 
 // chainOf are the XR's unconsumed allowances issued along the chain of its

@@ -42,88 +42,126 @@ type Chain struct {
 // consumed or expire, and name as what its gate ships only fields its
 // chain lets through. An error is a failed lookup, not a refusal.
 func (c Chain) Refuse(as []allowance.Allowance) (string, error) {
-	old, obj := c.Old, c.Obj
 	var stored []allowance.Allowance
-	if old != nil {
-		stored, _ = allowance.Parse(old.GetAnnotations()[v1alpha1.AnnotationAllowances])
-	}
-	var xr *unstructured.Unstructured
-	var xrAllowances []allowance.Allowance
-	var storedObj map[string]any
 	var storedGen int64
-	if old != nil {
-		storedObj, storedGen = old.Object, old.GetGeneration()
+	if c.Old != nil {
+		stored, _ = allowance.Parse(c.Old.GetAnnotations()[v1alpha1.AnnotationAllowances])
+		storedGen = c.Old.GetGeneration()
 	}
+	var to *chainTo
 	for i, a := range as {
 		if slices.ContainsFunc(stored, a.Same) {
 			continue
 		}
 		if j := slices.IndexFunc(stored, a.Releases); j >= 0 {
-			// A pending allowance let through: its chain was checked
-			// when it was stamped; the values it was issued for were
-			// fixed then, and the write must set exactly those.
-			if err := a.Stampable(storedGen, c.Now); err != nil {
-				return fmt.Sprintf("allowance %d on %s cannot be released: %v", i, Describe(obj), err), nil
-			}
-			if f := unreleasable(stored[j], obj); f != "" {
-				return fmt.Sprintf("allowance %d on %s releases a change of %s to a value it was not issued for", i, Describe(obj), f), nil
+			if msg := c.refuseRelease(i, a, stored[j], storedGen); msg != "" {
+				return msg, nil
 			}
 			continue
 		}
-		if len(a.Trace) < 2 {
-			return fmt.Sprintf("allowance %d on %s has no parent hop in its trace", i, Describe(obj)), nil
-		}
-		if err := a.Stampable(storedGen, c.Now); err != nil {
-			return fmt.Sprintf("allowance %d on %s cannot be stamped: %v", i, Describe(obj), err), nil
-		}
-		parent := a.Trace.Parent()
-		if a.FromUpgrade() {
-			ok, err := c.Upgrades(parent[0].Name)
-			if err != nil {
-				return "", err
-			}
-			if ok {
-				continue // the others must chain too
-			}
-			return fmt.Sprintf("allowance %d on %s starts at UpgradeAllowance %s, which does not name the logic change recorded on it: %s", i, Describe(obj), parent[0].Name, recordedLogic(obj)), nil
-		}
-		if xr == nil {
-			var err error
-			if xr, err = c.Composite(); err != nil {
-				return "", err
-			}
-			if xr == nil {
-				return fmt.Sprintf("allowance %d on %s: the resource has no controlling composite to chain to", i, Describe(obj)), nil
-			}
-			xas, err := allowance.Parse(xr.GetAnnotations()[v1alpha1.AnnotationAllowances])
-			if err != nil {
-				return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, Describe(xr)).Error(), nil
-			}
-			// Those not yet used up for this resource: Crossplane's write
-			// carries what the function composed from them.
-			xrAllowances = allowance.UncomposedFor(allowance.OnComposite(xas, xr.Object), storedObj)
-		}
-		last := parent.Last()
-		if last.Kind != xr.GetKind() || last.Name != xr.GetName() {
-			return fmt.Sprintf("allowance %d on %s: its trace names %s %s as parent, not the controlling %s", i, Describe(obj), last.Kind, last.Name, Describe(xr)), nil
-		}
-		if old == nil && slices.Equal(a.Verbs, []string{v1alpha1.VerbCreate}) {
-			continue // creation, bounded by the composite's initializing phase
-		}
-		if old != nil && !policy.Created(xr.Object) && completes(a, c.Child, old) {
-			continue // completing the resource while the composite is created
-		}
-		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) }) {
-			return fmt.Sprintf("allowance %d on %s does not chain to an unconsumed allowance of %s", i, Describe(obj), Describe(xr)), nil
-		}
-		if !slices.ContainsFunc(xrAllowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) && a.Within(x) }) {
-			return fmt.Sprintf("allowance %d on %s grants more than the allowance of %s it chains to (relation, target or verbs)", i, Describe(obj), Describe(xr)), nil
-		}
-		if f := unshippable(a, xrAllowances, parent, c.Child); f != "" {
-			return fmt.Sprintf("allowance %d on %s ships %s, which no allowance of %s it chains to lets through", i, Describe(obj), f, Describe(xr)), nil
+		if msg, err := c.refuseNew(i, a, storedGen, &to); msg != "" || err != nil {
+			return msg, err
 		}
 	}
 	return "", nil
+}
+
+// chainTo is the controlling composite and its allowances not yet used up
+// for the resource: Crossplane's write carries what the function composed
+// from them. Refuse reads them once, for the first allowance that needs
+// them.
+type chainTo struct {
+	xr         *unstructured.Unstructured
+	allowances []allowance.Allowance
+}
+
+// refuseRelease says why the i-th allowance a, which releases the stored
+// pending allowance p, may not: its chain was checked when it was stamped;
+// the values it was issued for were fixed then, and the write must set
+// exactly those.
+func (c Chain) refuseRelease(i int, a, p allowance.Allowance, storedGen int64) string {
+	if err := a.Stampable(storedGen, c.Now); err != nil {
+		return fmt.Sprintf("allowance %d on %s cannot be released: %v", i, Describe(c.Obj), err)
+	}
+	if f := unreleasable(p, c.Obj); f != "" {
+		return fmt.Sprintf("allowance %d on %s releases a change of %s to a value it was not issued for", i, Describe(c.Obj), f)
+	}
+	return ""
+}
+
+// refuseNew says why the i-th allowance a, new on the resource, continues
+// no chain; to is the composite, read on first use.
+func (c Chain) refuseNew(i int, a allowance.Allowance, storedGen int64, to **chainTo) (string, error) {
+	obj := c.Obj
+	if len(a.Trace) < 2 {
+		return fmt.Sprintf("allowance %d on %s has no parent hop in its trace", i, Describe(obj)), nil
+	}
+	if err := a.Stampable(storedGen, c.Now); err != nil {
+		return fmt.Sprintf("allowance %d on %s cannot be stamped: %v", i, Describe(obj), err), nil
+	}
+	parent := a.Trace.Parent()
+	if a.FromUpgrade() {
+		ok, err := c.Upgrades(parent[0].Name)
+		if err != nil || ok {
+			return "", err // named: the others must chain too
+		}
+		return fmt.Sprintf("allowance %d on %s starts at UpgradeAllowance %s, which does not name the logic change recorded on it: %s", i, Describe(obj), parent[0].Name, recordedLogic(obj)), nil
+	}
+	if *to == nil {
+		t, msg, err := c.composite(i)
+		if msg != "" || err != nil {
+			return msg, err
+		}
+		*to = t
+	}
+	return c.refuseChained(i, a, parent, *to), nil
+}
+
+// composite reads the controlling composite and its allowances, or says
+// why the i-th allowance cannot chain to it.
+func (c Chain) composite(i int) (*chainTo, string, error) {
+	xr, err := c.Composite()
+	if err != nil {
+		return nil, "", err
+	}
+	if xr == nil {
+		return nil, fmt.Sprintf("allowance %d on %s: the resource has no controlling composite to chain to", i, Describe(c.Obj)), nil
+	}
+	xas, err := allowance.Parse(xr.GetAnnotations()[v1alpha1.AnnotationAllowances])
+	if err != nil {
+		return nil, errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, Describe(xr)).Error(), nil
+	}
+	var storedObj map[string]any
+	if c.Old != nil {
+		storedObj = c.Old.Object
+	}
+	return &chainTo{xr: xr, allowances: allowance.UncomposedFor(allowance.OnComposite(xas, xr.Object), storedObj)}, "", nil
+}
+
+// refuseChained says why the i-th allowance a, whose trace ends at parent,
+// does not continue an allowance of the composite to: a Create while the
+// resource is being created, or fields inserted while the composite is,
+// need none; anything else must chain to one that grants at least as much
+// and lets through what a ships.
+func (c Chain) refuseChained(i int, a allowance.Allowance, parent allowance.Trace, to *chainTo) string {
+	obj, xr := c.Obj, to.xr
+	last := parent.Last()
+	switch {
+	case last.Kind != xr.GetKind() || last.Name != xr.GetName():
+		return fmt.Sprintf("allowance %d on %s: its trace names %s %s as parent, not the controlling %s", i, Describe(obj), last.Kind, last.Name, Describe(xr))
+	case c.Old == nil && slices.Equal(a.Verbs, []string{v1alpha1.VerbCreate}):
+		return "" // creation, bounded by the composite's initializing phase
+	case c.Old != nil && !policy.Created(xr.Object) && completes(a, c.Child, c.Old):
+		return "" // completing the resource while the composite is created
+	case !slices.ContainsFunc(to.allowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) }):
+		return fmt.Sprintf("allowance %d on %s does not chain to an unconsumed allowance of %s", i, Describe(obj), Describe(xr))
+	case !slices.ContainsFunc(to.allowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) && a.Within(x) }):
+		return fmt.Sprintf("allowance %d on %s grants more than the allowance of %s it chains to (relation, target or verbs)", i, Describe(obj), Describe(xr))
+	}
+	if f := unshippable(a, to.allowances, parent, c.Child); f != "" {
+		return fmt.Sprintf("allowance %d on %s ships %s, which no allowance of %s it chains to lets through", i, Describe(obj), f, Describe(xr))
+	}
+	return ""
 }
 
 // unreleasable names the first field whose value in obj is not the one

@@ -71,55 +71,92 @@ func FromExperiment(e *Experiment) (*Model, error) {
 	if err != nil {
 		return nil, errors.Wrapf(err, "Composition %s", e.Name)
 	}
-	m := &Model{Name: e.Name, XR: e.XR, Notes: slices.Clone(e.Notes)}
-	templates := map[string]*Template{}
+	x := &reading{m: &Model{Name: e.Name, XR: e.XR, Notes: slices.Clone(e.Notes)}, base: base, names: names,
+		templates: map[string]*Template{}, changes: map[string]bool{}}
 	for _, n := range names {
-		u := base[n]
-		t := &Template{Step: "render", Name: n, GVK: u.GroupVersionKind(), Base: u.Object}
-		templates[n] = t
-		m.Templates = append(m.Templates, t)
+		x.template(n, base[n])
 	}
-	var seen []*observed
-	changes := map[string]bool{}
 	for _, o := range e.Observations {
-		if o.Err != nil {
-			m.Notes = append(m.Notes, fmt.Sprintf("%s: not perturbed (%s): the render failed: %v", o.Field, o.Change, o.Err))
-			continue
-		}
-		pert, pnames, err := byResourceName(o.Composed, fmt.Sprintf("the render with %s %s", o.Field, o.Change))
-		if err != nil {
+		if err := x.observe(o); err != nil {
 			return nil, errors.Wrapf(err, "Composition %s", e.Name)
 		}
-		for _, n := range pnames {
-			if _, ok := base[n]; ok {
-				continue
-			}
-			changes[o.Field] = true
-			m.Notes = append(m.Notes, fmt.Sprintf("%s: %s composes resource %s (%s), which the baseline does not: the change creates it (and its reverse deletes it), which no derived rule grants, so add a rule with Create and Delete by hand (and render a baseline that composes it to see what changes it)", o.Field, o.Change, n, pert[n].GetKind()))
-			if _, ok := templates[n]; !ok {
-				// Creating an XR with that value creates it: the
-				// initializing and deleting bounds must name its kind.
-				t := &Template{Step: "render", Name: n, GVK: pert[n].GroupVersionKind(), Base: pert[n].Object}
-				templates[n] = t
-				m.Templates = append(m.Templates, t)
-			}
+	}
+	m := x.m
+	m.Notes = append(m.Notes, unperturbed(e.Observations, x.changes)...)
+	for _, s := range x.seen {
+		verbs := []v1alpha1.MutationVerb{v1alpha1.MutationMutate}
+		if slices.ContainsFunc(s.verbs, func(v v1alpha1.MutationVerb) bool { return v != v1alpha1.MutationMutate }) {
+			verbs = slices.Clone(mutationOrder)
 		}
-		for _, n := range names {
-			p, ok := pert[n]
-			if !ok {
-				m.Notes = append(m.Notes, fmt.Sprintf("%s: %s drops resource %s (%s): the change deletes it (and its reverse creates it), which no derived rule grants, so add a rule with Create and Delete by hand", o.Field, o.Change, n, base[n].GetKind()))
-				changes[o.Field] = true
-				continue
-			}
-			for _, mu := range diffObjects(base[n].Object, p.Object) {
-				changes[o.Field] = true
-				seen = record(seen, o.Field, n, mu)
-			}
+		m.Flows = append(m.Flows, Flow{Template: x.templates[s.resource], Type: flowExperiment, From: []string{s.field}, To: s.path, Verbs: verbs})
+	}
+	m.Notes = unique(m.Notes)
+	return m, nil
+}
+
+// reading is a render experiment being read as a Model: the baseline's
+// resources by name, a template per resource seen, the edges seen, and
+// which XR fields changed anything.
+type reading struct {
+	m         *Model
+	base      map[string]*unstructured.Unstructured
+	names     []string // the baseline's, sorted
+	templates map[string]*Template
+	seen      []*observed
+	changes   map[string]bool
+}
+
+func (x *reading) template(n string, u *unstructured.Unstructured) {
+	t := &Template{Step: "render", Name: n, GVK: u.GroupVersionKind(), Base: u.Object}
+	x.templates[n] = t
+	x.m.Templates = append(x.m.Templates, t)
+}
+
+// observe reads one perturbation: the composed fields it changed, and the
+// resources it added or dropped, which no derived rule grants.
+func (x *reading) observe(o Observation) error {
+	m := x.m
+	if o.Err != nil {
+		m.Notes = append(m.Notes, fmt.Sprintf("%s: not perturbed (%s): the render failed: %v", o.Field, o.Change, o.Err))
+		return nil
+	}
+	pert, pnames, err := byResourceName(o.Composed, fmt.Sprintf("the render with %s %s", o.Field, o.Change))
+	if err != nil {
+		return err
+	}
+	for _, n := range pnames {
+		if _, ok := x.base[n]; ok {
+			continue
+		}
+		x.changes[o.Field] = true
+		m.Notes = append(m.Notes, fmt.Sprintf("%s: %s composes resource %s (%s), which the baseline does not: the change creates it (and its reverse deletes it), which no derived rule grants, so add a rule with Create and Delete by hand (and render a baseline that composes it to see what changes it)", o.Field, o.Change, n, pert[n].GetKind()))
+		if _, ok := x.templates[n]; !ok {
+			// Creating an XR with that value creates it: the initializing
+			// and deleting bounds must name its kind.
+			x.template(n, pert[n])
 		}
 	}
+	for _, n := range x.names {
+		p, ok := pert[n]
+		if !ok {
+			m.Notes = append(m.Notes, fmt.Sprintf("%s: %s drops resource %s (%s): the change deletes it (and its reverse creates it), which no derived rule grants, so add a rule with Create and Delete by hand", o.Field, o.Change, n, x.base[n].GetKind()))
+			x.changes[o.Field] = true
+			continue
+		}
+		for _, mu := range diffObjects(x.base[n].Object, p.Object) {
+			x.changes[o.Field] = true
+			x.seen = record(x.seen, o.Field, n, mu)
+		}
+	}
+	return nil
+}
+
+// unperturbed are the notes for the XR fields whose every rendered change
+// changed no composed resource: no rule is derived for them.
+func unperturbed(os []Observation, changes map[string]bool) []string {
 	tried := map[string][]string{}
 	var fields []string
-	for _, o := range e.Observations {
+	for _, o := range os {
 		if o.Err == nil && !changes[o.Field] {
 			if _, ok := tried[o.Field]; !ok {
 				fields = append(fields, o.Field)
@@ -127,18 +164,11 @@ func FromExperiment(e *Experiment) (*Model, error) {
 			tried[o.Field] = append(tried[o.Field], o.Change)
 		}
 	}
+	out := make([]string, 0, len(fields))
 	for _, f := range fields {
-		m.Notes = append(m.Notes, fmt.Sprintf("%s: not perturbed usefully: %s changed no composed resource, so no rule", f, strings.Join(tried[f], ", ")))
+		out = append(out, fmt.Sprintf("%s: not perturbed usefully: %s changed no composed resource, so no rule", f, strings.Join(tried[f], ", ")))
 	}
-	for _, s := range seen {
-		verbs := []v1alpha1.MutationVerb{v1alpha1.MutationMutate}
-		if slices.ContainsFunc(s.verbs, func(v v1alpha1.MutationVerb) bool { return v != v1alpha1.MutationMutate }) {
-			verbs = slices.Clone(mutationOrder)
-		}
-		m.Flows = append(m.Flows, Flow{Template: templates[s.resource], Type: flowExperiment, From: []string{s.field}, To: s.path, Verbs: verbs})
-	}
-	m.Notes = unique(m.Notes)
-	return m, nil
+	return out
 }
 
 // byResourceName keys composed resources by their composition resource

@@ -101,38 +101,9 @@ func Decide(in Inputs) Decision {
 	d := Decision{Allowances: make([]allowance.Allowance, 0, len(in.Allowances)), Approved: in.Approved}
 	var candidates []allowance.Allowance
 	for _, a := range in.Allowances {
-		live := !a.Consumed && a.Relation == v1alpha1.RelationExternal
-		withheld := in.Frozen != "" && live && !a.ExpiredAt(in.Now, in.Limit)
-		switch {
-		case withheld || (live && a.IsPending()):
-			if a.Generation <= in.Generation {
-				a.Generation = in.Generation + 1
-				d.Changed = true
-			}
-			if withheld && !a.Held && !a.IsPending() {
-				a.Held = true
-				d.Changed = true
-			}
-		case live && a.Held:
-			// The freeze lifted: the gate's time limit counts from now.
-			a.Held = false
-			a = a.Restamped(in.Now)
-			d.Changed = true
-		case !a.Consumed && a.ConsumedBy(in.Progress):
-			a.Consumed = true
-			d.Changed = true
-			d.Consumed = append(d.Consumed, a)
-		}
+		a, withheld := d.advance(a, in)
 		d.Allowances = append(d.Allowances, a)
-		switch {
-		case a.Consumed || a.Relation != v1alpha1.RelationExternal:
-		case a.IsPending():
-			d.Pending = append(d.Pending, a)
-		case a.ExpiredAt(in.Now, in.Limit):
-			d.Expired = append(d.Expired, a)
-		case withheld:
-			d.Withheld = append(d.Withheld, a)
-		default:
+		if d.sort(a, in, withheld) {
 			candidates = append(candidates, a)
 		}
 	}
@@ -162,6 +133,54 @@ func Decide(in Inputs) Decision {
 		}
 	}
 	return d
+}
+
+// advance is a as this decision leaves it: moved past the stored
+// generation while a freeze withholds it (withheld) or propagation control
+// holds it, restamped when a freeze lifted, or marked consumed once the
+// provider observed it.
+func (d *Decision) advance(a allowance.Allowance, in Inputs) (_ allowance.Allowance, withheld bool) {
+	live := !a.Consumed && a.Relation == v1alpha1.RelationExternal
+	withheld = in.Frozen != "" && live && !a.ExpiredAt(in.Now, in.Limit)
+	switch {
+	case withheld || (live && a.IsPending()):
+		if a.Generation <= in.Generation {
+			a.Generation = in.Generation + 1
+			d.Changed = true
+		}
+		if withheld && !a.Held && !a.IsPending() {
+			a.Held = true
+			d.Changed = true
+		}
+	case live && a.Held:
+		// The freeze lifted: the gate's time limit counts from now.
+		a.Held = false
+		a = a.Restamped(in.Now)
+		d.Changed = true
+	case !a.Consumed && a.ConsumedBy(in.Progress):
+		a.Consumed = true
+		d.Changed = true
+		d.Consumed = append(d.Consumed, a)
+	}
+	return a, withheld
+}
+
+// sort files a, as advance left it, under what keeps it shut (pending,
+// expired, withheld), and reports whether it is a candidate to open the
+// gate instead.
+func (d *Decision) sort(a allowance.Allowance, in Inputs, withheld bool) bool {
+	switch {
+	case a.Consumed || a.Relation != v1alpha1.RelationExternal:
+	case a.IsPending():
+		d.Pending = append(d.Pending, a)
+	case a.ExpiredAt(in.Now, in.Limit):
+		d.Expired = append(d.Expired, a)
+	case withheld:
+		d.Withheld = append(d.Withheld, a)
+	default:
+		return true
+	}
+	return false
 }
 
 // uncovered are the pending leaves no spec-shipping candidate covers, or

@@ -130,11 +130,39 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 	if req.Object == nil {
 		return Decision{}, errors.New("request has no object")
 	}
+	d, object, v, gen, err := s.begin(req)
+	if err != nil || req.OldObject == nil || d.Phase != PhaseSteady {
+		// Creation and the initializing and deleting phases are bounded by
+		// the phase bound, which the function applies; no allowance needed.
+		return d, err
+	}
+	o := s.applyRules(req, &d, object, v, gen)
+	first := s.judge(req, &d, o)
+	d.Hop.Field = first
+	d.Decided = decidedBy(d.Violations, first, o.permittedBy, o.deniedBy)
+	if first != "" {
+		// The object's hop carries what the first permitted change captured.
+		for _, a := range d.Allowances {
+			if own := a.Trace[len(a.Trace)-1]; own.Field == first {
+				d.Hop.Attestations = own.Attestations
+				break
+			}
+		}
+	}
+	allowance.Sort(d.Allowances)
+	return d, nil
+}
+
+// begin is what every write's decision starts from: the mode, the phase,
+// the spec mutations, the generation they get and the object's hop. It
+// also returns the object CEL reads (with the stored status), its
+// variables and that generation.
+func (s Set) begin(req Request) (Decision, map[string]any, vars, int64, error) {
 	u := unstructured.Unstructured{Object: req.Object}
 	d := Decision{Phase: PhaseSteady}
 	var err error
 	if d.Mode, err = s.Mode(req.Namespace); err != nil {
-		return d, errors.Wrapf(err, "%s %s", u.GetKind(), u.GetName())
+		return d, nil, nil, 0, errors.Wrapf(err, "%s %s", u.GetKind(), u.GetName())
 	}
 	if w := IgnoredMode(req.Object); w != "" {
 		d.Warnings = append(d.Warnings, w)
@@ -150,7 +178,6 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 		// violation so the user sees it.
 		d.Violations = append(d.Violations, Violation{Field: "spec.initializing.when", Policy: s.Names()[0], Reason: err.Error()})
 	}
-
 	var oldSpec any
 	if req.OldObject != nil {
 		oldSpec = req.OldObject["spec"]
@@ -167,15 +194,22 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 	}
 	d.Hop = allowance.HopOf(&u, gen).By(req.User.Username, req.Now)
 	d.Hop.Labels = allowance.TraceLabels(u.GetAnnotations())
-	if req.OldObject == nil || d.Phase != PhaseSteady {
-		// Creation and the initializing and deleting phases are bounded by
-		// the phase bound, which the function applies; no allowance needed.
-		return d, nil
-	}
+	return d, object, v, gen, nil
+}
 
-	permitted := map[string]bool{}
-	denied := map[string]Violation{}
-	permittedBy, deniedBy := map[string]Decided{}, map[string]Decided{}
+// outcome is what the rules said of each changed field: permitted, or
+// denied with the first violation, and which rule said so.
+type outcome struct {
+	permitted             map[string]bool
+	denied                map[string]Violation
+	permittedBy, deniedBy map[string]Decided
+}
+
+// applyRules asks every rule whose trigger a change hits whether the
+// request may start it, and adds the allowances of those that permit it
+// to d.
+func (s Set) applyRules(req Request, d *Decision, object map[string]any, v vars, gen int64) outcome {
+	o := outcome{permitted: map[string]bool{}, denied: map[string]Violation{}, permittedBy: map[string]Decided{}, deniedBy: map[string]Decided{}}
 	for _, p := range s.policies {
 		for ri, r := range p.rules {
 			var hit []string
@@ -187,36 +221,56 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 			if len(hit) == 0 {
 				continue
 			}
+			by := Decided{Policy: p.Name(), Rule: ruleAt(ri)}
 			if reason := p.permits(ri, req, v); reason != "" {
-				for _, f := range hit {
-					if _, ok := denied[f]; !ok {
-						denied[f] = Violation{Field: f, Policy: p.Name(), Reason: reason}
-						deniedBy[f] = Decided{Policy: p.Name(), Rule: ruleAt(ri)}
-					}
-				}
+				o.deny(hit, by, reason)
 				continue
 			}
-			for _, f := range hit {
-				if !permitted[f] {
-					permittedBy[f] = Decided{Policy: p.Name(), Rule: ruleAt(ri)}
-				}
-				permitted[f] = true
-			}
+			o.permit(hit, by)
 			hop := d.Hop
 			hop.Field = hit[0]
 			hop.Attestations = capture(r.capture, object)
 			d.Allowances = appendUnique(d.Allowances, allowancesFor(r, hop, gen, req.Parent)...)
 		}
 	}
+	return o
+}
+
+// deny records that the rule by denies the fields hit, unless an earlier
+// rule denied them already.
+func (o outcome) deny(hit []string, by Decided, reason string) {
+	for _, f := range hit {
+		if _, ok := o.denied[f]; !ok {
+			o.denied[f] = Violation{Field: f, Policy: by.Policy, Reason: reason}
+			o.deniedBy[f] = by
+		}
+	}
+}
+
+// permit records that the rule by permits the fields hit; the first rule
+// that permits a field is the one named for it.
+func (o outcome) permit(hit []string, by Decided) {
+	for _, f := range hit {
+		if !o.permitted[f] {
+			o.permittedBy[f] = by
+		}
+		o.permitted[f] = true
+	}
+}
+
+// judge adds to d a violation for every changed field no rule permits that
+// a rule denied or the request watches, and returns the first permitted
+// field.
+func (s Set) judge(req Request, d *Decision, o outcome) string {
 	var first string
 	for _, m := range d.Changed {
-		if permitted[m.Path] {
+		if o.permitted[m.Path] {
 			if first == "" {
 				first = m.Path
 			}
 			continue
 		}
-		if v, ok := denied[m.Path]; ok {
+		if v, ok := o.denied[m.Path]; ok {
 			d.Violations = append(d.Violations, v)
 			continue
 		}
@@ -232,19 +286,7 @@ func (s Set) Evaluate(req Request) (Decision, error) {
 				Reason: "it chooses what composes the object, and no rule's trigger permits changing it"})
 		}
 	}
-	d.Hop.Field = first
-	d.Decided = decidedBy(d.Violations, first, permittedBy, deniedBy)
-	if first != "" {
-		// The object's hop carries what the first permitted change captured.
-		for _, a := range d.Allowances {
-			if own := a.Trace[len(a.Trace)-1]; own.Field == first {
-				d.Hop.Attestations = own.Attestations
-				break
-			}
-		}
-	}
-	allowance.Sort(d.Allowances)
-	return d, nil
+	return first
 }
 
 // permits reports why the request may not start rule ri, or "" when it may.
@@ -267,45 +309,6 @@ func (c *Compiled) permits(ri int, req Request, v vars) string {
 		}
 	}
 	return ""
-}
-
-// NamesInitiator reports whether some policy of the set names id as a
-// subject with mayInitiate: such a user may also lift another user's
-// freeze. A policy without subjects lets everyone initiate but names
-// nobody, so it does not count: lifting someone else's freeze stays with
-// the people a policy names.
-func (s Set) NamesInitiator(id Identity) bool {
-	return slices.ContainsFunc(s.policies, func(p *Compiled) bool {
-		return len(p.policy.Spec.Subjects) > 0 && p.mayInitiate(id)
-	})
-}
-
-// mayInitiate reports whether the user may start a chain under this policy.
-func (c *Compiled) mayInitiate(id Identity) bool {
-	if len(c.policy.Spec.Subjects) == 0 {
-		return true
-	}
-	return slices.ContainsFunc(c.policy.Spec.Subjects, func(s v1alpha1.Subject) bool { return s.MayInitiate && names(s, id) })
-}
-
-// IsSubject reports whether the user is named by the policy's subjects at
-// all, mayInitiate or not: such a user may propagate existing allowances.
-func (c *Compiled) IsSubject(id Identity) bool {
-	return slices.ContainsFunc(c.policy.Spec.Subjects, func(s v1alpha1.Subject) bool { return names(s, id) })
-}
-
-// names reports whether subject s names the user, by name, group or
-// service account.
-func names(s v1alpha1.Subject, id Identity) bool {
-	switch s.Kind {
-	case v1alpha1.SubjectUser:
-		return id.Username == s.Name
-	case v1alpha1.SubjectGroup:
-		return slices.Contains(id.Groups, s.Name)
-	case v1alpha1.SubjectServiceAccount:
-		return id.Username == serviceAccountPrefix+s.Namespace+":"+s.Name
-	}
-	return false
 }
 
 // capture reads the rule's capture paths from obj as attestations. A path

@@ -180,26 +180,32 @@ func (h *Deletion) openComposed(ctx context.Context, d deletion, xr *unstructure
 			opened = append(opened, below...)
 			continue
 		}
-		if mr.GetLabels()[v1alpha1.LabelGated] != "true" {
-			continue
-		}
-		if !v1alpha1.GrantsVerb(bound.ExternalVerbs(child), v1alpha1.VerbDelete) {
-			// A gate an earlier deletion opened (one another check
-			// refused) is that deletion's, not this user's; once the
-			// deletion is final (obj is being deleted) the gates are its.
-			if d.obj.GetDeletionTimestamp() == nil {
-				if err := h.revokeDelete(ctx, mr); err != nil {
-					return nil, err
-				}
-			}
-			continue
-		}
-		if err := h.openDelete(ctx, mr, d.origin); err != nil {
+		if ok, err := h.openManaged(ctx, d, mr, bound.ExternalVerbs(child)); err != nil {
 			return nil, err
+		} else if ok {
+			opened = append(opened, admit.Describe(mr))
 		}
-		opened = append(opened, admit.Describe(mr))
 	}
 	return opened, nil
+}
+
+// openManaged opens the Delete gate of a gated managed resource mr when
+// verbs, the external verbs the deleting user's bound grants its kind,
+// include Delete, and reports whether it did.
+func (h *Deletion) openManaged(ctx context.Context, d deletion, mr *unstructured.Unstructured, verbs []string) (bool, error) {
+	if mr.GetLabels()[v1alpha1.LabelGated] != "true" {
+		return false, nil
+	}
+	if !v1alpha1.GrantsVerb(verbs, v1alpha1.VerbDelete) {
+		// A gate an earlier deletion opened (one another check refused)
+		// is that deletion's, not this user's; once the deletion is final
+		// (obj is being deleted) the gates are its.
+		if d.obj.GetDeletionTimestamp() == nil {
+			return false, h.revokeDelete(ctx, mr)
+		}
+		return false, nil
+	}
+	return true, h.openDelete(ctx, mr, d.origin)
 }
 
 // managed are the managed resource kinds, none when not known.

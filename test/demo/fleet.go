@@ -71,6 +71,21 @@ func fleet(ctx context.Context, cp *controlplane.ControlPlane, admin, alice clie
 	if err := create(ctx, admin, filepath.Join(data, "upgrade-fleet.yaml")); err != nil {
 		return err
 	}
+	at, err := updatedAfter(ctx, ds, start)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "   XR (roll-out order)\tDATA BUCKET UPDATED IN THE CLOUD AFTER")
+	for i, d := range ds {
+		fmt.Fprintf(tw, "   %s\t%s\n", xrs[d], at[i].Round(time.Second))
+	}
+	return tw.Flush()
+}
+
+// updatedAfter waits until each XR's data bucket is updated in the cloud,
+// and says how long after start each was.
+func updatedAfter(ctx context.Context, ds []*demo, start time.Time) ([]time.Duration, error) {
 	at := make([]time.Duration, len(ds))
 	deadline := start.Add(2 * stepTimeout)
 	for slices.Contains(at, 0) {
@@ -80,27 +95,22 @@ func fleet(ctx context.Context, cp *controlplane.ControlPlane, admin, alice clie
 			}
 			ok, _, err := d.updated("data", 1)(ctx)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if ok {
 				at[i] = time.Since(start)
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the upgrade did not reach every XR in %s: updated after %v", 2*stepTimeout, at)
+			return nil, fmt.Errorf("the upgrade did not reach every XR in %s: updated after %v", 2*stepTimeout, at)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "   XR (roll-out order)\tDATA BUCKET UPDATED IN THE CLOUD AFTER")
-	for i, d := range ds {
-		fmt.Fprintf(tw, "   %s\t%s\n", xrs[d], at[i].Round(time.Second))
-	}
-	return tw.Flush()
+	return at, nil
 }
 
 // indent prefixes every line of s with three spaces, as the demo's steps
