@@ -184,7 +184,7 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; done
 
-## bench: run the benchmarks BENCHCOUNT times into _output/bench.txt and print with benchstat the medians and each one's ratio to its reference (impl=noop for the function, impl=reference for admission): the function against a no-op function over gRPC and in process, the core, the admission handler, and the gate controller at 1000 MRs (one run; GATEBENCH_FLAGS='-gatebench.rate=20 -gatebench.heapprofile=heap.pb.gz').
+## bench: run the benchmarks BENCHCOUNT times into _output/bench.txt and print with benchstat the medians and each one's ratio to its reference (impl=noop for the function, impl=reference for admission): the function against a no-op function over gRPC and in process and against function-patch-and-transform on its own request, the core, the admission handler, and the gate controller at 1000 MRs (one run; GATEBENCH_FLAGS='-gatebench.rate=20 -gatebench.heapprofile=heap.pb.gz').
 BENCHCOUNT ?= 6
 GATEBENCH_FLAGS ?=
 bench: tools $(BENCHSTAT)
@@ -193,6 +193,7 @@ bench: tools $(BENCHSTAT)
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/gatebench/ $(GATEBENCH_FLAGS) | tee -a $(OUT)/bench.txt
 	@echo; echo "== the function against a no-op function, admission against its reference: medians, and ratios to the first column"
 	$(BENCHSTAT) -filter '.name:(RunFunction_grpc OR RunFunction)' -col '/impl@(noop kausality transport)' $(OUT)/bench.txt
+	$(BENCHSTAT) -filter '.name:RunFunction_patchAndTransform' -col '/impl@(patch-and-transform kausality)' $(OUT)/bench.txt
 	$(BENCHSTAT) -filter '.name:(Propagation)' -col '/impl@(plain propagated)' $(OUT)/bench.txt
 	$(BENCHSTAT) -filter '.name:ClaimUpdate' -col '/impl@(reference handler)' $(OUT)/bench.txt
 

@@ -16,7 +16,6 @@ import (
 
 	function "github.com/crossplane/function-sdk-go"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
-
 )
 
 // patchAndTransform is function-patch-and-transform as `make tools` builds
@@ -37,7 +36,6 @@ func servePatchAndTransform(b *testing.B) fnv1.FunctionRunnerServiceClient {
 	addr := lis.Addr().String()
 	_ = lis.Close()
 	cmd := exec.Command(patchAndTransform, "--insecure", "--address", addr) //nolint:gosec // the benchmark's own tool
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
