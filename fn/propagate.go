@@ -146,17 +146,7 @@ func (r *run) holdBack(it *item) {
 		}
 		return
 	}
-	ch.pending = map[string]string{}
-	for _, m := range ch.covered {
-		v, present := mutation.Value(it.desired, m.Path)
-		if !present {
-			ch.pending[m.Path] = allowance.Absent
-			continue
-		}
-		for k, h := range mutation.Record(m.Path, v, skipManaged) {
-			ch.pending[k] = h
-		}
-	}
+	ch.pending = allowance.ValuesOf(it.desired, ch.covered, skipManaged)
 	keepObserved(r, it.dm, it.observed, it.desired, ch.passed, ch)
 	ch.held = ch.covered
 	ch.passed, ch.covered, ch.upgrades, ch.released, ch.upgrade = nil, nil, nil, nil, nil

@@ -20,8 +20,8 @@ import (
 // an allowance the provider marked consumed does not reopen it, even while
 // the stored status says nothing was observed (a failed reconcile, a
 // freeze); one it dropped that is still unconsumed is kept; a pending one
-// keeps the values propagation control pinned. changed says whether as
-// was corrected.
+// keeps the values propagation control pinned, and a hand edit's the
+// values of the edit. changed says whether as was corrected.
 func AgainstStored(as []allowance.Allowance, old *unstructured.Unstructured) (out []allowance.Allowance, changed bool) {
 	if old == nil {
 		return as, false
@@ -30,7 +30,8 @@ func AgainstStored(as []allowance.Allowance, old *unstructured.Unstructured) (ou
 	as, consumed := allowance.KeepConsumed(as, was)
 	as, kept := allowance.KeepUnconsumed(as, was, old.Object)
 	as, pinned := allowance.KeepPending(as, was)
-	return as, consumed || kept || pinned
+	as, repinned := allowance.KeepValues(as, was)
+	return as, consumed || kept || pinned || repinned
 }
 
 // GateWrite is one write of a gated managed resource, as the gate decides

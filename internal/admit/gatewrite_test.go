@@ -12,6 +12,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
 // update is an unconsumed External Update allowance at generation gen
@@ -102,6 +103,32 @@ func TestGateWriteDecide(t *testing.T) {
 				obj := old.DeepCopy()
 				_ = fieldpath.Pave(obj.Object).SetValue("spec.forProvider.size", int64(3))
 				return GateWrite{Obj: obj, Old: old, Now: now, Allowances: []allowance.Allowance{update(6)}, Trusted: true}
+			},
+			wantGate: []string{"Observe", "Update", "LateInitialize"}, wantApproved: "6"},
+		"StaleRevertHeld": {reason: "A hand edit's allowance is pinned to the edit's size 3; Crossplane's stale pipeline run writes size 1 back while its gate is open: the revert has no cause, so the gate closes and says so.",
+			write: func(t *testing.T) GateWrite {
+				edited := map[string]any{"spec": map[string]any{"forProvider": map[string]any{"size": int64(3)}}}
+				alices := update(6).Pinned(allowance.ValuesOf(edited, []mutation.Mutation{{Path: "spec.forProvider.size"}}, gate.IsGatePath))
+				old := stored(t, 5, alices)
+				_ = fieldpath.Pave(old.Object).SetValue("spec.forProvider.size", int64(3))
+				for k, v := range (gate.Approval{Spec: gate.SpecRecord(old.Object), Generation: 6}).Annotations() {
+					SetAnnotation(old, k, v)
+				}
+				old.SetGeneration(6)
+				obj := old.DeepCopy()
+				_ = fieldpath.Pave(obj.Object).SetValue("spec.forProvider.size", int64(1))
+				as, _ := AgainstStored([]allowance.Allowance{update(6)}, old) // the stale run sends it unpinned
+				return GateWrite{Obj: obj, Old: old, Now: now, Allowances: as, Trusted: true}
+			},
+			wantGate: gate.DefaultReadOnly, wantWarnings: []string{"spec.forProvider.size changed since generation 6"}},
+		"EditShipped": {reason: "The same allowance ships the edit's own value.",
+			write: func(t *testing.T) GateWrite {
+				edited := map[string]any{"spec": map[string]any{"forProvider": map[string]any{"size": int64(3)}}}
+				old := stored(t, 5)
+				obj := old.DeepCopy()
+				_ = fieldpath.Pave(obj.Object).SetValue("spec.forProvider.size", int64(3))
+				alices := update(6).Pinned(allowance.ValuesOf(edited, []mutation.Mutation{{Path: "spec.forProvider.size"}}, gate.IsGatePath))
+				return GateWrite{Obj: obj, Old: old, Now: now, Allowances: []allowance.Allowance{alices}, Trusted: true}
 			},
 			wantGate: []string{"Observe", "Update", "LateInitialize"}, wantApproved: "6"},
 		"UncoveredHeld": {reason: "A change beyond what the allowance ships keeps the gate closed, and says which field.",

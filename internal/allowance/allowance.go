@@ -51,6 +51,13 @@ type Allowance struct {
 	// expires; the function releases it (Release) when the resource's
 	// propagateWhen holds.
 	Pending map[string]string `json:"pending,omitempty"`
+	// Values pins an External allowance a hand edit earned to the values
+	// the edit set (ValuesOf): it maps each field the edit changed to the
+	// hash of its value, or Absent. Its gate ships a change of those
+	// fields only while the spec holds them: a later write of one (a stale
+	// pipeline run reverting the edit) is a change of its own and needs
+	// its own cause (DESIGN §4a).
+	Values map[string]string `json:"values,omitempty"`
 	// Held marks an External allowance a freeze keeps shut. It does not
 	// expire while held, and its clock restarts when the freeze lifts, so a
 	// change held by a freeze of any length still applies afterwards.
@@ -288,6 +295,14 @@ func (a Allowance) Validate() error {
 	for k := range a.Pending {
 		if k == "" {
 			return errors.New("pending names an empty field")
+		}
+	}
+	if len(a.Values) > 0 && a.Relation != v1alpha1.RelationExternal {
+		return errors.New("only an External allowance can be pinned to values")
+	}
+	for k := range a.Values {
+		if k == "" {
+			return errors.New("values names an empty field")
 		}
 	}
 	if a.Generation < 0 {

@@ -28,7 +28,7 @@ func bytesString(b []byte) string {
 
 func allowanceSize(a *Allowance) int {
 	n := 96 + len(a.Relation) + len(a.Target.APIGroup) + len(a.Target.APIVersion) + len(a.Target.Resource) + mapSize(a.Target.External) +
-		len(a.Initiator) + traceSize(a.Trace) + mapSize(a.Pending)
+		len(a.Initiator) + traceSize(a.Trace) + mapSize(a.Pending) + mapSize(a.Values)
 	for _, v := range a.Verbs {
 		n += len(v) + 3
 	}
@@ -118,6 +118,10 @@ func appendAllowance(b []byte, a *Allowance) []byte {
 	if len(a.Pending) > 0 {
 		b = append(b, `,"pending":`...)
 		b = appendStringMap(b, a.Pending)
+	}
+	if len(a.Values) > 0 {
+		b = append(b, `,"values":`...)
+		b = appendStringMap(b, a.Values)
 	}
 	if a.Held {
 		b = append(b, `,"held":true`...)

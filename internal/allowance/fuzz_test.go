@@ -16,6 +16,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(`[]`)
 	f.Add(`[{"relation":"External","target":{"external":{"kind":"RDSInstance"}},"verbs":["Update"],"generation":3,"consumed":true}]`)
 	f.Add(`[{"relation":"ControllerChild","target":{"resource":"x"},"generation":1e3}]`)
+	f.Add(`[{"relation":"External","target":{"external":{"kind":"Bucket"}},"verbs":["Update"],"generation":3,"values":{"spec.size":"4e07408562be","":"-"}}]`)
 	f.Fuzz(func(t *testing.T, s string) {
 		as, err := Parse(s)
 		if err != nil {
@@ -91,6 +92,7 @@ func FuzzFormatIsMarshal(f *testing.F) {
 	f.Add(`[{"relation":"External","target":{"external":{"kind":"RDS<>&\u2028","b":"\u0000\t"}},"verbs":[],"mutations":[{"jsonPath":"spec.a[*]","verbs":null},{"jsonPath":"","verbs":[]}],"generation":-3,"consumed":true}]`)
 	f.Add(`[{"relation":"ControllerChild","target":{"apiGroup":"a","apiVersion":"v","resource":"r"},"generation":9223372036854775807,"initiator":"\"bob\"\\","trace":[{"apiVersion":"v1","kind":"K","name":"n\xff","generation":1,"field":"f","user":"u","timestamp":"t","attestations":{"z":"1","a":"2"},"labels":{"x":"y"}}]}]`)
 	f.Add(`[{"trace":[],"target":{}}, {}]`)
+	f.Add(`[{"relation":"External","target":{"external":{"kind":"Bucket"}},"generation":3,"pending":{"spec.a":"-"},"values":{"spec.b":"\u003c","spec.a":"h"},"held":true}]`)
 	f.Fuzz(func(t *testing.T, s string) {
 		var as []Allowance
 		if err := json.Unmarshal([]byte(s), &as); err != nil {

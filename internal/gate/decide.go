@@ -107,7 +107,7 @@ func Decide(in Inputs) Decision {
 			candidates = append(candidates, a)
 		}
 	}
-	if d.Uncovered = uncovered(candidates, in.Approved.Spec.Changed(in.Spec)); len(d.Uncovered) > 0 {
+	if d.Uncovered = uncovered(candidates, in.Approved.Spec.Changed(in.Spec), in.Spec); len(d.Uncovered) > 0 {
 		for _, a := range candidates {
 			if a.ShipsSpec() {
 				d.Held = append(d.Held, a)
@@ -183,9 +183,10 @@ func (d *Decision) sort(a allowance.Allowance, in Inputs, withheld bool) bool {
 	return false
 }
 
-// uncovered are the pending leaves no spec-shipping candidate covers, or
-// nil when none is pending or no candidate ships the spec.
-func uncovered(candidates []allowance.Allowance, pending []string) []string {
+// uncovered are the pending leaves no spec-shipping candidate covers at
+// the value the spec (its record) holds, or nil when none is pending or no
+// candidate ships the spec.
+func uncovered(candidates []allowance.Allowance, pending []string, spec mutation.Applied) []string {
 	if len(pending) == 0 {
 		return nil
 	}
@@ -193,9 +194,12 @@ func uncovered(candidates []allowance.Allowance, pending []string) []string {
 	if !s.ships {
 		return nil
 	}
+	if spec == nil {
+		spec = mutation.Applied{} // every leaf gone: none holds a pinned value
+	}
 	var out []string
 	for _, p := range pending {
-		if !s.covers(p) {
+		if !s.covers(p, spec) {
 			out = append(out, p)
 		}
 	}
@@ -217,7 +221,9 @@ func Unshipped(as []allowance.Allowance, ms []mutation.Mutation) []mutation.Muta
 	s := shipped(live)
 	var out []mutation.Mutation
 	for _, m := range ms {
-		if !s.covers(m.Path) {
+		// By field: a build's or the provider's own write is not a hand
+		// edit's value.
+		if !s.covers(m.Path, nil) {
 			out = append(out, m)
 		}
 	}
@@ -228,7 +234,14 @@ func Unshipped(as []allowance.Allowance, ms []mutation.Mutation) []mutation.Muta
 type shipping struct {
 	ships  bool // some allowance ships the spec
 	all    bool // a creation ships the whole spec
-	bounds []mutation.Pattern
+	bounds []bound
+}
+
+// bound is a field an allowance ships, as far as the values it is pinned
+// to (Allowance.Values) allow.
+type bound struct {
+	pattern mutation.Pattern
+	by      allowance.Allowance
 }
 
 func shipped(as []allowance.Allowance) shipping {
@@ -243,21 +256,23 @@ func shipped(as []allowance.Allowance) shipping {
 		}
 		for _, m := range a.Mutations {
 			if p, err := mutation.ParsePattern(m.JSONPath); err == nil {
-				s.bounds = append(s.bounds, p)
+				s.bounds = append(s.bounds, bound{pattern: p, by: a})
 			}
 		}
 	}
 	return s
 }
 
-// covers reports whether a change at path is shipped. Overlaps: an empty
-// map or list recorded as one leaf is changed by an insert below it.
-func (s shipping) covers(path string) bool {
+// covers reports whether a change at path is shipped: some bound overlaps
+// it (an empty map or list recorded as one leaf is changed by an insert
+// below it) and, with the spec's record, its allowance is pinned to the
+// value there or pins none. A nil spec compares fields only.
+func (s shipping) covers(path string, spec mutation.Applied) bool {
 	if s.all {
 		return true
 	}
 	for _, b := range s.bounds {
-		if b.Overlaps(path) {
+		if b.pattern.Overlaps(path) && (spec == nil || b.by.Pins(path, spec)) {
 			return true
 		}
 	}

@@ -257,11 +257,15 @@ func (h *Managed) handEdit(ctx context.Context, req admission.Request, old, obj 
 	}
 	admit.SetAnnotation(obj, v1alpha1.AnnotationTrace, allowance.FormatTrace(allowance.Trace{hop}))
 	// What the edit's External allowances ship: the fields the
-	// policies permit, not those Log mode lets in regardless.
-	ships := mutation.BoundsFor(d.Permitted())
+	// policies permit, not those Log mode lets in regardless, at the
+	// values the edit sets: a stale pipeline run that reverts the edit
+	// while the gate is open is not shipped under it.
+	permitted := d.Permitted()
+	ships := mutation.BoundsFor(permitted)
+	values := allowance.ValuesOf(edited.Object, permitted, gate.IsGatePath)
 	for _, a := range d.Allowances {
 		if a.Relation == v1alpha1.RelationExternal {
-			as = append(as, a.Shipping(ships))
+			as = append(as, a.Shipping(ships).Pinned(values))
 		}
 	}
 	if len(d.Allowances) > 0 {

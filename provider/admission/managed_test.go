@@ -16,6 +16,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	kpolicy "github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -401,7 +402,10 @@ spec:
 					allowances(allowance.Allowance{Relation: v1alpha1.RelationExternal,
 						Target: v1alpha1.Target{External: map[string]string{"apiGroup": "recorder.kausality.io", "kind": "Bucket"}},
 						Verbs:  []string{v1alpha1.VerbUpdate}, Mutations: []v1alpha1.MutationBound{{JSONPath: "spec.forProvider.size", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}},
-						Generation: 6, Initiator: alice, Trace: allowance.Trace{handHop(alice)}})).Object},
+						Generation: 6, Initiator: alice, Trace: allowance.Trace{handHop(alice)},
+						// Pinned to her value: a stale pipeline run writing the old
+						// size back while the gate is open is not shipped under it.
+						Values: map[string]string{"spec.forProvider.size": mutation.Record("spec.forProvider.size", "huge", nil)["spec.forProvider.size"]}})).Object},
 			approved: approvalAt(bucket(t, set("spec.forProvider.size", "huge")), 6),
 		},
 		"BobDeniedUnderPolicy": {
