@@ -237,7 +237,7 @@ func TestPlanPredictsWhatHappens(t *testing.T) {
 		t.Errorf("plan of Alice's resize beside a withheld tier with --exit-code: err = %v, want exit status 2", err)
 	}
 	if got := outcome(p, "data", "spec.forProvider.size"); got != plan.Reaches {
-		t.Errorf("plan: data bucket's size %q, want %s; plan %+v", got, plan.Reaches, p.Resources)
+		t.Errorf("plan: data bucket's size %q, want %s; plan %+v; admission %+v; notes %q", got, plan.Reaches, p.Resources, p.Admission, p.Notes)
 	}
 	if got := outcome(p, "data", "spec.forProvider.tags.tier"); got != plan.Withheld {
 		t.Errorf("plan: data bucket's tier %q, want %s; plan %+v", got, plan.Withheld, p.Resources)

@@ -40,25 +40,19 @@ func dryRun(ctx context.Context, o Options, obj *unstructured.Unstructured) (dry
 	if m.Scope.Name() == meta.RESTScopeNameNamespace && obj.GetNamespace() == "" {
 		obj.SetNamespace(o.Namespace)
 	}
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(gvk)
-	err = o.Client.Get(ctx, client.ObjectKeyFromObject(obj), live)
-	switch {
-	case kerrors.IsNotFound(err):
-		live = nil
-	case err != nil:
-		return dryRunResult{}, errors.Wrapf(err, "cannot get %s", admit.Describe(obj))
+	var res dryRunResult
+	for attempt := 1; ; attempt++ {
+		var read error
+		if res, read, err = tryDryRun(ctx, o, obj); read != nil {
+			return dryRunResult{}, read
+		}
+		if !kerrors.IsConflict(err) || attempt == maxConflicts {
+			break
+		}
+		// Someone (Crossplane syncing a Claim, a controller writing the
+		// status) wrote the object between the read and the dry run: that
+		// is no verdict on the change, so read it again, as kubectl does.
 	}
-	res := dryRunResult{live: live}
-	o.Warnings.take()
-	if live == nil {
-		res.result = obj.DeepCopy()
-		err = o.Client.Create(ctx, res.result, client.DryRunAll)
-	} else {
-		res.result = merged(live, obj)
-		err = o.Client.Update(ctx, res.result, client.DryRunAll)
-	}
-	res.admission.Warnings = o.Warnings.take()
 	var status kerrors.APIStatus
 	if errors.As(err, &status) {
 		// Admission's denial, or the API server's (RBAC, validation):
@@ -70,11 +64,41 @@ func dryRun(ctx context.Context, o Options, obj *unstructured.Unstructured) (dry
 		return dryRunResult{}, errors.Wrapf(err, "cannot dry-run %s", admit.Describe(obj))
 	}
 	res.admission.Allowed = true
-	if live != nil {
-		res.admission.Before = allowancesOf(live)
+	if res.live != nil {
+		res.admission.Before = allowancesOf(res.live)
 	}
 	res.admission.After = allowancesOf(res.result)
 	return res, nil
+}
+
+// maxConflicts is how often the dry run is read and tried again when the
+// object changed under it.
+const maxConflicts = 5
+
+// tryDryRun reads obj as it lives and dry-runs the file's change of it:
+// creation, or the live object with the file's fields (merged). read is a
+// failed read; err is the API server's answer to the dry run.
+func tryDryRun(ctx context.Context, o Options, obj *unstructured.Unstructured) (_ dryRunResult, read, err error) {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(obj.GroupVersionKind())
+	err = o.Client.Get(ctx, client.ObjectKeyFromObject(obj), live)
+	switch {
+	case kerrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return dryRunResult{}, errors.Wrapf(err, "cannot get %s", admit.Describe(obj)), nil
+	}
+	res := dryRunResult{live: live}
+	o.Warnings.take()
+	if live == nil {
+		res.result = obj.DeepCopy()
+		err = o.Client.Create(ctx, res.result, client.DryRunAll)
+	} else {
+		res.result = merged(live, obj)
+		err = o.Client.Update(ctx, res.result, client.DryRunAll)
+	}
+	res.admission.Warnings = o.Warnings.take()
+	return res, nil, err
 }
 
 // merged is the live object with the file's spec, labels and annotations:
