@@ -1,7 +1,6 @@
 package allowance
 
 import (
-	"maps"
 	"slices"
 	"time"
 )
@@ -37,22 +36,7 @@ func (a Allowance) Restamped(now time.Time) Allowance {
 // was restored: the change a pending allowance was issued for is fixed,
 // or a writer (a buggy pipeline step) could make it cover another.
 func KeepPending(as, stored []Allowance) (out []Allowance, changed bool) {
-	out = as
-	for i, a := range as {
-		if !a.IsPending() {
-			continue
-		}
-		j := slices.IndexFunc(stored, func(s Allowance) bool { return s.IsPending() && s.Same(a) })
-		if j < 0 || maps.Equal(stored[j].Pending, a.Pending) {
-			continue
-		}
-		if !changed {
-			out = slices.Clone(as)
-		}
-		out[i].Pending = stored[j].Pending
-		changed = true
-	}
-	return out, changed
+	return keepStored(as, stored, func(a *Allowance) *map[string]string { return &a.Pending }, Allowance.IsPending)
 }
 
 // Releases reports whether a is stored, a pending allowance, let through:

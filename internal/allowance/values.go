@@ -57,16 +57,26 @@ func (a Allowance) Pins(path string, spec mutation.Applied) bool {
 // restored: a writer (a stale pipeline run, a buggy step) must not re-pin
 // a hand edit's allowance to the value it writes.
 func KeepValues(as, stored []Allowance) (out []Allowance, changed bool) {
+	return keepStored(as, stored, func(a *Allowance) *map[string]string { return &a.Values }, nil)
+}
+
+// keepStored is as with the map field of every allowance (those selects
+// picks, all when nil) restored from the stored allowance it is the same
+// as, where that one has the field set, and whether any was restored.
+func keepStored(as, stored []Allowance, field func(*Allowance) *map[string]string, selects func(Allowance) bool) (out []Allowance, changed bool) {
 	out = as
 	for i, a := range as {
-		j := slices.IndexFunc(stored, func(s Allowance) bool { return s.Values != nil && s.Same(a) })
-		if j < 0 || maps.Equal(stored[j].Values, a.Values) {
+		if selects != nil && !selects(a) {
+			continue
+		}
+		j := slices.IndexFunc(stored, func(s Allowance) bool { return len(*field(&s)) > 0 && s.Same(a) })
+		if j < 0 || maps.Equal(*field(&stored[j]), *field(&a)) {
 			continue
 		}
 		if !changed {
 			out = slices.Clone(as)
 		}
-		out[i].Values = stored[j].Values
+		*field(&out[i]) = *field(&stored[j])
 		changed = true
 	}
 	return out, changed
