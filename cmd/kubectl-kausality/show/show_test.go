@@ -79,8 +79,9 @@ func reader(t *testing.T) client.WithWatch {
 	return fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithObjects(objects()...).Build()
 }
 
-func TestRead(t *testing.T) {
-	r := reader(t)
+// readShop reads the tree of XPlatform team-a/shop through r.
+func readShop(t *testing.T, r client.Reader) *Node {
+	t.Helper()
 	root := &unstructured.Unstructured{}
 	root.SetAPIVersion("example.org/v1alpha1")
 	root.SetKind("XPlatform")
@@ -89,8 +90,13 @@ func TestRead(t *testing.T) {
 	}
 	n, err := Read(context.Background(), r, root)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Read(...): %v", err)
 	}
+	return n
+}
+
+func TestRead(t *testing.T) {
+	n := readShop(t, reader(t))
 	var got []string
 	n.Walk(func(n *Node) {
 		got = append(got, strings.Join([]string{string(n.Role), n.Kind + "/" + n.Name, n.Path, n.summary()}, " | "))
@@ -117,16 +123,7 @@ func TestReadUnreadable(t *testing.T) {
 		}
 		return c.Get(ctx, key, o, opts...)
 	}})
-	root := &unstructured.Unstructured{}
-	root.SetAPIVersion("example.org/v1alpha1")
-	root.SetKind("XPlatform")
-	if err := r.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "shop"}, root); err != nil {
-		t.Fatal(err)
-	}
-	n, err := Read(context.Background(), r, root)
-	if err != nil {
-		t.Fatalf("Read with an unreadable child: %v", err)
-	}
+	n := readShop(t, r)
 	var got []string
 	n.Walk(func(n *Node) { got = append(got, n.Kind+"/"+n.Name+" | "+n.summary()) })
 	want := []string{
