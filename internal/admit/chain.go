@@ -12,6 +12,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -33,15 +34,24 @@ type Chain struct {
 	Upgrades func(name string) (bool, error)
 }
 
-// Refuse says why Crossplane may not stamp these allowances, or "" when
-// every new one continues a chain: an unconsumed allowance of the
+// Refuse decides whether Crossplane may stamp these allowances: allowed
+// when every new one continues a chain: an unconsumed allowance of the
 // controlling composite that grants at least as much, a Create while the
 // resource is being created, or an UpgradeAllowance naming the resource's
 // composition revision. Each must also fit the resource's next generation
 // and carry a timestamp that is not in the future, or it would never be
 // consumed or expire, and name as what its gate ships only fields its
 // chain lets through. An error is a failed lookup, not a refusal.
-func (c Chain) Refuse(as []allowance.Allowance) (string, error) {
+func (c Chain) Refuse(as []allowance.Allowance) (Verdict, error) {
+	msg, err := c.refuse(as)
+	if msg == "" || err != nil {
+		return Allow(), err
+	}
+	return Deny(metrics.ReasonChain, "%s", msg), nil
+}
+
+// refuse says why Refuse refuses, or "".
+func (c Chain) refuse(as []allowance.Allowance) (string, error) {
 	var stored []allowance.Allowance
 	var storedGen int64
 	if c.Old != nil {

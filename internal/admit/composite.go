@@ -12,6 +12,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -137,18 +138,18 @@ func ParentFor(claim, old, xr *unstructured.Unstructured, child policy.Child) (*
 // policy would permit is unknown, so nothing is (DESIGN §4a, fail closed, as
 // the function does). Writes that leave the spec alone (finalizers, labels,
 // annotations) pass, so no deletion gets stuck.
-func RefuseBroken(broken []string, old, obj *unstructured.Unstructured) string {
+func RefuseBroken(broken []string, old, obj *unstructured.Unstructured) Verdict {
 	if len(broken) == 0 {
-		return ""
+		return Allow()
 	}
 	if old != nil {
 		o, _, _ := unstructured.NestedFieldNoCopy(old.Object, "spec")
 		n, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec")
 		if equality.Semantic.DeepEqual(o, n) {
-			return ""
+			return Allow()
 		}
 	}
-	return fmt.Sprintf("%s: its spec cannot change while an AllowancePolicy for %s does not compile: %s", Describe(obj), obj.GetKind(), strings.Join(broken, "; "))
+	return Deny(metrics.ReasonBrokenPolicy, "%s: its spec cannot change while an AllowancePolicy for %s does not compile: %s", Describe(obj), obj.GetKind(), strings.Join(broken, "; "))
 }
 
 // Composed are the resources the composite references among its composed

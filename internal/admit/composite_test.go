@@ -9,6 +9,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -207,18 +208,15 @@ func TestParentForComposingComposite(t *testing.T) {
 
 func TestRefuseBroken(t *testing.T) {
 	broken := []string{`AllowancePolicy claims: rules[0].conditions[0]: syntax error`}
-	if got := RefuseBroken(broken, claimWith("small"), claimWith("large")); !strings.Contains(got, "its spec cannot change while an AllowancePolicy for DatabaseClaim does not compile: AllowancePolicy claims") {
-		t.Errorf("RefuseBroken(spec change) = %q, want a refusal naming the policy", got)
-	}
-	if got := RefuseBroken(broken, claimWith("small"), claimWith("small", "finalizer-gone", "true")); got != "" {
-		t.Errorf("RefuseBroken(metadata only) = %q, want it to pass: no deletion gets stuck", got)
-	}
-	if got := RefuseBroken(broken, nil, claimWith("small")); got == "" {
-		t.Error("RefuseBroken(creation) passes; what the policy would permit is unknown")
-	}
-	if got := RefuseBroken(nil, claimWith("small"), claimWith("large")); got != "" {
-		t.Errorf("RefuseBroken(no broken policy) = %q", got)
-	}
+	checkVerdict(t, "A spec change while a policy for the kind does not compile is refused, naming the policy.", "RefuseBroken(spec change)",
+		RefuseBroken(broken, claimWith("small"), claimWith("large")), metrics.ReasonBrokenPolicy,
+		"its spec cannot change while an AllowancePolicy for DatabaseClaim does not compile: AllowancePolicy claims")
+	checkVerdict(t, "A metadata-only write passes, so no deletion gets stuck.", "RefuseBroken(metadata only)",
+		RefuseBroken(broken, claimWith("small"), claimWith("small", "finalizer-gone", "true")), "", "")
+	checkVerdict(t, "A creation is refused: what the policy would permit is unknown.", "RefuseBroken(creation)",
+		RefuseBroken(broken, nil, claimWith("small")), metrics.ReasonBrokenPolicy, "does not compile")
+	checkVerdict(t, "Without a broken policy nothing is refused.", "RefuseBroken(no broken policy)",
+		RefuseBroken(nil, claimWith("small"), claimWith("large")), "", "")
 }
 
 func TestComposed(t *testing.T) {

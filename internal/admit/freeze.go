@@ -1,13 +1,13 @@
 package admit
 
 import (
-	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -31,16 +31,16 @@ func FreezeChanged(old, obj *unstructured.Unstructured) bool {
 // Crossplane and Kausality pass unchanged (Crossplane copies a Claim's
 // freeze to its XR and back); a provider's change is undone. It returns a
 // denial, or "" after updating obj.
-func (t Writers) Freeze(user policy.Identity, old, obj *unstructured.Unstructured, set policy.Set, now time.Time) string {
+func (t Writers) Freeze(user policy.Identity, old, obj *unstructured.Unstructured, set policy.Set, now time.Time) Verdict {
 	if t.Has(user.Username) || !FreezeChanged(old, obj) {
-		return ""
+		return Allow()
 	}
 	if t.Controller(user.Username) {
 		// A provider never sets or lifts a freeze: a change is its older
 		// copy written back (crossplane-runtime's critical annotation
 		// updater after a conflict), so the stored freeze stays.
 		KeepStored(obj, old, v1alpha1.AnnotationFreeze)
-		return ""
+		return Allow()
 	}
 	if old != nil {
 		if v, ok := old.GetAnnotations()[v1alpha1.AnnotationFreeze]; ok {
@@ -50,7 +50,7 @@ func (t Writers) Freeze(user policy.Identity, old, obj *unstructured.Unstructure
 				if err != nil {
 					by = "nobody readable"
 				}
-				return fmt.Sprintf("annotation %s of %s was set by %s: only that user, or a subject an AllowancePolicy for %s lets initiate changes, may lift or replace it",
+				return Deny(metrics.ReasonFrozenWrite, "annotation %s of %s was set by %s: only that user, or a subject an AllowancePolicy for %s lets initiate changes, may lift or replace it",
 					v1alpha1.AnnotationFreeze, Describe(obj), by, obj.GetKind())
 			}
 		}
@@ -58,5 +58,5 @@ func (t Writers) Freeze(user policy.Identity, old, obj *unstructured.Unstructure
 	if v, ok := obj.GetAnnotations()[v1alpha1.AnnotationFreeze]; ok {
 		SetAnnotation(obj, v1alpha1.AnnotationFreeze, allowance.FormatFreeze(allowance.FreezeSetBy(v, user.Username, now)))
 	}
-	return ""
+	return Allow()
 }

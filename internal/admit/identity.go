@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -47,9 +48,9 @@ var garbageCollectors = []string{
 //     deleted with orphaning propagation.
 //
 // The cluster's administrators (system:masters) may change both.
-func (t Writers) Identity(user policy.Identity, old, obj *unstructured.Unstructured) string {
+func (t Writers) Identity(user policy.Identity, old, obj *unstructured.Unstructured) Verdict {
 	if slices.Contains(user.Groups, GroupMasters) {
-		return ""
+		return Allow()
 	}
 	if old == nil {
 		// A gated resource created by hand that names a composite as its
@@ -57,10 +58,10 @@ func (t Writers) Identity(user policy.Identity, old, obj *unstructured.Unstructu
 		// resource recreated by Bob with a victim's external name) and
 		// then opened by the composite's next permitted change.
 		if c := metav1.GetControllerOf(obj); c != nil && user.Username != t.Crossplane {
-			return fmt.Sprintf("controller reference (%s) of %s: user %q may not create a gated managed resource controlled by a composite; only Crossplane composes them",
+			return Deny(metrics.ReasonIdentity, "controller reference (%s) of %s: user %q may not create a gated managed resource controlled by a composite; only Crossplane composes them",
 				describeRef(c), Describe(obj), user.Username)
 		}
-		return ""
+		return Allow()
 	}
 	var changed []string
 	if ov, nv := externalName(old), externalName(obj); ov != nv && !t.Controller(user.Username) {
@@ -73,9 +74,9 @@ func (t Writers) Identity(user policy.Identity, old, obj *unstructured.Unstructu
 		}
 	}
 	if len(changed) == 0 {
-		return ""
+		return Allow()
 	}
-	return fmt.Sprintf("%s of %s: user %q may not change what a gated managed resource acts on or answers to; only its provider changes %s and only Crossplane its controller reference; to act on another cloud resource, create a managed resource for it",
+	return Deny(metrics.ReasonIdentity, "%s of %s: user %q may not change what a gated managed resource acts on or answers to; only its provider changes %s and only Crossplane its controller reference; to act on another cloud resource, create a managed resource for it",
 		strings.Join(changed, " and "), Describe(obj), user.Username, AnnotationExternalName)
 }
 
@@ -113,11 +114,11 @@ func describeRef(r *metav1.OwnerReference) string {
 // and the cluster's administrators. Crossplane's crossplane-edit role
 // grants users every verb on status subresources; this takes that back
 // for what Kausality reads.
-func (t Writers) Status(user policy.Identity, obj *unstructured.Unstructured) string {
+func (t Writers) Status(user policy.Identity, obj *unstructured.Unstructured) Verdict {
 	if t.Has(user.Username) || t.Controller(user.Username) || slices.Contains(user.Groups, GroupMasters) {
-		return ""
+		return Allow()
 	}
-	return fmt.Sprintf("status of %s: user %q may not write it; Kausality decides what has happened (observed generations, conditions, readiness) from status, so only Crossplane and the providers write the status of gated managed resources and of the Claims and composites AllowancePolicies name",
+	return Deny(metrics.ReasonStatusWriter, "status of %s: user %q may not write it; Kausality decides what has happened (observed generations, conditions, readiness) from status, so only Crossplane and the providers write the status of gated managed resources and of the Claims and composites AllowancePolicies name",
 		Describe(obj), user.Username)
 }
 
@@ -133,16 +134,16 @@ func (t Writers) Status(user policy.Identity, obj *unstructured.Unstructured) st
 // (ComposedDeletion), so a user must not make a protected XR look
 // composed. The garbage collector may remove the controller reference
 // (an orphaning deletion of the controller).
-func (t Writers) References(user policy.Identity, old, obj *unstructured.Unstructured) string {
+func (t Writers) References(user policy.Identity, old, obj *unstructured.Unstructured) Verdict {
 	if user.Username == t.Crossplane || slices.Contains(user.Groups, GroupMasters) {
-		return ""
+		return Allow()
 	}
 	var oc *metav1.OwnerReference
 	if old != nil {
 		oc = metav1.GetControllerOf(old)
 	}
 	if nc := metav1.GetControllerOf(obj); !sameController(oc, nc) && !(nc == nil && slices.Contains(garbageCollectors, user.Username)) {
-		return fmt.Sprintf("controller reference (from %s to %s) of %s: user %q may not change it; only Crossplane composes a composite into another",
+		return Deny(metrics.ReasonReferences, "controller reference (from %s to %s) of %s: user %q may not change it; only Crossplane composes a composite into another",
 			describeRef(oc), describeRef(nc), Describe(obj), user.Username)
 	}
 	for _, path := range resourceRefPaths {
@@ -152,11 +153,11 @@ func (t Writers) References(user policy.Identity, old, obj *unstructured.Unstruc
 		}
 		is, _, _ := unstructured.NestedFieldNoCopy(obj.Object, path...)
 		if !equality.Semantic.DeepEqual(was, is) {
-			return fmt.Sprintf("%s of %s: user %q may not change it; only Crossplane records what a composite composed, and a deletion acts on what it records",
+			return Deny(metrics.ReasonReferences, "%s of %s: user %q may not change it; only Crossplane records what a composite composed, and a deletion acts on what it records",
 				strings.Join(path, "."), Describe(obj), user.Username)
 		}
 	}
-	return ""
+	return Allow()
 }
 
 // resourceRefPaths are where composites keep references to what they

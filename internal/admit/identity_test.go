@@ -1,7 +1,6 @@
 package admit
 
 import (
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -9,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -74,10 +74,7 @@ func TestIdentity(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := writers.Identity(tc.user, tc.old, tc.obj)
-			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
-				t.Errorf("%s\nIdentity(%s) = %q, want a refusal containing %q", tc.reason, tc.user.Username, got, tc.want)
-			}
+			checkVerdict(t, tc.reason, "Identity("+tc.user.Username+")", writers.Identity(tc.user, tc.old, tc.obj), metrics.ReasonIdentity, tc.want)
 		})
 	}
 }
@@ -98,10 +95,11 @@ func TestStatus(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := writers.Status(tc.user, bucket(nil))
-			if (got != "") != tc.want || (tc.want && !strings.Contains(got, "status of Bucket orders-data")) {
-				t.Errorf("%s\nStatus(%s) = %q, want refused: %v", tc.reason, tc.user.Username, got, tc.want)
+			want := ""
+			if tc.want {
+				want = "status of Bucket orders-data"
 			}
+			checkVerdict(t, tc.reason, "Status("+tc.user.Username+")", writers.Status(tc.user, bucket(nil)), metrics.ReasonStatusWriter, want)
 		})
 	}
 }
@@ -177,10 +175,7 @@ func TestReferences(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := writers.References(tc.user, tc.old, tc.obj)
-			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
-				t.Errorf("%s\nReferences(%s) = %q, want a refusal containing %q", tc.reason, tc.user.Username, got, tc.want)
-			}
+			checkVerdict(t, tc.reason, "References("+tc.user.Username+")", writers.References(tc.user, tc.old, tc.obj), metrics.ReasonReferences, tc.want)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package admit
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 )
 
 // Writers are the users that write Kausality's own annotations: the
@@ -67,9 +67,9 @@ var ProtectedAnnotations = []string{
 
 // Protect says why user may not make this write, or "" when it may: only
 // trusted users change the protected annotations or the gated label.
-func (t Writers) Protect(user string, old, obj *unstructured.Unstructured) string {
+func (t Writers) Protect(user string, old, obj *unstructured.Unstructured) Verdict {
 	if t.Has(user) {
-		return ""
+		return Allow()
 	}
 	var oldAnn, oldLabels map[string]string
 	if old != nil {
@@ -88,9 +88,9 @@ func (t Writers) Protect(user string, old, obj *unstructured.Unstructured) strin
 		changed = append(changed, "label "+v1alpha1.LabelGated)
 	}
 	if len(changed) == 0 {
-		return ""
+		return Allow()
 	}
-	return fmt.Sprintf("%s of %s: only Kausality and Crossplane may change %s; user %q may set %s, %s and %s* annotations",
+	return Deny(metrics.ReasonProtected, "%s of %s: only Kausality and Crossplane may change %s; user %q may set %s, %s and %s* annotations",
 		strings.Join(changed, " and "), Describe(obj), strings.Join(changed, ", "), user,
 		v1alpha1.AnnotationFreeze, v1alpha1.AnnotationAllowDelete, v1alpha1.AnnotationTraceLabelPrefix)
 }

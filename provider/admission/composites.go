@@ -2,9 +2,7 @@ package admission
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -18,14 +16,6 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
-)
-
-// Audit annotation keys; the API server prefixes them with the webhook's
-// name, so they carry no domain of their own.
-const (
-	auditInitiator  = "initiator"
-	auditViolations = "violations"
-	auditMode       = "mode"
 )
 
 // Composites is the mutating webhook for Claims and composite resources of
@@ -56,14 +46,14 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if msg := admit.RefuseBroken(broken, old, obj); msg != "" {
-		return deny(ctx, metrics.ReasonBrokenPolicy, msg)
+	if v := admit.RefuseBroken(broken, old, obj); !v.Allowed() {
+		return refuse(ctx, v)
 	}
-	if msg := h.Trusted.Freeze(identity(req.UserInfo), old, obj, set, h.Now()); msg != "" {
-		return deny(ctx, metrics.ReasonFrozenWrite, msg)
+	if v := h.Trusted.Freeze(identity(req.UserInfo), old, obj, set, h.Now()); !v.Allowed() {
+		return refuse(ctx, v)
 	}
-	if msg := h.Trusted.References(identity(req.UserInfo), old, obj); msg != "" {
-		return deny(ctx, metrics.ReasonReferences, msg)
+	if v := h.Trusted.References(identity(req.UserInfo), old, obj); !v.Allowed() {
+		return refuse(ctx, v)
 	}
 	var warnings []string
 	if len(set.Names()) == 0 {
@@ -103,18 +93,19 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 		}
 	}
 
-	d, audit, warned, denied := evaluate(set, r, obj, parentNote)
-	noteOf(ctx).decided(d, denied)
-	if denied != nil {
-		return *denied
+	d, v := admit.Evaluate(set, r, obj, parentNote)
+	noteOf(ctx).decided(d, v)
+	if !v.Allowed() {
+		return refuse(ctx, v)
 	}
-	warnings = append(warnings, warned...)
+	warnings = append(warnings, v.Warnings...)
+	audit := v.Audit
 
 	if err := admit.Inject(old, obj, d, parentTrace); err != nil {
 		return deny(ctx, metrics.ReasonChain, err.Error())
 	}
 	if len(d.Allowances) > 0 {
-		audit[auditInitiator] = d.Allowances[0].Initiator
+		audit[AuditInitiator] = d.Allowances[0].Initiator
 	}
 	return withAudit(patched(sent, obj), audit).WithWarnings(warnings...)
 }
@@ -143,35 +134,6 @@ func listPolicies(ctx context.Context, r client.Reader) ([]v1alpha1.AllowancePol
 		return nil, errors.Wrap(err, "cannot list AllowancePolicies")
 	}
 	return l.Items, nil
-}
-
-// evaluate decides a write under the policies of its kind; denied is the
-// response when Enforce mode refuses it, naming fields and policies (and
-// note, why no parent allowance covered it).
-func evaluate(set policy.Set, r policy.Request, obj *unstructured.Unstructured, note string) (policy.Decision, map[string]string, []string, *admission.Response) {
-	d, err := set.Evaluate(r)
-	if err != nil {
-		resp := admission.Denied(errors.Wrapf(err, "cannot evaluate AllowancePolicies %s", strings.Join(set.Names(), ", ")).Error())
-		return d, nil, nil, &resp
-	}
-	audit := map[string]string{auditMode: string(d.Mode)}
-	if len(d.Violations) == 0 {
-		return d, audit, d.Warnings, nil
-	}
-	msgs := make([]string, 0, len(d.Violations))
-	for _, v := range d.Violations {
-		msgs = append(msgs, v.Error())
-	}
-	msg := fmt.Sprintf("%s: %s", admit.Describe(obj), strings.Join(msgs, "; "))
-	if note != "" {
-		msg += " (" + note + ")"
-	}
-	audit[auditViolations] = msg
-	if d.Mode == v1alpha1.ModeEnforce {
-		resp := withAudit(admission.Denied(msg), audit).WithWarnings(d.Warnings...)
-		return d, audit, nil, &resp
-	}
-	return d, audit, append(d.Warnings, "Log mode, would be denied: "+msg), nil
 }
 
 func withAudit(r admission.Response, audit map[string]string) admission.Response {

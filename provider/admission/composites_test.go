@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	kpolicy "github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -63,7 +64,7 @@ func TestComposites(t *testing.T) {
 		"AlicePermittedChange": {
 			reason: "Alice (platform team, jira annotation) may resize: the Claim gets the rule's allowance and a trace hop naming her, with the jira attestation, for the generation the write creates.",
 			args:   args{objs: []client.Object{claims, xdatabases}, req: update(asAlice, stored, resized)},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce", auditInitiator: alice},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce", AuditInitiator: alice},
 				Object: claim(t, set("spec.size", "large"), allowances(claimAllowanceFor(aliceHop)), trace(aliceHop)).Object},
 		},
 		"TraceLabels": {
@@ -73,7 +74,7 @@ func TestComposites(t *testing.T) {
 			want: func() result {
 				h := aliceHop
 				h.Labels = map[string]string{"ticket": "CHG-7"}
-				return result{Allowed: true, Audit: map[string]string{auditMode: "Enforce", auditInitiator: alice},
+				return result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce", AuditInitiator: alice},
 					Object: claim(t, set("spec.size", "large"), annotate("kausality.io/trace-ticket", "CHG-7"), allowances(claimAllowanceFor(h)), trace(h)).Object}
 			}(),
 		},
@@ -81,27 +82,27 @@ func TestComposites(t *testing.T) {
 			reason: "Bob is no subject with mayInitiate: in Enforce mode his change is denied naming field, policy and reason.",
 			args:   args{objs: []client.Object{claims, xdatabases}, req: update(asBob, stored, resized)},
 			want: result{Code: http.StatusForbidden, Message: bobDenied,
-				Audit: map[string]string{auditMode: "Enforce", auditViolations: bobDenied}},
+				Audit: map[string]string{admit.AuditMode: "Enforce", admit.AuditViolations: bobDenied}},
 		},
 		"ConditionFalseDenied": {
 			reason: "Alice without the jira annotation fails the rule's condition, which the denial names.",
 			args: args{objs: []client.Object{claims}, req: update(asAlice, claim(t, unannotate("jira"), trace(created)),
 				claim(t, unannotate("jira"), trace(created), set("spec.size", "large")))},
 			want: result{Code: http.StatusForbidden, Message: noJira,
-				Audit: map[string]string{auditMode: "Enforce", auditViolations: noJira}},
+				Audit: map[string]string{admit.AuditMode: "Enforce", admit.AuditViolations: noJira}},
 		},
 		"LogModeWarns": {
 			reason: "In Log mode Bob's change is admitted with a warning naming field and policy, and earns nothing; the stored trace stays.",
 			args:   args{objs: []client.Object{logMode}, req: update(asBob, stored, resized)},
 			want: result{Allowed: true, Warnings: []string{"Log mode, would be denied: " + bobDenied},
-				Audit:  map[string]string{auditMode: "Log", auditViolations: bobDenied},
+				Audit:  map[string]string{admit.AuditMode: "Log", admit.AuditViolations: bobDenied},
 				Object: resized.Object},
 		},
 		"NamespaceLogModeWarns": {
 			reason: "The Namespace's kausality.io/mode: Log overrides an Enforce policy: Bob's change is admitted with a warning.",
 			args:   args{objs: []client.Object{claims, namespace(v1alpha1.AnnotationMode, "Log")}, req: update(asBob, stored, resized)},
 			want: result{Allowed: true, Warnings: []string{"Log mode, would be denied: " + bobDenied},
-				Audit:  map[string]string{auditMode: "Log", auditViolations: bobDenied},
+				Audit:  map[string]string{admit.AuditMode: "Log", admit.AuditViolations: bobDenied},
 				Object: resized.Object},
 		},
 		"ModeOnClaimIgnored": {
@@ -110,7 +111,7 @@ func TestComposites(t *testing.T) {
 				claim(t, trace(created), set("spec.size", "large"), annotate(v1alpha1.AnnotationMode, "Log")))},
 			want: result{Code: http.StatusForbidden, Message: bobDenied,
 				Warnings: []string{`annotation kausality.io/mode="Log" on DatabaseClaim team-a/orders is ignored: only a Namespace may set the mode (kubectl annotate namespace <name> kausality.io/mode=Log, as an administrator)`},
-				Audit:    map[string]string{auditMode: "Enforce", auditViolations: bobDenied}},
+				Audit:    map[string]string{admit.AuditMode: "Enforce", admit.AuditViolations: bobDenied}},
 		},
 		"BrokenPolicyRefusesSpecChange": {
 			reason: "While a policy for the kind does not compile, what it permits is unknown: Alice's resize is refused, naming the policy (fail closed).",
@@ -127,24 +128,24 @@ func TestComposites(t *testing.T) {
 			reason: "Anyone may freeze: admission records who and when, whatever the value claims.",
 			args: args{objs: []client.Object{claims}, req: update(asBob, stored,
 				claim(t, trace(created), annotate(v1alpha1.AnnotationFreeze, `{"user":"alice@example.com","message":"incident 42"}`)))},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"},
 				Object: claim(t, trace(created), annotate(v1alpha1.AnnotationFreeze, bobsFreeze)).Object},
 		},
 		"FreezePlainText": {
 			reason: "A freeze written as plain text becomes its message.",
 			args:   args{objs: []client.Object{claims}, req: update(asBob, stored, claim(t, trace(created), annotate(v1alpha1.AnnotationFreeze, "incident 42")))},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"},
 				Object: claim(t, trace(created), annotate(v1alpha1.AnnotationFreeze, bobsFreeze)).Object},
 		},
 		"FreezeLiftedBySetter": {
 			reason: "The user who set a freeze may lift it.",
 			args:   args{objs: []client.Object{claims}, req: update(asBob, claim(t, trace(created), annotate(v1alpha1.AnnotationFreeze, bobsFreeze)), stored)},
-			want:   result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"}, Object: stored.Object},
+			want:   result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"}, Object: stored.Object},
 		},
 		"FreezeLiftedBySubject": {
 			reason: "A user a policy for the kind lets initiate changes may lift anyone's freeze.",
 			args:   args{objs: []client.Object{claims}, req: update(asAlice, claim(t, trace(created), annotate(v1alpha1.AnnotationFreeze, bobsFreeze)), stored)},
-			want:   result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"}, Object: stored.Object},
+			want:   result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"}, Object: stored.Object},
 		},
 		"FreezeLiftByOtherDenied": {
 			reason: "Bob may not lift the freeze Carol set.",
@@ -156,19 +157,19 @@ func TestComposites(t *testing.T) {
 			reason: "Pointing the Claim at another Composition (one without the kausality step would un-gate its resources) is a watched change no rule permits: denied, even for Alice.",
 			args:   args{objs: []client.Object{claims}, req: update(asAlice, stored, claim(t, trace(created), set("spec.compositionRef.name", "ungated")))},
 			want: result{Code: http.StatusForbidden, Message: switched,
-				Audit: map[string]string{auditMode: "Enforce", auditViolations: switched}},
+				Audit: map[string]string{admit.AuditMode: "Enforce", admit.AuditViolations: switched}},
 		},
 		"StrippedStatusDenied": {
 			reason: "Bob sends his resize without status, which would make the Claim look initializing; the phase reads the stored status, so it is denied.",
 			args:   args{objs: []client.Object{claims}, req: update(asBob, stored, claim(t, trace(created), set("spec.size", "large"), unset("status")))},
 			want: result{Code: http.StatusForbidden, Message: bobDenied,
-				Audit: map[string]string{auditMode: "Enforce", auditViolations: bobDenied}},
+				Audit: map[string]string{admit.AuditMode: "Enforce", admit.AuditViolations: bobDenied}},
 		},
 		"CreateStampsOriginTrace": {
 			reason: "Creating a Claim stamps a trace whose one hop names the authenticated creator at generation 1; creation earns no allowance.",
 			args: args{objs: []client.Object{claims}, req: create(asAlice,
 				claim(t, unset("metadata.generation"), unset("metadata.uid"), unset("status")))},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"},
 				Object: claim(t, unset("metadata.generation"), unset("metadata.uid"), unset("status"),
 					trace(allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "orders", Generation: 1, User: alice, Timestamp: ts(0)})).Object},
 		},
@@ -176,7 +177,7 @@ func TestComposites(t *testing.T) {
 			reason: "Crossplane writing the XR under an unconsumed Claim allowance that covers the change: the XR's allowances continue the Claim's trace and keep Alice as initiator; Crossplane need not be allowed to initiate.",
 			args: args{objs: []client.Object{claims, xdatabases, resizedClaim()},
 				req: update(asCrossplane, storedXR, resizedXR())},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce", auditInitiator: alice},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce", AuditInitiator: alice},
 				Object: xr(t, set("spec.size", "large"), allowances(xrAllowancesFor(allowance.Trace{claimHop(), carried})...),
 					trace(claimHop(), carried)).Object},
 		},
@@ -184,7 +185,7 @@ func TestComposites(t *testing.T) {
 			reason: "The claim controller copies the Claim's kausality annotations onto the XR; the XR keeps its own, computed from the stored XR.",
 			args: args{objs: []client.Object{claims, xdatabases, resizedClaim()},
 				req: update(asCrossplane, storedXR, resizedXR(allowances(claimAllowance()), trace(claimHop())))},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce", auditInitiator: alice},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce", AuditInitiator: alice},
 				Object: xr(t, set("spec.size", "large"), allowances(xrAllowancesFor(allowance.Trace{claimHop(), carried})...),
 					trace(claimHop(), carried)).Object},
 		},
@@ -192,27 +193,27 @@ func TestComposites(t *testing.T) {
 			reason: "Without an allowance on the Claim Crossplane may not change a watched XR field: the denial says no Claim allowance covers it.",
 			args:   args{objs: []client.Object{claims, xdatabases, stored}, req: update(asCrossplane, storedXR, resizedXR())},
 			want: result{Code: http.StatusForbidden, Message: uncovered,
-				Audit: map[string]string{auditMode: "Enforce", auditViolations: uncovered}},
+				Audit: map[string]string{admit.AuditMode: "Enforce", admit.AuditViolations: uncovered}},
 		},
 		"CrossplaneWithConsumedClaimAllowanceDenied": {
 			reason: "A Claim allowance consumed by the Claim's observed generation covers nothing.",
 			args: args{objs: []client.Object{claims, xdatabases, resizedClaim(observed(2))},
 				req: update(asCrossplane, storedXR, resizedXR())},
 			want: result{Code: http.StatusForbidden, Message: uncovered,
-				Audit: map[string]string{auditMode: "Enforce", auditViolations: uncovered}},
+				Audit: map[string]string{admit.AuditMode: "Enforce", admit.AuditViolations: uncovered}},
 		},
 		"CrossplaneOwnFieldsNeedNoAllowance": {
 			reason: "Fields Crossplane manages (spec.resourceRefs) need no Claim allowance; the write earns nothing and keeps the stored trace.",
 			args: args{objs: []client.Object{claims, xdatabases, stored},
 				req: update(asCrossplane, storedXR, xr(t, trace(created, xrCreated), moreRefs))},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"},
 				Object: xr(t, trace(created, xrCreated), moreRefs).Object},
 		},
 		"CrossplaneCreatesXR": {
 			reason: "Creating the XR for a Claim continues the Claim's trace with the XR's hop by Crossplane at generation 1.",
 			args: args{objs: []client.Object{claims, xdatabases, stored}, req: create(asCrossplane,
 				xr(t, unset("metadata.generation"), unset("metadata.uid"), unset("status")))},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"},
 				Object: xr(t, unset("metadata.generation"), unset("metadata.uid"), unset("status"),
 					trace(created, allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 1, User: crossplane, Timestamp: ts(0)})).Object},
 		},
@@ -227,21 +228,21 @@ func TestComposites(t *testing.T) {
 			reason: "An allowance the stored object observed and has moved past (a later generation) is pruned on the next write.",
 			args: args{objs: []client.Object{claims}, req: update(asAlice, resizedClaim(generation(3), observed(2)),
 				resizedClaim(generation(3), observed(2), annotate("jira", "INFRA-24000")))},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"},
 				Object: resizedClaim(generation(3), observed(2), annotate("jira", "INFRA-24000"), unannotate(v1alpha1.AnnotationAllowances)).Object},
 		},
 		"ObservedAtItsGenerationKept": {
 			reason: "An allowance of the stored object's current generation is kept although that generation is observed: Crossplane marks a composite observed at a generation a concurrent write raised before it composed it.",
 			args: args{objs: []client.Object{claims}, req: update(asAlice, resizedClaim(observed(2)),
 				resizedClaim(observed(2), annotate("jira", "INFRA-24000")))},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"},
 				Object: resizedClaim(observed(2), annotate("jira", "INFRA-24000")).Object},
 		},
 		"ForgedStatusPrunesNothing": {
 			reason: "Consumption is decided on the stored status: a write that forges status.observedGeneration cannot prune an unconsumed allowance.",
 			args: args{objs: []client.Object{claims}, req: update(asAlice, resizedClaim(),
 				resizedClaim(observed(2), annotate("jira", "INFRA-24000")))},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"},
 				Object: resizedClaim(observed(2), annotate("jira", "INFRA-24000")).Object},
 		},
 		"MalformedStoredAllowancesDenied": {
@@ -257,7 +258,7 @@ func TestComposites(t *testing.T) {
 			args: args{objs: []client.Object{claims}, req: update(asCrossplane,
 				claim(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created), set("metadata.finalizers", []any{"finalizer.apiextensions.crossplane.io"})),
 				claim(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created)))},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"},
 				Object: claim(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created)).Object},
 		},
 		"MalformedStoredAllowancesNotReplacedByACopy": {
@@ -265,20 +266,20 @@ func TestComposites(t *testing.T) {
 			args: args{objs: []client.Object{claims, xdatabases, resizedClaim()}, req: update(asCrossplane,
 				xr(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created, xrCreated)),
 				xr(t, allowances(claimAllowance()), trace(claimHop())))},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"},
 				Object: xr(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created, xrCreated)).Object},
 		},
 		"MalformedStoredAllowancesRemoved": {
 			reason: "Anyone may remove an unreadable allowances annotation: it counts as none, so nothing is lost, and the object is writable again.",
 			args: args{objs: []client.Object{claims}, req: update(asBob,
 				claim(t, annotate(v1alpha1.AnnotationAllowances, "not json"), trace(created)), stored)},
-			want: result{Allowed: true, Audit: map[string]string{auditMode: "Enforce"}, Object: stored.Object},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"}, Object: stored.Object},
 		},
 		"ProtectedAnnotationDenied": {
 			reason: "Annotation protection applies: Bob may not write the allowances annotation.",
 			args: args{objs: []client.Object{claims}, req: update(asBob, stored,
 				claim(t, trace(created), allowances(claimAllowanceFor(at(claimHop(), 0)))))},
-			want: result{Code: http.StatusForbidden, Message: refusal(bob, "DatabaseClaim team-a/orders", "annotation kausality.io/allowances")},
+			want: result{Code: http.StatusForbidden, Message: refusal(bob, "DatabaseClaim team-a/orders", "annotation kausality.io/allowances").Message},
 		},
 		"UnrestrictedKind": {
 			reason: "A kind no policy names passes untouched.",

@@ -64,16 +64,16 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	// What the resource acts on and answers to is part of what its gate
 	// ships: retargeting it would aim the next open gate elsewhere.
-	if msg := h.Trusted.Identity(identity(req.UserInfo), old, obj); msg != "" {
-		return deny(ctx, metrics.ReasonIdentity, msg)
+	if v := h.Trusted.Identity(identity(req.UserInfo), old, obj); !v.Allowed() {
+		return refuse(ctx, v)
 	}
 	if !h.Trusted.Has(req.UserInfo.Username) && admit.FreezeChanged(old, obj) {
 		set, _, err := policiesFor(ctx, h.Policies, h.Cache, obj)
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
-		if msg := h.Trusted.Freeze(identity(req.UserInfo), old, obj, set, h.Now()); msg != "" {
-			return deny(ctx, metrics.ReasonFrozenWrite, msg)
+		if v := h.Trusted.Freeze(identity(req.UserInfo), old, obj, set, h.Now()); !v.Allowed() {
+			return refuse(ctx, v)
 		}
 	}
 	as, err := allowance.Parse(obj.GetAnnotations()[v1alpha1.AnnotationAllowances])
@@ -93,10 +93,10 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		c := admit.Chain{Old: old, Obj: obj, Child: requestChild(req), Now: h.Now(),
 			Composite: func() (*unstructured.Unstructured, error) { return parents.Composite(ctx, h.Reader, obj) },
 			Upgrades:  func(name string) (bool, error) { return h.upgrade(ctx, name, old, obj) }}
-		if msg, err := c.Refuse(as); err != nil {
+		if v, err := c.Refuse(as); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
-		} else if msg != "" {
-			return deny(ctx, metrics.ReasonChain, msg)
+		} else if !v.Allowed() {
+			return refuse(ctx, v)
 		}
 	}
 
@@ -228,8 +228,8 @@ func (h *Managed) handEdit(ctx context.Context, req admission.Request, old, obj 
 	if err != nil {
 		return nil, nil, refOf(admission.Errored(http.StatusInternalServerError, err))
 	}
-	if msg := admit.RefuseBroken(broken, old, obj); msg != "" {
-		return nil, nil, refOf(deny(ctx, metrics.ReasonBrokenPolicy, msg))
+	if v := admit.RefuseBroken(broken, old, obj); !v.Allowed() {
+		return nil, nil, refOf(refuse(ctx, v))
 	}
 	// The gate is Kausality's to set, below: it is no part of the edit.
 	edited := obj.DeepCopy()
@@ -246,10 +246,10 @@ func (h *Managed) handEdit(ctx context.Context, req admission.Request, old, obj 
 	if ns != nil {
 		r.Namespace = ns.Object
 	}
-	d, _, logged, denied := evaluate(set, r, obj, "")
-	noteOf(ctx).decided(d, denied)
-	if denied != nil {
-		return nil, nil, denied
+	d, v := admit.Evaluate(set, r, obj, "")
+	noteOf(ctx).decided(d, v)
+	if !v.Allowed() {
+		return nil, nil, refOf(refuse(ctx, v))
 	}
 	hop := d.Hop
 	if hop.Field == "" && len(d.Changed) > 0 {
@@ -271,7 +271,7 @@ func (h *Managed) handEdit(ctx context.Context, req admission.Request, old, obj 
 	if len(d.Allowances) > 0 {
 		admit.SetAnnotation(obj, v1alpha1.AnnotationAllowances, allowance.Format(as))
 	}
-	return as, logged, nil
+	return as, v.Warnings, nil
 }
 
 // refOf is a response the caller returns.

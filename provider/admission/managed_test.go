@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
@@ -347,7 +348,7 @@ spec:
 			reason: "Bob's hand edit of a gated Bucket, which no policy permits, is denied: left in the spec it would reach the cloud with the next change that opens the gate.",
 			args: args{objs: []client.Object{parentXR(), parentClaim()},
 				req: update(asBob, bucket(t), bucket(t, set("spec.forProvider.size", "huge"), policies("*")))},
-			want: result{Code: http.StatusForbidden, Message: handEdit, Audit: map[string]string{auditMode: "Enforce", auditViolations: handEdit}},
+			want: result{Code: http.StatusForbidden, Message: handEdit, Audit: map[string]string{admit.AuditMode: "Enforce", admit.AuditViolations: handEdit}},
 		},
 		"BobRetargetsExternalNameDenied": {
 			reason: "Bob pointing a gated Bucket at a victim's cloud resource (crossplane.io/external-name) is denied: the next gate that opens would act on it.",
@@ -385,7 +386,7 @@ spec:
 			reason: "A provider changing a set field is checked like a hand edit.",
 			args: args{objs: []client.Object{parentXR(), parentClaim()},
 				req: update(asRecorder, bucket(t), bucket(t, set("spec.forProvider.size", "huge")))},
-			want: result{Code: http.StatusForbidden, Message: handEdit, Audit: map[string]string{auditMode: "Enforce", auditViolations: handEdit}},
+			want: result{Code: http.StatusForbidden, Message: handEdit, Audit: map[string]string{admit.AuditMode: "Enforce", admit.AuditViolations: handEdit}},
 		},
 		"BobOpensGateOnly": {
 			reason: "A write of managementPolicies alone is no spec change, so no trace; only its read-only part is kept (here [Observe]), nothing opens, and Bob is warned.",
@@ -412,8 +413,8 @@ spec:
 			reason: "Under a policy for the managed kind Bob's hand edit is denied in Enforce mode, naming field and policy.",
 			args: args{objs: []client.Object{parentXR(), parentClaim(), buckets},
 				req: update(asBob, bucket(t), bucket(t, set("spec.forProvider.size", "huge")))},
-			want: result{Code: http.StatusForbidden, Audit: map[string]string{auditMode: "Enforce",
-				auditViolations: `Bucket orders-data: change to spec.forProvider.size is not permitted by AllowancePolicy buckets: user "bob@example.com" is not a subject with mayInitiate`},
+			want: result{Code: http.StatusForbidden, Audit: map[string]string{admit.AuditMode: "Enforce",
+				admit.AuditViolations: `Bucket orders-data: change to spec.forProvider.size is not permitted by AllowancePolicy buckets: user "bob@example.com" is not a subject with mayInitiate`},
 				Message: `Bucket orders-data: change to spec.forProvider.size is not permitted by AllowancePolicy buckets: user "bob@example.com" is not a subject with mayInitiate`},
 		},
 		"BobCreatesRestrictedKindGated": {

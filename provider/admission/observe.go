@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
@@ -91,26 +92,28 @@ func (n *note) because(reason string) {
 	}
 }
 
-// decided notes a policy evaluation; denied is its refusal, nil when the
-// write may go on.
-func (n *note) decided(d policy.Decision, denied *admission.Response) {
+// decided notes a policy evaluation and its verdict.
+func (n *note) decided(d policy.Decision, v admit.Verdict) {
 	if n == nil {
 		return
 	}
 	n.policy, n.rule = d.Decided.Policy, d.Decided.Rule
-	n.logMode = denied == nil && len(d.Violations) > 0
-	switch {
-	case denied != nil && len(d.Violations) > 0:
-		n.reason = metrics.ReasonPolicyViolation
-	case denied != nil:
-		n.reason = metrics.ReasonPolicyError
+	n.logMode = v.Allowed() && len(d.Violations) > 0
+	if !v.Allowed() {
+		n.reason = v.Reason
 	}
 }
 
 // deny is admission.Denied, noting why for metrics and the audit log.
 func deny(ctx context.Context, reason, msg string) admission.Response {
-	noteOf(ctx).because(reason)
-	return admission.Denied(msg)
+	return refuse(ctx, admit.Deny(reason, "%s", msg))
+}
+
+// refuse answers a verdict that denies, noting its reason for the
+// decision's metric and audit annotation.
+func refuse(ctx context.Context, v admit.Verdict) admission.Response {
+	noteOf(ctx).because(v.Reason)
+	return withAudit(admission.Denied(v.Message), v.Audit).WithWarnings(v.Warnings...)
 }
 
 // protected notes why write answered early: a refusal there is a

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
@@ -51,10 +52,10 @@ func TestObserved(t *testing.T) {
 		"StampedInNewAnnotations": {reason: "A trace in annotations the patch adds whole is found too; the handler's own initiator is kept.",
 			handler: func(context.Context, admission.Request) admission.Response {
 				return withAudit(admission.Patched("", traceOp("/metadata/annotations", map[string]any{v1alpha1.AnnotationTrace: trace})),
-					map[string]string{auditInitiator: "bob", auditMode: "Enforce"})
+					map[string]string{AuditInitiator: "bob", admit.AuditMode: "Enforce"})
 			},
 			want: want{outcome: metrics.OutcomePatched, reason: metrics.ReasonCaused,
-				audit: map[string]string{AuditDecision: metrics.OutcomePatched, AuditReason: metrics.ReasonCaused, AuditTrace: trace, AuditInitiator: "bob", auditMode: "Enforce"}}},
+				audit: map[string]string{AuditDecision: metrics.OutcomePatched, AuditReason: metrics.ReasonCaused, AuditTrace: trace, AuditInitiator: "bob", admit.AuditMode: "Enforce"}}},
 		"LongTrace": {reason: "A trace longer than the limit is cut, and says so.",
 			handler: func(context.Context, admission.Request) admission.Response {
 				return admission.Patched("", traceOp("/metadata", map[string]any{"annotations": map[string]any{v1alpha1.AnnotationTrace: long}}))
@@ -64,17 +65,17 @@ func TestObserved(t *testing.T) {
 					AuditTrace: long[:MaxAuditTrace-len("...(truncated, 2048 bytes)")] + "...(truncated, 2048 bytes)"}}},
 		"PolicyViolation": {reason: "An Enforce-mode violation is denied for a policy violation, naming the policy.",
 			handler: func(ctx context.Context, _ admission.Request) admission.Response {
-				denied := admission.Denied("no")
+				denied := admit.Deny(metrics.ReasonPolicyViolation, "no")
 				noteOf(ctx).decided(policy.Decision{Violations: []policy.Violation{{Field: "spec.size", Policy: "xdatabase-policy"}},
-					Decided: policy.Decided{Policy: "xdatabase-policy", Rule: "spec.rules[0]"}}, &denied)
-				return denied
+					Decided: policy.Decided{Policy: "xdatabase-policy", Rule: "spec.rules[0]"}}, denied)
+				return admission.Denied(denied.Message)
 			},
 			want: want{outcome: metrics.OutcomeDenied, reason: metrics.ReasonPolicyViolation, policy: "xdatabase-policy",
 				audit: map[string]string{AuditDecision: metrics.OutcomeDenied, AuditReason: metrics.ReasonPolicyViolation, AuditPolicy: "xdatabase-policy", AuditRule: "spec.rules[0]"}}},
 		"LogMode": {reason: "Log mode lets a violation in, and says which policy would have denied it.",
 			handler: func(ctx context.Context, _ admission.Request) admission.Response {
 				noteOf(ctx).decided(policy.Decision{Violations: []policy.Violation{{Field: "spec.size", Policy: "xdatabase-policy"}},
-					Decided: policy.Decided{Policy: "xdatabase-policy"}}, nil)
+					Decided: policy.Decided{Policy: "xdatabase-policy"}}, admit.Allow())
 				return admission.Allowed("")
 			},
 			want: want{outcome: metrics.OutcomeAllowed, reason: metrics.ReasonLogMode, policy: "xdatabase-policy",

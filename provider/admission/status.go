@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
-	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 )
 
 // Status is the validating webhook for the status subresource of gated
@@ -31,8 +30,8 @@ func (h *Status) Handle(ctx context.Context, req admission.Request) admission.Re
 	if obj == nil {
 		return admission.Errored(http.StatusBadRequest, errors.Errorf("status write of %s %s carries no object", req.Kind.Kind, req.Name))
 	}
-	if msg := h.Trusted.Status(identity(req.UserInfo), obj); msg != "" {
-		return deny(ctx, metrics.ReasonStatusWriter, msg)
+	if v := h.Trusted.Status(identity(req.UserInfo), obj); !v.Allowed() {
+		return refuse(ctx, v)
 	}
 	return admission.Allowed("")
 }

@@ -45,8 +45,8 @@ func write(t admit.Writers, req admission.Request, restore bool) (old, obj *unst
 		}}})
 	}
 	sent = runtime.DeepCopyJSON(obj.Object)
-	if msg := t.Protect(req.UserInfo.Username, old, obj); msg != "" && !(restore && admit.RestoreStale(old, obj)) {
-		return respond(admission.Denied(msg))
+	if v := t.Protect(req.UserInfo.Username, old, obj); !v.Allowed() && !(restore && admit.RestoreStale(old, obj)) {
+		return respond(admission.Denied(v.Message))
 	}
 	return old, obj, sent, nil
 }

@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,12 +14,13 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 )
 
 // refusal is the message protect gives user for changing what (e.g.
 // "annotation kausality.io/trace") of object.
-func refusal(user, object string, what ...string) string {
-	return fmt.Sprintf("%s of %s: only Kausality and Crossplane may change %s; user %q may set kausality.io/freeze, kausality.io/allow-delete and kausality.io/trace-* annotations",
+func refusal(user, object string, what ...string) admit.Verdict {
+	return admit.Deny(metrics.ReasonProtected, "%s of %s: only Kausality and Crossplane may change %s; user %q may set kausality.io/freeze, kausality.io/allow-delete and kausality.io/trace-* annotations",
 		strings.Join(what, " and "), object, strings.Join(what, ", "), user)
 }
 
@@ -37,13 +37,13 @@ func TestTrustedProtect(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		args   args
-		want   string
+		want   admit.Verdict
 	}{
 		"UserChangesAllowances": {
 			reason: "A user may not rewrite the allowances annotation: it would forge permission for a change.",
 			args: args{trusted: trusted, user: asAlice, old: stored,
 				obj: claim(t, allowances(consumed(claimAllowance())), trace(claimHop()))},
-			want: `annotation kausality.io/allowances of DatabaseClaim team-a/orders: only Kausality and Crossplane may change annotation kausality.io/allowances; user "alice@example.com" may set kausality.io/freeze, kausality.io/allow-delete and kausality.io/trace-* annotations`,
+			want: admit.Deny(metrics.ReasonProtected, "%s", `annotation kausality.io/allowances of DatabaseClaim team-a/orders: only Kausality and Crossplane may change annotation kausality.io/allowances; user "alice@example.com" may set kausality.io/freeze, kausality.io/allow-delete and kausality.io/trace-* annotations`),
 		},
 		"UserRemovesTrace": {
 			reason: "Removing the trace erases another change's cause.",
@@ -174,21 +174,21 @@ func TestTrustedWrite(t *testing.T) {
 			reason: "Claims and composites have no provider bookkeeping: the same write is denied.",
 			req:    update(asProviderAWS, storedConsumed, staleMR),
 			want: want{done: &result{Code: http.StatusForbidden,
-				Message: refusal(asProviderAWS.Username, "Bucket orders-data", "annotation kausality.io/allowances")}},
+				Message: refusal(asProviderAWS.Username, "Bucket orders-data", "annotation kausality.io/allowances").Message}},
 		},
 		"RemovingBookkeepingDeniedWhereRestored": {
 			reason:  "Replacing all annotations removes crossplane-runtime's bookkeeping; that is no bookkeeping write, and the protected change is denied.",
 			req:     update(asBob, bucket(t, annotate("crossplane.io/external-name", "orders-data")), bucket(t, allowances(consumed(bucketAllowance())))),
 			restore: true,
 			want: want{done: &result{Code: http.StatusForbidden,
-				Message: refusal(bob, "Bucket orders-data", "annotation kausality.io/allowances")}},
+				Message: refusal(bob, "Bucket orders-data", "annotation kausality.io/allowances").Message}},
 		},
 		"ProtectedOnlyDeniedWhereRestored": {
 			reason:  "A write that changes protected annotations and no provider bookkeeping is denied, restore or not.",
 			req:     update(asBob, storedMR, bucket(t, allowances(consumed(bucketAllowance())))),
 			restore: true,
 			want: want{done: &result{Code: http.StatusForbidden,
-				Message: refusal(bob, "Bucket orders-data", "annotation kausality.io/allowances")}},
+				Message: refusal(bob, "Bucket orders-data", "annotation kausality.io/allowances").Message}},
 		},
 		"Update": {
 			reason: "An admitted update decodes both objects for the handler to decide.",
@@ -220,7 +220,7 @@ func TestTrustedWrite(t *testing.T) {
 			reason: "A protected change is denied before any handler logic runs.",
 			req:    update(asBob, stored, claim(t, trace(claimHop()))),
 			want: want{done: &result{Code: http.StatusForbidden,
-				Message: refusal(bob, "DatabaseClaim team-a/orders", "annotation kausality.io/allowances")}},
+				Message: refusal(bob, "DatabaseClaim team-a/orders", "annotation kausality.io/allowances").Message}},
 		},
 	}
 	for n, tc := range cases {

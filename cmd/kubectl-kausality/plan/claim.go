@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -108,8 +107,8 @@ func compositeAdmission(ctx context.Context, o Options, claim, live, xr *unstruc
 	for _, err := range errs {
 		broken = append(broken, err.Error())
 	}
-	if msg := admit.RefuseBroken(broken, live, xr); msg != "" {
-		a.Message = msg
+	if v := admit.RefuseBroken(broken, live, xr); !v.Allowed() {
+		a.Message = v.Message
 		return a, nil
 	}
 	if len(set.Names()) == 0 {
@@ -142,26 +141,11 @@ func compositeAdmission(ctx context.Context, o Options, claim, live, xr *unstruc
 		a.Message = errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationTrace, admit.Describe(claim)).Error()
 		return a, nil
 	}
-	d, err := set.Evaluate(r)
-	if err != nil {
-		a.Message = errors.Wrapf(err, "cannot evaluate AllowancePolicies %s", strings.Join(set.Names(), ", ")).Error()
+	d, v := admit.Evaluate(set, r, xr, note)
+	a.Warnings = v.Warnings
+	if !v.Allowed() {
+		a.Message = v.Message
 		return a, nil
-	}
-	a.Warnings = d.Warnings
-	if len(d.Violations) > 0 {
-		msgs := make([]string, 0, len(d.Violations))
-		for _, v := range d.Violations {
-			msgs = append(msgs, v.Error())
-		}
-		msg := admit.Describe(xr) + ": " + strings.Join(msgs, "; ")
-		if note != "" {
-			msg += " (" + note + ")"
-		}
-		if d.Mode == v1alpha1.ModeEnforce {
-			a.Message = msg
-			return a, nil
-		}
-		a.Warnings = append(a.Warnings, "Log mode, would be denied: "+msg)
 	}
 	if err := admit.Inject(live, xr, d, parentTrace); err != nil {
 		a.Message = err.Error()
