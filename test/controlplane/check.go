@@ -4,8 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
-	"strings"
-	"testing"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -31,35 +29,6 @@ func Environment(root string) *envtest.Environment {
 		},
 		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "package", "provider", "webhookconfigurations")}},
-	}
-}
-
-// Eventually polls cond until it holds or timeout passes; cond says what
-// it saw last, for the failure message.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s; last saw: %s", timeout, what, last)
-}
-
-// ErrorContains fails unless err's message contains every part.
-func ErrorContains(t testing.TB, err error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("want an error containing %q, got none", parts)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Errorf("error %q does not contain %q", err.Error(), p)
-		}
 	}
 }
 

@@ -41,6 +41,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kausality-io/kausality-crossplane/provider/server"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 	recordermv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/m/v1alpha1"
 	recorderv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/v1alpha1"
@@ -175,7 +176,7 @@ func (c *ControlPlane) kubeconfig(name, user string, pod *corev1.Pod) (string, e
 	ai := &clientcmdapi.AuthInfo{ClientCertificateData: c.Admin.CertData, ClientKeyData: c.Admin.KeyData, Token: c.Admin.BearerToken}
 	if user != "" {
 		ai.Impersonate = user
-		ai.ImpersonateUserExtra = podExtra(pod)
+		ai.ImpersonateUserExtra = fixture.PodExtra(pod)
 	}
 	cfg.AuthInfos[name] = ai
 	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: name}

@@ -42,11 +42,3 @@ func (c *ControlPlane) controllerPod(ctx context.Context, name, serviceAccount, 
 	}
 	return p, errors.Wrapf(err, "cannot create pod %s", name)
 }
-
-// podExtra is the user extra the API server gives a token bound to p.
-func podExtra(p *corev1.Pod) map[string][]string {
-	if p == nil {
-		return nil
-	}
-	return map[string][]string{"authentication.kubernetes.io/pod-name": {p.GetName()}, "authentication.kubernetes.io/pod-uid": {string(p.GetUID())}}
-}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
@@ -83,7 +84,7 @@ func (r *externalRuntime) listening() error {
 // as its service account.
 func (r *externalRuntime) startRecorder(user string, pod *corev1.Pod) error {
 	cfg := rest.CopyConfig(r.c.Admin)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Extra: podExtra(pod)}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Extra: fixture.PodExtra(pod)}
 	// Its log, crossplane-runtime's managed reconciler at debug level, is
 	// kept with the others: what it did with each gate is half of a
 	// failed scenario.

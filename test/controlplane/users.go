@@ -15,8 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 // installRBAC applies the chart's RBAC and gives the users theirs.
@@ -71,9 +72,9 @@ func mustUnstructured(o runtime.Object) *unstructured.Unstructured {
 
 // As is a client acting as user, through impersonation.
 func (c *ControlPlane) As(user string, groups ...string) (client.Client, error) {
-	cfg := rest.CopyConfig(c.Admin)
+	cfg := c.Admin
 	if user != "admin" {
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+		cfg = fixture.As(c.Admin, user, groups...)
 	}
 	return client.New(cfg, client.Options{Scheme: c.Scheme})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 // The adversarial suite: Bob has Crossplane's edit role in his namespace
@@ -53,7 +54,7 @@ func TestBobAdoptsAProductionBucket(t *testing.T) {
 	if !kerrors.IsForbidden(err) {
 		t.Errorf("bob writes the status of Alice's gated Bucket: got %v, want a denial", err)
 	}
-	controlplane.ErrorContains(t, err, "status of Bucket")
+	fixture.ErrorContains(t, err, "status of Bucket")
 	if err := bob.Create(ctx, b); err != nil {
 		t.Fatalf("bob creates his Bucket: %v", err)
 	}
@@ -63,7 +64,7 @@ func TestBobAdoptsAProductionBucket(t *testing.T) {
 	if tr := traceOf(t, b); len(tr) != 1 || tr[0].User != controlplane.Bob {
 		t.Errorf("bob's Bucket trace = %v, want one hop naming %s", tr, controlplane.Bob)
 	}
-	controlplane.Eventually(t, settleTimeout, "the provider to observe bob's Bucket", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the provider to observe bob's Bucket", func() (bool, string) {
 		if err := bob.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
@@ -78,7 +79,7 @@ func TestBobAdoptsAProductionBucket(t *testing.T) {
 	if err := bob.Delete(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	controlplane.Eventually(t, settleTimeout, "bob's Bucket to go", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "bob's Bucket to go", func() (bool, string) {
 		err := bob.Get(ctx, client.ObjectKeyFromObject(b), b)
 		return client.IgnoreNotFound(err) == nil && err != nil, fmt.Sprint(err)
 	})
@@ -99,7 +100,7 @@ func TestBobSwitchesTheComposition(t *testing.T) {
 	err := controlplane.Update(as(t, controlplane.Bob), c, func() {
 		_ = unstructured.SetNestedField(c.Object, ungated, "spec", "compositionRef", "name")
 	})
-	controlplane.ErrorContains(t, err, "spec.compositionRef", "AllowancePolicy claims", "chooses what composes the object")
+	fixture.ErrorContains(t, err, "spec.compositionRef", "AllowancePolicy claims", "chooses what composes the object")
 	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
 }
 
@@ -132,7 +133,7 @@ spec:
 		t.Fatalf("alice's permitted switch: %v", err)
 	}
 	ctx := context.Background()
-	controlplane.Eventually(t, settleTimeout, "Crossplane to apply the ungated Composition's output", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "Crossplane to apply the ungated Composition's output", func() (bool, string) {
 		for _, b := range buckets(t, key) {
 			if r, _, _ := unstructured.NestedString(b.Object, "spec", "forProvider", "region"); r != "us" {
 				return false, cp.Describe(ctx, key)
@@ -220,7 +221,7 @@ func TestLoggedChangeDoesNotRideAlong(t *testing.T) {
 		s, _, _ := unstructured.NestedString(buckets(t, key)["data"].Object, "spec", "forProvider", "tags", "tier")
 		return s
 	}
-	controlplane.Eventually(t, settleTimeout, "Log mode to let the tier into the data bucket", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "Log mode to let the tier into the data bucket", func() (bool, string) {
 		return tier() == "premium", cp.Describe(ctx, key)
 	})
 	mode("")
@@ -229,7 +230,7 @@ func TestLoggedChangeDoesNotRideAlong(t *testing.T) {
 	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
 		t.Fatalf("alice's permitted change: %v", err)
 	}
-	controlplane.Eventually(t, settleTimeout, "the Claim to name the pending tier that holds the gate", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the Claim to name the pending tier that holds the gate", func() (bool, string) {
 		cl, err := cp.Object(ctx, controlplane.ClaimGVK, key)
 		if err != nil || cl == nil {
 			return false, fmt.Sprint(err)
@@ -244,7 +245,7 @@ func TestLoggedChangeDoesNotRideAlong(t *testing.T) {
 	if s, _ := cp.Cloud.Get(buckets(t, key)["data"].GetName()); s.Tags["tier"] != "standard" || s.Size != 1 {
 		t.Errorf("cloud = tier %q size %d, want standard and 1: the pending tier rode along", s.Tags["tier"], s.Size)
 	}
-	controlplane.Eventually(t, settleTimeout, "the data bucket's gate to say why it stays closed", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the data bucket's gate to say why it stays closed", func() (bool, string) {
 		c := controlplane.Condition(buckets(t, key)["data"], "GateOpen")
 		return c.Reason == "UncoveredChange" && strings.Contains(c.Message, "spec.forProvider.tags.tier"), string(c.Reason) + ": " + c.Message
 	})

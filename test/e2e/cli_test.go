@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 // generated masks the suffix Crossplane gives generated names, which
@@ -63,7 +64,7 @@ func expectCLIAs(t *testing.T, u cliUser, golden string, want []string, args ...
 	what := "kubectl kausality " + strings.Join(args, " ")
 	if *update {
 		var out string
-		controlplane.Eventually(t, settleTimeout, what+" to print "+strings.Join(want, ", "), func() (bool, string) {
+		fixture.Eventually(t, settleTimeout, what+" to print "+strings.Join(want, ", "), func() (bool, string) {
 			out = kausality(t, u, args...)
 			for _, w := range want {
 				if !strings.Contains(out, w) {
@@ -83,7 +84,7 @@ func expectCLIAs(t *testing.T, u cliUser, golden string, want []string, args ...
 	if err != nil {
 		t.Fatalf("%v (run with -update to record it)", err)
 	}
-	controlplane.Eventually(t, settleTimeout, what+" to print "+path, func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, what+" to print "+path, func() (bool, string) {
 		diff := cmp.Diff(string(recorded), kausality(t, u, args...))
 		return diff == "", "-want, +got:\n" + diff
 	})

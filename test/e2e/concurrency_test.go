@@ -15,6 +15,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 // TestConcurrentWriters runs 100 writers against one chain while
@@ -110,7 +111,7 @@ func TestConcurrentWriters(t *testing.T) {
 			t.Fatalf("alice's resize %d to %s: %v", i+1, size, err)
 		}
 		want := map[string]int64{"large": 2, "small": 1}[size]
-		controlplane.Eventually(t, settleTimeout, fmt.Sprintf("alice's resize %d to reach the cloud", i+1), func() (bool, string) {
+		fixture.Eventually(t, settleTimeout, fmt.Sprintf("alice's resize %d to reach the cloud", i+1), func() (bool, string) {
 			s, _ := cp.Cloud.Get(names["data"])
 			return s.Size == want && counts(names["data"])[1] == i+1, fmt.Sprintf("cloud size %d, %v calls", s.Size, counts(names["data"]))
 		})
@@ -140,7 +141,7 @@ func TestConcurrentWriters(t *testing.T) {
 				t.Errorf("bucket %s trace %v carries bob's forgery or edit", res, kinds(tr))
 			}
 		}
-		for _, a := range allowancesOf(t, b) {
+		for _, a := range fixture.Allowances(t, b) {
 			if !a.Consumed || strings.Contains(a.Initiator, "bob") {
 				t.Errorf("bucket %s keeps allowance %+v, want only consumed ones of alice's", res, a)
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/show"
 	"github.com/kausality-io/kausality-crossplane/provider/policies"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
@@ -235,7 +236,7 @@ func (c corpusCase) run(t *testing.T) {
 	settled := func(what string) []controlplane.Node {
 		t.Helper()
 		var nodes []controlplane.Node
-		controlplane.Eventually(t, 3*settleTimeout, what, func() (bool, string) {
+		fixture.Eventually(t, 3*settleTimeout, what, func() (bool, string) {
 			nodes = tree()
 			ok, why, err := controlplane.TreeSettled(nodes, resources)
 			if err != nil {
@@ -281,7 +282,7 @@ func (c corpusCase) run(t *testing.T) {
 		t.Fatalf("alice's permitted change: %v", err)
 	}
 	if c.paced != nil {
-		controlplane.Eventually(t, settleTimeout, "the XR to say propagation holds the change back", func() (bool, string) {
+		fixture.Eventually(t, settleTimeout, "the XR to say propagation holds the change back", func() (bool, string) {
 			xr, err := cp.Object(ctx, gvk, key)
 			if err != nil || xr == nil {
 				return false, fmt.Sprint(err)
@@ -336,7 +337,7 @@ func (c corpusCase) run(t *testing.T) {
 	if err := cp.Composition(ctx, revised, comp); err != nil {
 		t.Fatal(err)
 	}
-	controlplane.Eventually(t, settleTimeout, "the XR to report the withheld revision", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the XR to report the withheld revision", func() (bool, string) {
 		xr, err := cp.Object(ctx, gvk, key)
 		if err != nil || xr == nil {
 			return false, fmt.Sprint(err)
@@ -397,7 +398,7 @@ spec:
 		}
 		s[d.field] = d.value
 		cp.Cloud.PutObject(mr.GetKind(), mr.GetName(), s)
-		controlplane.Eventually(t, settleTimeout, "the provider to report the drift", func() (bool, string) {
+		fixture.Eventually(t, settleTimeout, "the provider to report the drift", func() (bool, string) {
 			o, err := cp.Object(ctx, mr.GroupVersionKind(), client.ObjectKeyFromObject(mr))
 			if err != nil || o == nil {
 				return false, fmt.Sprint(err)
@@ -413,7 +414,7 @@ spec:
 
 	// Deletion, with the XR's deletion protection lifted.
 	deleteProtected(t, alice(t), x)
-	controlplane.Eventually(t, 2*settleTimeout, "the tree to be gone", func() (bool, string) {
+	fixture.Eventually(t, 2*settleTimeout, "the tree to be gone", func() (bool, string) {
 		for p, o := range mrs {
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(o.GroupVersionKind())
@@ -455,7 +456,7 @@ func objectCounts(o *unstructured.Unstructured) [3]int {
 // as wanted (by path: Create, Update, Delete), then checks they stay so.
 func expectCorpusCalls(t *testing.T, mrs map[string]*unstructured.Unstructured, want map[string][3]int) {
 	t.Helper()
-	controlplane.Eventually(t, 2*settleTimeout, "the cloud calls", func() (bool, string) {
+	fixture.Eventually(t, 2*settleTimeout, "the cloud calls", func() (bool, string) {
 		for p, w := range want {
 			if got := objectCounts(mrs[p]); got != w {
 				return false, fmt.Sprintf("%s %s: Create/Update/Delete = %v, want %v", mrs[p].GetKind(), p, got, w)
@@ -515,7 +516,7 @@ func bobsEarlyBucket(t *testing.T) *unstructured.Unstructured {
 	if b.GetLabels()[v1alpha1.LabelGated] == "true" {
 		t.Fatalf("bob's early Bucket is gated (%v): some policy restricts S3 Buckets already", b.GetLabels())
 	}
-	controlplane.Eventually(t, settleTimeout, "bob's early Bucket in the cloud", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "bob's early Bucket in the cloud", func() (bool, string) {
 		n := cp.Cloud.CountObject(recorder.VerbCreate, "Bucket", b.GetName())
 		return n == 1, fmt.Sprintf("%d Creates", n)
 	})
@@ -529,7 +530,7 @@ func bobsEarlyBucket(t *testing.T) *unstructured.Unstructured {
 // the cloud bucket is orphaned.
 func bobDeletesHisEarlyBucket(t *testing.T, b *unstructured.Unstructured) {
 	ctx := context.Background()
-	controlplane.Eventually(t, settleTimeout, "the provider's webhooks to cover deleting ungated S3 Buckets", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the provider's webhooks to cover deleting ungated S3 Buckets", func() (bool, string) {
 		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		if err := cp.AdminClient().Get(ctx, client.ObjectKey{Name: policies.DynamicName}, v); err != nil {
 			return false, err.Error()
@@ -553,7 +554,7 @@ func bobDeletesHisEarlyBucket(t *testing.T, b *unstructured.Unstructured) {
 	if err := as(t, controlplane.Bob).Delete(ctx, stored); err != nil {
 		t.Fatalf("bob deletes his early Bucket: %v", err)
 	}
-	controlplane.Eventually(t, settleTimeout, "bob's early Bucket to go", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "bob's early Bucket to go", func() (bool, string) {
 		o, err := cp.Object(ctx, b.GroupVersionKind(), client.ObjectKeyFromObject(b))
 		return o == nil && err == nil, fmt.Sprint(err)
 	})

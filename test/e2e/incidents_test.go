@@ -18,6 +18,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
@@ -30,7 +31,7 @@ func TestS5HandEditOfManagedResource(t *testing.T) {
 	// as the edit would otherwise wait in the spec and reach the cloud
 	// with the next change that opens the gate.
 	err := controlplane.Update(as(t, controlplane.Bob), data, func() { _ = unstructured.SetNestedField(data.Object, int64(7), "spec", "forProvider", "size") })
-	controlplane.ErrorContains(t, err, "spec.forProvider.size", "hand edit of a gated managed resource")
+	fixture.ErrorContains(t, err, "spec.forProvider.size", "hand edit of a gated managed resource")
 	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
 	if s, _ := cp.Cloud.Get(data.GetName()); s.Size != 1 {
 		t.Errorf("cloud size = %d, want 1", s.Size)
@@ -51,7 +52,7 @@ spec:
       verbs: [Update]
 `)
 	logs := buckets(t, key)["logs"]
-	controlplane.Eventually(t, 30*time.Second, "the policy to apply to Bucket edits", func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, "the policy to apply to Bucket edits", func() (bool, string) {
 		// Bob is not a subject: with the policy in place his edit is denied.
 		probe := logs.DeepCopy()
 		err := controlplane.Update(as(t, controlplane.Bob), probe, func() { _ = unstructured.SetNestedField(probe.Object, int64(9), "spec", "forProvider", "size") })
@@ -82,14 +83,14 @@ func TestS7AnnotationsAreProtected(t *testing.T) {
 		ann[v1alpha1.AnnotationAllowances] = `[{"relation":"External","target":{"external":{"kind":"*"}},"verbs":["*"],"generation":99}]`
 		b.SetAnnotations(ann)
 	})
-	controlplane.ErrorContains(t, err, "annotation kausality.io/allowances", "only Kausality and Crossplane may change")
+	fixture.ErrorContains(t, err, "annotation kausality.io/allowances", "only Kausality and Crossplane may change")
 	c := claim(key.Namespace, key.Name, "", nil)
 	err = controlplane.Update(alice(t), c, func() {
 		ann := c.GetAnnotations()
 		ann[v1alpha1.AnnotationTrace] = `[]`
 		c.SetAnnotations(ann)
 	})
-	controlplane.ErrorContains(t, err, "annotation kausality.io/trace", "only Kausality and Crossplane may change")
+	fixture.ErrorContains(t, err, "annotation kausality.io/trace", "only Kausality and Crossplane may change")
 
 	// Even a trusted writer (Crossplane's service account) cannot store a
 	// malformed annotation, and the stored one is kept.
@@ -100,7 +101,7 @@ func TestS7AnnotationsAreProtected(t *testing.T) {
 		ann[v1alpha1.AnnotationAllowances] = `[{"relation":"External",`
 		b.SetAnnotations(ann)
 	})
-	controlplane.ErrorContains(t, err, "cannot parse annotation kausality.io/allowances on Bucket "+data.GetName())
+	fixture.ErrorContains(t, err, "cannot parse annotation kausality.io/allowances on Bucket "+data.GetName())
 	if after := buckets(t, key)["data"].GetAnnotations()[v1alpha1.AnnotationAllowances]; after != before {
 		t.Errorf("allowances changed from %q to %q", before, after)
 	}
@@ -120,11 +121,11 @@ func deleteClaimAs(t *testing.T, user client.Client, key client.ObjectKey) {
 	ctx := context.Background()
 	c := claim(key.Namespace, key.Name, "", nil)
 	err := user.Delete(ctx, c.DeepCopy())
-	controlplane.ErrorContains(t, err, fmt.Sprintf("DatabaseClaim %s is protected from deletion by AllowancePolicy claims", key), `kausality.io/allow-delete: "true"`)
+	fixture.ErrorContains(t, err, fmt.Sprintf("DatabaseClaim %s is protected from deletion by AllowancePolicy claims", key), `kausality.io/allow-delete: "true"`)
 
 	deleteProtected(t, user, c)
 	x := xr(t, key)
-	controlplane.Eventually(t, settleTimeout, "the XR and its Buckets to be deleted", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the XR and its Buckets to be deleted", func() (bool, string) {
 		gone, err := cp.Object(ctx, controlplane.XRGVK, client.ObjectKeyFromObject(x))
 		if err != nil {
 			return false, err.Error()
@@ -241,7 +242,7 @@ func TestS4CompositionRevisionIncident(t *testing.T) {
 	if err := cp.Composition(ctx, filepath.Join("testdata", "composition-2.yaml"), comp); err != nil {
 		t.Fatal(err)
 	}
-	controlplane.Eventually(t, settleTimeout, "the XR to report the withheld revision 2 output", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the XR to report the withheld revision 2 output", func() (bool, string) {
 		c := controlplane.Condition(xr(t, key), "KausalityAllowed")
 		return c.Status == "False" && strings.Contains(c.Message, "spec.forProvider.tags.tier") && strings.Contains(c.Message, "resource logs"), c.Message
 	})
@@ -282,7 +283,7 @@ func TestS4UpgradeDeletesTheDroppedBucket(t *testing.T) {
 	if err := cp.Composition(ctx, filepath.Join("testdata", "composition-2.yaml"), comp); err != nil {
 		t.Fatal(err)
 	}
-	controlplane.Eventually(t, settleTimeout, "the XR to report the withheld deletion", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the XR to report the withheld deletion", func() (bool, string) {
 		c := controlplane.Condition(xr(t, key), "KausalityAllowed")
 		return c.Status == "False" && strings.Contains(c.Message, "resource logs") && strings.Contains(c.Message, "withheld Delete"), c.Message
 	})
@@ -291,10 +292,10 @@ func TestS4UpgradeDeletesTheDroppedBucket(t *testing.T) {
 	}
 
 	u := upgradeAllowance(t, comp, "[Update, Delete]")
-	controlplane.Eventually(t, settleTimeout, "the logs bucket deleted in the cloud and the data bucket's tier updated", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the logs bucket deleted in the cloud and the data bucket's tier updated", func() (bool, string) {
 		return counts(logs) == [3]int{1, 0, 1} && counts(data) == [3]int{1, 1, 0}, fmt.Sprintf("logs %v, data %v", counts(logs), counts(data))
 	})
-	controlplane.Eventually(t, settleTimeout, "the logs Bucket gone", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the logs Bucket gone", func() (bool, string) {
 		_, ok := buckets(t, key)["logs"]
 		return !ok, "still there"
 	})
@@ -307,7 +308,7 @@ func TestS4UpgradeDeletesTheDroppedBucket(t *testing.T) {
 	}
 	// The provider reports what the UpgradeAllowance reached: it compiled,
 	// and upgraded the data bucket (the logs bucket is gone).
-	controlplane.Eventually(t, settleTimeout, "the UpgradeAllowance's status", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the UpgradeAllowance's status", func() (bool, string) {
 		got := &v1alpha1.UpgradeAllowance{}
 		if err := as(t, "admin").Get(ctx, client.ObjectKeyFromObject(u), got); err != nil {
 			return false, err.Error()
@@ -361,7 +362,7 @@ func TestS8Faults(t *testing.T) {
 	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
 		t.Fatal(err)
 	}
-	controlplane.Eventually(t, settleTimeout, "the data bucket's gate to open for the Update", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the data bucket's gate to open for the Update", func() (bool, string) {
 		b := buckets(t, key)["data"]
 		return slices.Contains(gate(b), "Update"), fmt.Sprint(gate(b))
 	})
@@ -373,12 +374,12 @@ func TestS8Faults(t *testing.T) {
 		}
 	})
 	release()
-	controlplane.Eventually(t, 30*time.Second, "the external Update", func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, "the external Update", func() (bool, string) {
 		n := cp.Cloud.Count(recorder.VerbUpdate, data.GetName())
 		return n == 1, fmt.Sprint(n, " updates")
 	})
 	data = buckets(t, key)["data"]
-	if as := allowancesOf(t, data); len(as) != 1 || as[0].Consumed {
+	if as := fixture.Allowances(t, data); len(as) != 1 || as[0].Consumed {
 		t.Fatalf("allowances while the provider is down = %+v, want the open one, unmarked", as)
 	}
 
@@ -394,9 +395,9 @@ func TestS8Faults(t *testing.T) {
 	// The allowance is consumed: marked by the restarted provider, or
 	// already pruned by the function once the Bucket was observed at its
 	// generation (Crossplane may reconcile first).
-	controlplane.Eventually(t, settleTimeout, "the gate closed after restart", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the gate closed after restart", func() (bool, string) {
 		data = buckets(t, key)["data"]
-		as := allowancesOf(t, data)
+		as := fixture.Allowances(t, data)
 		consumed := !slices.ContainsFunc(as, func(a allowance.Allowance) bool { return !a.Consumed })
 		return len(as) <= 1 && consumed && slices.Equal(gate(data), controlplane.ClosedGate), fmt.Sprintf("%+v %v", as, gate(data))
 	})

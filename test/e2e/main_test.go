@@ -25,6 +25,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 	"github.com/kausality-io/kausality-crossplane/test/render"
 )
@@ -148,7 +149,7 @@ func settleClosed(t *testing.T, key client.ObjectKey, closed []string) {
 	t.Helper()
 	ctx := context.Background()
 	start, last := time.Now(), time.Now()
-	controlplane.Eventually(t, settleTimeout, fmt.Sprintf("the chain of %s to settle", key), func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, fmt.Sprintf("the chain of %s to settle", key), func() (bool, string) {
 		ok, why, err := cp.SettledClosed(ctx, key, closed)
 		if err != nil {
 			return false, err.Error()
@@ -214,7 +215,7 @@ func counts(name string) [3]int {
 func expectCalls(t *testing.T, key client.ObjectKey, want map[string][3]int) {
 	t.Helper()
 	bs := buckets(t, key)
-	controlplane.Eventually(t, settleTimeout, "the cloud calls", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the cloud calls", func() (bool, string) {
 		if os.Getenv("E2E_TRACE") != "" {
 			defer func() { t.Logf("chain: %s", cp.Describe(context.Background(), key)) }()
 		}
@@ -244,7 +245,7 @@ func expectCalls(t *testing.T, key client.ObjectKey, want map[string][3]int) {
 // before a Claim's change reached the XR).
 func expectClosed(t *testing.T, key client.ObjectKey) {
 	t.Helper()
-	controlplane.Eventually(t, settleTimeout, "every gate closed", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "every gate closed", func() (bool, string) {
 		for res, b := range buckets(t, key) {
 			if !slices.Equal(gate(b), controlplane.ClosedGate) {
 				return false, fmt.Sprintf("%s bucket %s gate = %v, want %v", key, res, gate(b), controlplane.ClosedGate)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 var platformGVK = schema.GroupVersionKind{Group: "v2.example.com", Version: "v1alpha1", Kind: "XPlatform"}
@@ -29,7 +30,7 @@ func createdPlatform(t *testing.T, ns string) (*unstructured.Unstructured, clien
 	if err := cp.ApplyFile(ctx, filepath.Join(dir, "xrd.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	controlplane.Eventually(t, settleTimeout, "Crossplane serves XPlatforms", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "Crossplane serves XPlatforms", func() (bool, string) {
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(platformGVK.GroupVersion().WithKind("XPlatformList"))
 		if err := as(t, "admin").List(ctx, l); err != nil {
@@ -61,7 +62,7 @@ func createdPlatform(t *testing.T, ns string) (*unstructured.Unstructured, clien
 
 	// The XStore the XPlatform composed.
 	var key client.ObjectKey
-	controlplane.Eventually(t, 2*settleTimeout, "the XPlatform's XStore and its Buckets settled", func() (bool, string) {
+	fixture.Eventually(t, 2*settleTimeout, "the XPlatform's XStore and its Buckets settled", func() (bool, string) {
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(controlplane.StoreGVK.GroupVersion().WithKind("XStoreList"))
 		if err := as(t, "admin").List(ctx, l, client.InNamespace(ns), client.MatchingLabels{"crossplane.io/composite": "plat"}); err != nil {
@@ -95,7 +96,7 @@ func TestV2NestedXRCarriesTheChain(t *testing.T) {
 	if err := controlplane.Update(alice(t), p, func() { _ = unstructured.SetNestedField(p.Object, "large", "spec", "size") }); err != nil {
 		t.Fatalf("alice resizes the XPlatform: %v", err)
 	}
-	controlplane.Eventually(t, settleTimeout, "the XStore resized", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the XStore resized", func() (bool, string) {
 		x, err := cp.Object(ctx, controlplane.StoreGVK, key)
 		if err != nil || x == nil {
 			return false, fmt.Sprintf("no XStore: %v", err)
@@ -124,9 +125,9 @@ func TestV2NestedXRCarriesTheChain(t *testing.T) {
 	// Bob can change neither layer.
 	bob := as(t, controlplane.Bob)
 	err = controlplane.Update(bob, p, func() { _ = unstructured.SetNestedField(p.Object, "small", "spec", "size") })
-	controlplane.ErrorContains(t, err, "spec.size", "AllowancePolicy xplatforms")
+	fixture.ErrorContains(t, err, "spec.size", "AllowancePolicy xplatforms")
 	err = controlplane.Update(bob, x, func() { _ = unstructured.SetNestedField(x.Object, "small", "spec", "size") })
-	controlplane.ErrorContains(t, err, "spec.size", "AllowancePolicy xstores")
+	fixture.ErrorContains(t, err, "spec.size", "AllowancePolicy xstores")
 	settleStore(t, key)
 	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
 }
@@ -161,7 +162,7 @@ func TestV2FreezeOnTheParentXRHoldsTheTree(t *testing.T) {
 	if err := controlplane.Update(alice(t), p, func() { _ = unstructured.SetNestedField(p.Object, "large", "spec", "size") }); err != nil {
 		t.Fatalf("alice resizes the frozen XPlatform: %v", err)
 	}
-	controlplane.Eventually(t, settleTimeout, "the resize carried down to the data bucket's spec", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the resize carried down to the data bucket's spec", func() (bool, string) {
 		b := storeBuckets(t, key)["data"]
 		size, _, _ := unstructured.NestedInt64(b.Object, "spec", "forProvider", "size")
 		return size == 2, cp.DescribeStore(ctx, key)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/internal/plan"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
@@ -228,7 +229,7 @@ func TestPlanPredictsWhatHappens(t *testing.T) {
 	if err := cp.Composition(ctx, filepath.Join("testdata", "composition-3.yaml"), comp); err != nil {
 		t.Fatal(err)
 	}
-	controlplane.Eventually(t, settleTimeout, "the XR to report the withheld tier", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the XR to report the withheld tier", func() (bool, string) {
 		c := controlplane.Condition(xr(t, key), "KausalityAllowed")
 		return c.Status == "False" && strings.Contains(c.Message, "spec.forProvider.tags.tier"), c.Message
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
@@ -72,7 +73,7 @@ func createdPools(t *testing.T, ns string) (client.ObjectKey, []*unstructured.Un
 	t.Helper()
 	ctx := context.Background()
 	key := created(t, poolsComposition(t, ns), ns, "pools")
-	controlplane.Eventually(t, 3*settleTimeout, "all six pools created in the cloud", func() (bool, string) {
+	fixture.Eventually(t, 3*settleTimeout, "all six pools created in the cloud", func() (bool, string) {
 		bs := buckets(t, key)
 		if len(bs) != 6 {
 			return false, cp.Describe(ctx, key)
@@ -143,7 +144,7 @@ func TestRollOutInBatches(t *testing.T) {
 	release := cp.Cloud.Hold(ps[1].GetName())
 	defer release()
 	aliceResizes(t, key, "large")
-	controlplane.Eventually(t, settleTimeout, "pool-1 updated and pool-2's gate open", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "pool-1 updated and pool-2's gate open", func() (bool, string) {
 		ps := pools(t, key)
 		return updateOrder(ps)[0] >= 0 && slices.Contains(gate(ps[1]), "Update"), fmt.Sprintf("order %v, pool-2 gate %v", updateOrder(ps), gate(ps[1]))
 	})
@@ -155,7 +156,7 @@ func TestRollOutInBatches(t *testing.T) {
 	if err := as(t, "admin").Create(ctx, alarm); err != nil {
 		t.Fatal(err)
 	}
-	controlplane.Eventually(t, settleTimeout, "the Claim to name the blocker", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the Claim to name the blocker", func() (bool, string) {
 		cl, err := cp.Object(ctx, controlplane.ClaimGVK, key)
 		if err != nil || cl == nil {
 			return false, fmt.Sprint(err)
@@ -164,7 +165,7 @@ func TestRollOutInBatches(t *testing.T) {
 		return p.Status == "False" && strings.Contains(p.Message, "blocker alarm (ConfigMap rollout-alarm) exists"), controlplane.Conditions(cl)
 	})
 	release()
-	controlplane.Eventually(t, settleTimeout, "pool-2's held write to land", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "pool-2's held write to land", func() (bool, string) {
 		o := updateOrder(ps)
 		return o[1] >= 0, fmt.Sprint(o)
 	})
@@ -178,7 +179,7 @@ func TestRollOutInBatches(t *testing.T) {
 	if err := as(t, "admin").Delete(ctx, alarm); err != nil {
 		t.Fatal(err)
 	}
-	controlplane.Eventually(t, 3*settleTimeout, "every pool updated", func() (bool, string) {
+	fixture.Eventually(t, 3*settleTimeout, "every pool updated", func() (bool, string) {
 		o := updateOrder(ps)
 		return updated(o) == 6, fmt.Sprint(o)
 	})
@@ -195,7 +196,7 @@ func TestRollOutInBatches(t *testing.T) {
 		}
 	}
 	expectClosed(t, key)
-	controlplane.Eventually(t, settleTimeout, "the Claim to say all propagated", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the Claim to say all propagated", func() (bool, string) {
 		cl, err := cp.Object(ctx, controlplane.ClaimGVK, key)
 		if err != nil || cl == nil {
 			return false, fmt.Sprint(err)
@@ -212,12 +213,12 @@ func TestRevertMidRollOut(t *testing.T) {
 	ctx := context.Background()
 	key, ps := createdPools(t, "revert")
 	aliceResizes(t, key, "large")
-	controlplane.Eventually(t, settleTimeout, "pool-1 updated", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "pool-1 updated", func() (bool, string) {
 		o := updateOrder(ps)
 		return o[0] >= 0, fmt.Sprint(o)
 	})
 	aliceResizes(t, key, "small")
-	controlplane.Eventually(t, 3*settleTimeout, "every pool back at size 1", func() (bool, string) {
+	fixture.Eventually(t, 3*settleTimeout, "every pool back at size 1", func() (bool, string) {
 		for i, p := range ps {
 			if s, _ := cp.Cloud.Get(p.GetName()); s.Size != 1 {
 				return false, fmt.Sprintf("pool-%d at %d; %s", i+1, s.Size, cp.Describe(ctx, key))
@@ -261,7 +262,7 @@ func TestNamespaceFreezeOutlastsTheGate(t *testing.T) {
 	}
 	freeze(true)
 	aliceResizes(t, key, "large")
-	controlplane.Eventually(t, settleTimeout, "the Claim to name the freeze", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the Claim to name the freeze", func() (bool, string) {
 		cl, err := cp.Object(ctx, controlplane.ClaimGVK, key)
 		if err != nil || cl == nil {
 			return false, fmt.Sprint(err)
@@ -274,7 +275,7 @@ func TestNamespaceFreezeOutlastsTheGate(t *testing.T) {
 		t.Fatalf("during the freeze: updates %v, want none", o)
 	}
 	freeze(false)
-	controlplane.Eventually(t, 3*settleTimeout, "every pool updated after the freeze", func() (bool, string) {
+	fixture.Eventually(t, 3*settleTimeout, "every pool updated after the freeze", func() (bool, string) {
 		o := updateOrder(ps)
 		return updated(o) == 6, fmt.Sprintf("%v — %s", o, cp.Describe(ctx, key))
 	})

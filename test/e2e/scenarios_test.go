@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 // created runs S1 for a new Claim composed by the Composition comp and
@@ -57,7 +57,7 @@ func TestS1UserCreatesClaim(t *testing.T) {
 		if tr.Initiator() != controlplane.Alice {
 			t.Errorf("bucket %s trace starts with %q, want %s", res, tr.Initiator(), controlplane.Alice)
 		}
-		for _, a := range allowancesOf(t, b) {
+		for _, a := range fixture.Allowances(t, b) {
 			if !a.Consumed {
 				t.Errorf("bucket %s keeps an open allowance after creation: %+v", res, a)
 			}
@@ -66,7 +66,7 @@ func TestS1UserCreatesClaim(t *testing.T) {
 	// Crossplane and the recording provider act from their pods: each
 	// resource records the build of both (seed 000, controller upgrades).
 	want := logic.BuildHash([]string{cp.CrossplaneImage()})
-	controlplane.Eventually(t, settleTimeout, "both controllers' builds recorded", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "both controllers' builds recorded", func() (bool, string) {
 		for res, b := range buckets(t, key) {
 			rec, err := logic.ParseControllers(b.GetAnnotations()[v1alpha1.AnnotationControllerUAHash])
 			if err != nil {
@@ -81,9 +81,9 @@ func TestS1UserCreatesClaim(t *testing.T) {
 	// The function prunes the consumed Create allowances on Crossplane's
 	// next reconcile of the XR, which may come as late as the function's
 	// response TTL.
-	controlplane.Eventually(t, settleTimeout, "the consumed Create allowances pruned", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the consumed Create allowances pruned", func() (bool, string) {
 		for res, b := range buckets(t, key) {
-			if as := allowancesOf(t, b); len(as) != 0 {
+			if as := fixture.Allowances(t, b); len(as) != 0 {
 				return false, fmt.Sprintf("bucket %s keeps %+v", res, as)
 			}
 		}
@@ -116,7 +116,7 @@ func TestS2PermittedChange(t *testing.T) {
 		t.Errorf("bucket hop field = %q, want spec.forProvider.size", tr[2].Field)
 	}
 	// The Claim's user sees that their change went through.
-	controlplane.Eventually(t, settleTimeout, "the Claim to say nothing was withheld", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the Claim to say nothing was withheld", func() (bool, string) {
 		c, err := cp.Object(context.Background(), controlplane.ClaimGVK, key)
 		if err != nil || c == nil {
 			return false, fmt.Sprint(err)
@@ -143,12 +143,12 @@ func TestS3ChangeWithoutJira(t *testing.T) {
 	denied := []string{"spec.size", "AllowancePolicy claims", "is false"}
 
 	// Enforce: denied at admission.
-	controlplane.ErrorContains(t, controlplane.Update(alice(t), c, withoutJira(nil)), denied...)
+	fixture.ErrorContains(t, controlplane.Update(alice(t), c, withoutJira(nil)), denied...)
 
 	// The mode is not the Claim's to choose: Log on the Claim (which
 	// Crossplane would copy to the XR) is ignored, and the change is still
 	// denied.
-	controlplane.ErrorContains(t, controlplane.Update(alice(t), c, withoutJira(map[string]string{v1alpha1.AnnotationMode: string(v1alpha1.ModeLog)})), denied...)
+	fixture.ErrorContains(t, controlplane.Update(alice(t), c, withoutJira(map[string]string{v1alpha1.AnnotationMode: string(v1alpha1.ModeLog)})), denied...)
 
 	// Nor is it Alice's: Crossplane's edit role does not let her annotate
 	// her Namespace.
@@ -173,7 +173,7 @@ func TestS3ChangeWithoutJira(t *testing.T) {
 	if err := controlplane.Update(alice(t), c, withoutJira(nil)); err != nil {
 		t.Fatalf("Log mode denied the change: %v", err)
 	}
-	controlplane.Eventually(t, settleTimeout, "the data bucket to take the size in Kubernetes", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the data bucket to take the size in Kubernetes", func() (bool, string) {
 		b := buckets(t, key)["data"]
 		size, _, _ := unstructured.NestedInt64(b.Object, "spec", "forProvider", "size")
 		return size == 2, cp.Describe(ctx, key)
@@ -183,13 +183,4 @@ func TestS3ChangeWithoutJira(t *testing.T) {
 	if s, _ := cp.Cloud.Get(buckets(t, key)["data"].GetName()); s.Size != 1 {
 		t.Errorf("cloud size = %d, want 1", s.Size)
 	}
-}
-
-func allowancesOf(t *testing.T, o client.Object) []allowance.Allowance {
-	t.Helper()
-	as, err := allowance.Parse(o.GetAnnotations()[v1alpha1.AnnotationAllowances])
-	if err != nil {
-		t.Fatalf("allowances of %s: %v", o.GetName(), err)
-	}
-	return as
 }

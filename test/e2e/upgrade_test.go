@@ -16,6 +16,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
@@ -59,7 +60,7 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		controlplane.Eventually(t, settleTimeout, "the XR to name the withheld revision 2 tier", func() (bool, string) {
+		fixture.Eventually(t, settleTimeout, "the XR to name the withheld revision 2 tier", func() (bool, string) {
 			c := controlplane.Condition(xr(t, k), "KausalityAllowed")
 			return c.Status == "False" && strings.Contains(c.Message, "spec.forProvider.tags.tier") && strings.Contains(c.Message, "Composition revision"), c.Message
 		})
@@ -74,7 +75,7 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 	release := cp.Cloud.Hold(data[1].GetName())
 	defer release()
 	u := upgradeAllowance(t, comp, "[Update]", "  rollout:\n    blockers: [{name: alarm, apiVersion: v1, kind: ConfigMap, namespace: "+ns+", matchName: upgrade-alarm}]\n")
-	controlplane.Eventually(t, 2*settleTimeout, "the first XR updated and the second's gate open", func() (bool, string) {
+	fixture.Eventually(t, 2*settleTimeout, "the first XR updated and the second's gate open", func() (bool, string) {
 		o := callOrder(data, recorder.VerbUpdate)
 		return o[0] >= 0 && slices.Contains(gate(buckets(t, keys[1])["data"]), "Update"), fmt.Sprintf("update order %v", o)
 	})
@@ -82,12 +83,12 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 	if err := as(t, "admin").Create(ctx, alarm); err != nil {
 		t.Fatal(err)
 	}
-	controlplane.Eventually(t, settleTimeout, "the third XR to name the blocker", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the third XR to name the blocker", func() (bool, string) {
 		p := controlplane.Condition(xr(t, keys[2]), "Propagated")
 		return p.Status == "False" && strings.Contains(p.Message, "blocker alarm (ConfigMap upgrade-alarm) exists"), p.Message
 	})
 	release()
-	controlplane.Eventually(t, settleTimeout, "the second XR's held write to land", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the second XR's held write to land", func() (bool, string) {
 		o := callOrder(data, recorder.VerbUpdate)
 		return o[1] >= 0, fmt.Sprint(o)
 	})
@@ -100,7 +101,7 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 	if err := as(t, "admin").Delete(ctx, alarm); err != nil {
 		t.Fatal(err)
 	}
-	controlplane.Eventually(t, 6*settleTimeout, "every data bucket updated", func() (bool, string) {
+	fixture.Eventually(t, 6*settleTimeout, "every data bucket updated", func() (bool, string) {
 		o := callOrder(data, recorder.VerbUpdate)
 		return updated(o) == len(data), fmt.Sprintf("update order %v", o)
 	})

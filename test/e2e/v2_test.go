@@ -18,6 +18,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 // The Crossplane v2 shape: Alice and Bob have exactly what crossplane-edit
@@ -62,7 +63,7 @@ func createdStore(t *testing.T, comp, ns, name string) client.ObjectKey {
 func settleStore(t *testing.T, key client.ObjectKey) {
 	t.Helper()
 	ctx := context.Background()
-	controlplane.Eventually(t, settleTimeout, fmt.Sprintf("the chain of XStore %s to settle", key), func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, fmt.Sprintf("the chain of XStore %s to settle", key), func() (bool, string) {
 		ok, why, err := cp.StoreSettled(ctx, key)
 		if err != nil {
 			return false, err.Error()
@@ -84,7 +85,7 @@ func storeBuckets(t *testing.T, key client.ObjectKey) map[string]*unstructured.U
 // composed resources as they are now.
 func expectStoreCalls(t *testing.T, key client.ObjectKey, bs map[string]*unstructured.Unstructured, want map[string][3]int) {
 	t.Helper()
-	controlplane.Eventually(t, settleTimeout, "the cloud calls", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the cloud calls", func() (bool, string) {
 		for res, w := range want {
 			if got := counts(bs[res].GetName()); got != w {
 				return false, fmt.Sprintf("bucket %s: Create/Update/Delete = %v, want %v — %s", res, got, w, cp.DescribeStore(context.Background(), key))
@@ -136,7 +137,7 @@ func TestV2PermittedAndWithheldChanges(t *testing.T) {
 	}
 
 	err := controlplane.Update(as(t, controlplane.Bob), x, func() { _ = unstructured.SetNestedField(x.Object, "small", "spec", "size") })
-	controlplane.ErrorContains(t, err, "spec.size", "AllowancePolicy xstores")
+	fixture.ErrorContains(t, err, "spec.size", "AllowancePolicy xstores")
 	settleStore(t, key)
 	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
 }
@@ -161,7 +162,7 @@ func TestV2BobWithCrossplaneEdit(t *testing.T) {
 			t.Errorf("%s: got %v, want a denial", what, err)
 			return
 		}
-		controlplane.ErrorContains(t, err, want...)
+		fixture.ErrorContains(t, err, want...)
 	}
 
 	b := data.DeepCopy()
@@ -234,7 +235,7 @@ func TestV2DeletionWhileAWildcardGateIsOpen(t *testing.T) {
 	if err := controlplane.Update(alice(t), x, func() { _ = unstructured.SetNestedField(x.Object, "gold", "spec", "tier") }); err != nil {
 		t.Fatalf("alice changes the tier: %v", err)
 	}
-	controlplane.Eventually(t, settleTimeout, "the data bucket's gate to include Delete while the cloud refuses the change", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the data bucket's gate to include Delete while the cloud refuses the change", func() (bool, string) {
 		b := &unstructured.Unstructured{}
 		b.SetGroupVersionKind(controlplane.MBucketGVK)
 		if err := alice(t).Get(ctx, client.ObjectKeyFromObject(data), b); err != nil {
@@ -245,7 +246,7 @@ func TestV2DeletionWhileAWildcardGateIsOpen(t *testing.T) {
 	})
 
 	deleteProtected(t, alice(t), x)
-	controlplane.Eventually(t, settleTimeout, "the XStore and its Buckets to go", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the XStore and its Buckets to go", func() (bool, string) {
 		left := storeBuckets(t, key)
 		xs, err := cp.Object(ctx, controlplane.StoreGVK, key)
 		return err == nil && xs == nil && len(left) == 0, fmt.Sprintf("%d buckets left — %s", len(left), cp.DescribeStore(ctx, key))
@@ -280,7 +281,7 @@ func TestV2DependenciesComposedDuringCreation(t *testing.T) {
 		t.Fatalf("alice creates the XStore: %v", err)
 	}
 	key := client.ObjectKeyFromObject(x)
-	controlplane.Eventually(t, 2*settleTimeout, "the XStore created: three Buckets settled and KausalityCreated", func() (bool, string) {
+	fixture.Eventually(t, 2*settleTimeout, "the XStore created: three Buckets settled and KausalityCreated", func() (bool, string) {
 		bs, err := cp.StoreBuckets(ctx, key)
 		if err != nil {
 			return false, err.Error()
@@ -305,7 +306,7 @@ func TestV2DependenciesComposedDuringCreation(t *testing.T) {
 	// The logs bucket is created once; the region wired in afterwards
 	// reaches the cloud with one update, or with the creation itself when
 	// it arrived before the provider created the bucket.
-	controlplane.Eventually(t, settleTimeout, "the wired region in the cloud", func() (bool, string) {
+	fixture.Eventually(t, settleTimeout, "the wired region in the cloud", func() (bool, string) {
 		for _, res := range []string{"replica", "logs"} {
 			if s, ok := cp.Cloud.Get(bs[res].GetName()); !ok || s.Tags["source"] != "eu" {
 				return false, fmt.Sprintf("cloud bucket %s = %+v — %s", res, s, cp.DescribeStore(ctx, key))

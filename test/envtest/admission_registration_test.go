@@ -28,7 +28,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	kadmission "github.com/kausality-io/kausality-crossplane/provider/admission"
 	"github.com/kausality-io/kausality-crossplane/provider/policies"
-	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 func TestDryRunHasNoSideEffects(t *testing.T) {
@@ -47,15 +47,15 @@ func TestDryRunHasNoSideEffects(t *testing.T) {
 	if err := aliceC.Update(ctx, dry, client.DryRunAll); err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
-	if len(allowancesOf(t, dry)) != 1 {
-		t.Errorf("the dry run's answer has allowances %v, want the one the change would earn", allowancesOf(t, dry))
+	if len(fixture.Allowances(t, dry)) != 1 {
+		t.Errorf("the dry run's answer has allowances %v, want the one the change would earn", fixture.Allowances(t, dry))
 	}
 	stored := claim.DeepCopy()
 	if err := aliceC.Get(ctx, client.ObjectKeyFromObject(stored), stored); err != nil {
 		t.Fatal(err)
 	}
-	if len(allowancesOf(t, stored)) != 0 || stored.GetGeneration() != claim.GetGeneration() {
-		t.Errorf("a dry run left allowances %v at generation %d on the stored Claim", allowancesOf(t, stored), stored.GetGeneration())
+	if len(fixture.Allowances(t, stored)) != 0 || stored.GetGeneration() != claim.GetGeneration() {
+		t.Errorf("a dry run left allowances %v at generation %d on the stored Claim", fixture.Allowances(t, stored), stored.GetGeneration())
 	}
 }
 
@@ -140,7 +140,7 @@ func TestDeletionWebhookFallback(t *testing.T) {
 			OldObject: runtime.RawExtension{Raw: raw},
 		}}
 	}
-	controlplane.Eventually(t, 20e9, "the webhook to deny an unannotated delete", func() (bool, string) {
+	fixture.Eventually(t, 20e9, "the webhook to deny an unannotated delete", func() (bool, string) {
 		r := h.Handle(context.Background(), req(xr))
 		return !r.Allowed, r.Result.String()
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 // object builds an unstructured example.com object.
@@ -52,15 +53,6 @@ func reconciled(t testing.TB, o *unstructured.Unstructured) {
 	}
 }
 
-func allowancesOf(t testing.TB, o client.Object) []allowance.Allowance {
-	t.Helper()
-	as, err := allowance.Parse(o.GetAnnotations()[v1alpha1.AnnotationAllowances])
-	if err != nil {
-		t.Fatalf("annotation %s of %s: %v", v1alpha1.AnnotationAllowances, o.GetName(), err)
-	}
-	return as
-}
-
 func namespace(t testing.TB, name string) {
 	t.Helper()
 	if err := as(t, "admin").Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !kerrors.IsAlreadyExists(err) {
@@ -89,15 +81,15 @@ spec:
 		t.Fatal(err)
 	}
 	err := kube.Create(ctx, bad)
-	controlplane.ErrorContains(t, err, "denied", "AllowancePolicy broken", "object.spec.size ==")
+	fixture.ErrorContains(t, err, "denied", "AllowancePolicy broken", "object.spec.size ==")
 
 	badPath := bad.DeepCopy()
 	badPath.Spec.Rules[0].Conditions = nil
 	badPath.Spec.Rules[0].Trigger = "spec.size[["
-	controlplane.ErrorContains(t, kube.Create(ctx, badPath), "denied", "spec.size[[")
+	fixture.ErrorContains(t, kube.Create(ctx, badPath), "denied", "spec.size[[")
 
 	// The suite's policies compiled, and say so.
-	controlplane.Eventually(t, 20e9, "Ready condition of AllowancePolicy claims", func() (bool, string) {
+	fixture.Eventually(t, 20e9, "Ready condition of AllowancePolicy claims", func() (bool, string) {
 		p := &v1alpha1.AllowancePolicy{}
 		if err := kube.Get(ctx, client.ObjectKey{Name: "claims"}, p); err != nil {
 			return false, err.Error()
@@ -130,7 +122,7 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 	t.Run("DeniedWithoutMayInitiate", func(t *testing.T) {
 		c := claim.DeepCopy()
 		err := controlplane.Update(bobC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") })
-		controlplane.ErrorContains(t, err, "denied", "spec.size", "AllowancePolicy claims", `user "bob@example.com" is not a subject with mayInitiate`)
+		fixture.ErrorContains(t, err, "denied", "spec.size", "AllowancePolicy claims", `user "bob@example.com" is not a subject with mayInitiate`)
 	})
 	t.Run("DeniedWithoutJira", func(t *testing.T) {
 		c := object("DatabaseClaim", "team-a", "no-jira", map[string]any{"size": "small"}, nil)
@@ -139,7 +131,7 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 		}
 		reconciled(t, c)
 		err := controlplane.Update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") })
-		controlplane.ErrorContains(t, err, "denied", "spec.size", "AllowancePolicy claims", "is false")
+		fixture.ErrorContains(t, err, "denied", "spec.size", "AllowancePolicy claims", "is false")
 	})
 	t.Run("ModeOnClaimIgnored", func(t *testing.T) {
 		c := object("DatabaseClaim", "team-a", "self-logged", map[string]any{"size": "small"}, map[string]string{v1alpha1.AnnotationMode: "Log"})
@@ -149,7 +141,7 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 		reconciled(t, c)
 		bobW, w := warningsAs(t, bob)
 		err := controlplane.Update(bobW, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") })
-		controlplane.ErrorContains(t, err, "denied", "spec.size", `user "bob@example.com" is not a subject with mayInitiate`)
+		fixture.ErrorContains(t, err, "denied", "spec.size", `user "bob@example.com" is not a subject with mayInitiate`)
 		if !strings.Contains(strings.Join(w.got, "\n"), "annotation kausality.io/mode=\"Log\" on DatabaseClaim team-a/self-logged is ignored") {
 			t.Errorf("warnings %q do not say the Claim's mode is ignored", w.got)
 		}
@@ -172,7 +164,7 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 		if !strings.Contains(strings.Join(w.got, "\n"), "spec.size") {
 			t.Errorf("warnings %q do not name spec.size", w.got)
 		}
-		if as := allowancesOf(t, c); len(as) != 0 {
+		if as := fixture.Allowances(t, c); len(as) != 0 {
 			t.Errorf("an unpermitted change earned allowances: %v", as)
 		}
 	})
@@ -181,7 +173,7 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 		if err := controlplane.Update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
 			t.Fatalf("alice's permitted change: %v", err)
 		}
-		as := allowancesOf(t, c)
+		as := fixture.Allowances(t, c)
 		if len(as) != 1 {
 			t.Fatalf("allowances = %v, want one", as)
 		}
@@ -200,7 +192,7 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 			ann[v1alpha1.AnnotationAllowances] = `[{"relation":"External","target":{"external":{"kind":"*"}},"verbs":["*"],"generation":99}]`
 			c.SetAnnotations(ann)
 		})
-		controlplane.ErrorContains(t, err, "denied", "annotation kausality.io/allowances", "only Kausality and Crossplane may change")
+		fixture.ErrorContains(t, err, "denied", "annotation kausality.io/allowances", "only Kausality and Crossplane may change")
 	})
 	t.Run("UsersMaySetTheirAnnotations", func(t *testing.T) {
 		c := claim.DeepCopy()
@@ -224,7 +216,7 @@ func TestClaimChangesNeedPermission(t *testing.T) {
 			delete(ann, v1alpha1.AnnotationFreeze)
 			c.SetAnnotations(ann)
 		}
-		controlplane.ErrorContains(t, controlplane.Update(carol, c, unfreeze), "denied", "was set by bob@example.com")
+		fixture.ErrorContains(t, controlplane.Update(carol, c, unfreeze), "denied", "was set by bob@example.com")
 		if err := controlplane.Update(aliceC, c, unfreeze); err != nil {
 			t.Errorf("alice, a subject who may initiate, lifts bob's freeze: %v", err)
 		}
@@ -256,7 +248,7 @@ func TestXRContinuesTheClaimsChain(t *testing.T) {
 	// watched field: it may only propagate.
 	x := xr.DeepCopy()
 	err := controlplane.Update(cp, x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") })
-	controlplane.ErrorContains(t, err, "denied", "spec.size", "AllowancePolicy xdatabases", "no unconsumed allowance on DatabaseClaim team-b/billing covers spec.size")
+	fixture.ErrorContains(t, err, "denied", "spec.size", "AllowancePolicy xdatabases", "no unconsumed allowance on DatabaseClaim team-b/billing covers spec.size")
 
 	c := claim.DeepCopy()
 	if err := controlplane.Update(aliceC, c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
@@ -266,7 +258,7 @@ func TestXRContinuesTheClaimsChain(t *testing.T) {
 	if err := controlplane.Update(cp, x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") }); err != nil {
 		t.Fatalf("Crossplane propagates the Claim's permitted change: %v", err)
 	}
-	as := allowancesOf(t, x)
+	as := fixture.Allowances(t, x)
 	if len(as) != 2 {
 		t.Fatalf("XR allowances = %v, want the rule's two", as)
 	}
@@ -281,7 +273,7 @@ func TestDeletionProtection(t *testing.T) {
 	ctx := context.Background()
 	waitForRules(t, "xdatabases")
 	aliceC := as(t, alice, "platform-team")
-	controlplane.Eventually(t, 20e9, "the deletion protection ValidatingAdmissionPolicy", func() (bool, string) {
+	fixture.Eventually(t, 20e9, "the deletion protection ValidatingAdmissionPolicy", func() (bool, string) {
 		vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}
 		err := as(t, "admin-reader").Get(ctx, client.ObjectKey{Name: "kausality-protect-xdatabases.example.com"}, vap)
 		return err == nil, errString(err)
@@ -293,7 +285,7 @@ func TestDeletionProtection(t *testing.T) {
 	}
 	// The policy may take a moment to bind; until then the webhook denies.
 	err := aliceC.Delete(ctx, xr.DeepCopy())
-	controlplane.ErrorContains(t, err, "XDatabase precious is protected from deletion by AllowancePolicy xdatabases", `kausality.io/allow-delete: "true"`)
+	fixture.ErrorContains(t, err, "XDatabase precious is protected from deletion by AllowancePolicy xdatabases", `kausality.io/allow-delete: "true"`)
 
 	x := xr.DeepCopy()
 	if err := controlplane.Update(aliceC, x, func() {
@@ -319,7 +311,7 @@ func TestDeletionProtection(t *testing.T) {
 		t.Fatalf("Crossplane composes a nested XDatabase: %v", err)
 	}
 	err = aliceC.Delete(ctx, nested.DeepCopy())
-	controlplane.ErrorContains(t, err, "XDatabase nested is protected from deletion")
+	fixture.ErrorContains(t, err, "XDatabase nested is protected from deletion")
 	gc := as(t, "system:serviceaccount:kube-system:generic-garbage-collector", "system:serviceaccounts", "system:serviceaccounts:kube-system")
 	if err := gc.Delete(ctx, nested.DeepCopy()); err != nil {
 		t.Fatalf("the garbage collector deletes the nested XDatabase: %v", err)

@@ -16,7 +16,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	kadmission "github.com/kausality-io/kausality-crossplane/provider/admission"
-	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 // BenchmarkClaimUpdate measures the Composites webhook on a Claim update
@@ -46,7 +46,7 @@ func BenchmarkClaimUpdate(b *testing.B) {
 	ctx := context.Background()
 	// Wait for the informer to hold the policies, and check the handler
 	// does the work being measured.
-	controlplane.Eventually(b, 30*time.Second, "an allowance-earning response", func() (bool, string) {
+	fixture.Eventually(b, 30*time.Second, "an allowance-earning response", func() (bool, string) {
 		r := h.Handle(ctx, req)
 		return r.Allowed && len(r.Patches) > 0, fmt.Sprintf("allowed %v, %d patches, %v", r.Allowed, len(r.Patches), r.Result)
 	})

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -20,6 +19,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
@@ -54,10 +54,7 @@ func controllerPod(t *testing.T, name, serviceAccount, image string) *corev1.Pod
 // reproduces.
 func fromPod(t *testing.T, user string, p *corev1.Pod) client.Client {
 	t.Helper()
-	cfg := rest.CopyConfig(admin)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:authenticated"},
-		Extra: map[string][]string{"authentication.kubernetes.io/pod-name": {p.GetName()}, "authentication.kubernetes.io/pod-uid": {string(p.GetUID())}}}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(fixture.FromPod(fixture.As(admin, user, "system:serviceaccounts"), p), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +138,7 @@ spec:
 		t.Errorf("build recorded after the upgrade = %q, want v2.1.1's %q", got, want)
 	}
 	var fromUpgrade []allowance.Allowance
-	for _, a := range allowancesOf(t, b) {
+	for _, a := range fixture.Allowances(t, b) {
 		if a.FromUpgrade() && a.Trace[0].Name == ua.GetName() {
 			fromUpgrade = append(fromUpgrade, a)
 		}
@@ -149,11 +146,11 @@ spec:
 	if len(fromUpgrade) != 1 || !fromUpgrade[0].HasVerb(v1alpha1.VerbUpdate) {
 		t.Fatalf("allowances traced to %s: %+v, want one External Update", ua.GetName(), fromUpgrade)
 	}
-	controlplane.Eventually(t, 30*time.Second, "the region to reach the cloud", func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, "the region to reach the cloud", func() (bool, string) {
 		s, _ := cloud.Get("upgraded-1")
 		return s.Region == "us", fmt.Sprintf("cloud region %q", s.Region)
 	})
-	controlplane.Eventually(t, 30*time.Second, "the gate to close", func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, "the gate to close", func() (bool, string) {
 		_ = as(t, "admin").Get(ctx, client.ObjectKeyFromObject(b), b)
 		return !strings.Contains(fmt.Sprint(policiesOf(b)), "Update"), fmt.Sprint(policiesOf(b))
 	})

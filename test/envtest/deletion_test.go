@@ -23,6 +23,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/provider/gatecontroller"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
@@ -105,15 +106,15 @@ func TestRefusedDeletionRevokesTheDeleteGate(t *testing.T) {
 	}
 
 	// The refusing webhook may take a moment to be called.
-	controlplane.Eventually(t, 30*time.Second, "the other webhook to refuse the deletion", func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, "the other webhook to refuse the deletion", func() (bool, string) {
 		err := aliceC.Delete(ctx, xr.DeepCopy())
 		return err != nil && kerrors.IsForbidden(err) && contains(err, "refused by another admission check"), errString(err)
 	})
 	if err := cp.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(policiesOf(b), "Delete") || !slices.ContainsFunc(allowancesOf(t, b), func(a allowance.Allowance) bool { return a.OpensDelete() && !a.Consumed }) {
-		t.Fatalf("Kausality's webhook admitted the deletion and opened the Delete gate: gate %v, allowances %+v", policiesOf(b), allowancesOf(t, b))
+	if !slices.Contains(policiesOf(b), "Delete") || !slices.ContainsFunc(fixture.Allowances(t, b), func(a allowance.Allowance) bool { return a.OpensDelete() && !a.Consumed }) {
+		t.Fatalf("Kausality's webhook admitted the deletion and opened the Delete gate: gate %v, allowances %+v", policiesOf(b), fixture.Allowances(t, b))
 	}
 
 	// Right away, Bob deletes the second Bucket by itself: its gate is
@@ -131,7 +132,7 @@ func TestRefusedDeletionRevokesTheDeleteGate(t *testing.T) {
 	clock.Advance(2 * gatecontroller.DefaultDeletionGrace)
 	defer clock.Advance(-2 * gatecontroller.DefaultDeletionGrace)
 	poke(t, b)
-	controlplane.Eventually(t, 30*time.Second, "the Delete gate revoked", func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, "the Delete gate revoked", func() (bool, string) {
 		if err := cp.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
@@ -139,7 +140,7 @@ func TestRefusedDeletionRevokesTheDeleteGate(t *testing.T) {
 		return !slices.Contains(policiesOf(b), "Delete") && c.Reason == gatecontroller.ReasonDeletionRefused && c.Status == corev1.ConditionFalse,
 			fmt.Sprintf("gate %v, condition %s: %s", policiesOf(b), c.Reason, c.Message)
 	})
-	for _, a := range allowancesOf(t, b) {
+	for _, a := range fixture.Allowances(t, b) {
 		if a.OpensDelete() && !a.Consumed {
 			t.Errorf("revoked Delete allowance still unconsumed: %+v", a)
 		}
@@ -163,7 +164,7 @@ func TestRefusedDeletionRevokesTheDeleteGate(t *testing.T) {
 // gone waits until the provider let o go.
 func gone(t *testing.T, c client.Client, o *unstructured.Unstructured) {
 	t.Helper()
-	controlplane.Eventually(t, 30*time.Second, o.GetName()+" gone", func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, o.GetName()+" gone", func() (bool, string) {
 		err := c.Get(context.Background(), client.ObjectKeyFromObject(o), o.DeepCopy())
 		return kerrors.IsNotFound(err), errString(err)
 	})

@@ -22,6 +22,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/derive"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 // The XR kind of the derivation test: one no other test's policies name,
@@ -148,14 +149,14 @@ func TestDerivedPolicyKeptInSync(t *testing.T) {
 		}
 		// The provider's cache may not have seen the Composition go when
 		// the policy's deletion reaches it: delete until it stays gone.
-		controlplane.Eventually(t, 30*time.Second, "the derived policy is deleted", func() (bool, string) {
+		fixture.Eventually(t, 30*time.Second, "the derived policy is deleted", func() (bool, string) {
 			_ = adminC.Delete(ctx, &v1alpha1.AllowancePolicy{ObjectMeta: metav1.ObjectMeta{Name: p.GetName()}})
 			err := adminC.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.AllowancePolicy{})
 			return kerrors.IsNotFound(err), fmt.Sprint(err)
 		})
 		// A CRD goes away only once its instances are gone; wait, so a
 		// repeated run (-count) can install it again.
-		controlplane.Eventually(t, 30*time.Second, "the XStore CRD is deleted", func() (bool, string) {
+		fixture.Eventually(t, 30*time.Second, "the XStore CRD is deleted", func() (bool, string) {
 			err := adminC.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
 			return kerrors.IsNotFound(err), fmt.Sprint(err)
 		})
@@ -193,7 +194,7 @@ func TestDerivedPolicyKeptInSync(t *testing.T) {
 	waitFor := func(what, ref string, status metav1.ConditionStatus, reason string) *v1alpha1.AllowancePolicy {
 		t.Helper()
 		got := &v1alpha1.AllowancePolicy{}
-		controlplane.Eventually(t, 30*time.Second, what, func() (bool, string) {
+		fixture.Eventually(t, 30*time.Second, what, func() (bool, string) {
 			if err := adminC.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
 				return false, err.Error()
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/provider/gatecontroller"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
@@ -59,7 +60,7 @@ func policiesOf(o *unstructured.Unstructured) []string {
 // current generation.
 func waitReconciled(t *testing.T, c client.Client, o *unstructured.Unstructured) {
 	t.Helper()
-	controlplane.Eventually(t, 30*time.Second, fmt.Sprintf("%s to be reconciled", o.GetName()), func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, fmt.Sprintf("%s to be reconciled", o.GetName()), func() (bool, string) {
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(o), o); err != nil {
 			return false, err.Error()
 		}
@@ -100,7 +101,7 @@ func TestGateOpensForOneUpdateAndCloses(t *testing.T) {
 		t.Fatalf("alice changes the XR: %v", err)
 	}
 	var xa allowance.Allowance
-	for _, a := range allowancesOf(t, xr) {
+	for _, a := range fixture.Allowances(t, xr) {
 		if a.Relation == v1alpha1.RelationExternal {
 			xa = a
 		}
@@ -132,11 +133,11 @@ func TestGateOpensForOneUpdateAndCloses(t *testing.T) {
 	}
 	stamped := b.GetGeneration()
 
-	controlplane.Eventually(t, 30*time.Second, "one Update, the allowance consumed and the gate closed", func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, "one Update, the allowance consumed and the gate closed", func() (bool, string) {
 		if err := cp.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
-		as := allowancesOf(t, b)
+		as := fixture.Allowances(t, b)
 		c := gateCondition(b)
 		return cloud.Count(recorder.VerbUpdate, "gated-1") == 1 && len(as) == 1 && as[0].Consumed && slices.Equal(policiesOf(b), closed) && c.Reason == gatecontroller.ReasonConsumed,
 			fmt.Sprintf("updates %d, allowances %+v, gate %v, condition %s/%s", cloud.Count(recorder.VerbUpdate, "gated-1"), as, policiesOf(b), c.Status, c.Reason)
@@ -147,7 +148,7 @@ func TestGateOpensForOneUpdateAndCloses(t *testing.T) {
 	if s, _ := cloud.Get("gated-1"); s.Size != 2 {
 		t.Errorf("cloud size = %d, want 2", s.Size)
 	}
-	controlplane.Eventually(t, 10*time.Second, "a Consumed event on the Bucket", func() (bool, string) {
+	fixture.Eventually(t, 10*time.Second, "a Consumed event on the Bucket", func() (bool, string) {
 		l := &eventsv1.EventList{}
 		if err := cp.List(ctx, l); err != nil {
 			return false, err.Error()
@@ -191,7 +192,7 @@ func TestUnchainedAllowanceIsDenied(t *testing.T) {
 	}
 	// Its creation gate opens and closes first; the writes meanwhile
 	// would only make the update below conflict.
-	controlplane.Eventually(t, 30*time.Second, "the creation gate closed", func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, "the creation gate closed", func() (bool, string) {
 		if err := cp.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
@@ -205,7 +206,7 @@ func TestUnchainedAllowanceIsDenied(t *testing.T) {
 		ann[v1alpha1.AnnotationAllowances] = allowance.Format([]allowance.Allowance{a})
 		b.SetAnnotations(ann)
 	})
-	controlplane.ErrorContains(t, err, "denied", "does not chain to an unconsumed allowance of XDatabase unchained-x")
+	fixture.ErrorContains(t, err, "denied", "does not chain to an unconsumed allowance of XDatabase unchained-x")
 
 	// And nobody but Kausality and Crossplane may stamp one.
 	err = controlplane.Update(aliceC, b, func() {
@@ -213,5 +214,5 @@ func TestUnchainedAllowanceIsDenied(t *testing.T) {
 		ann[v1alpha1.AnnotationAllowances] = "[]"
 		b.SetAnnotations(ann)
 	})
-	controlplane.ErrorContains(t, err, "denied", "only Kausality and Crossplane may change")
+	fixture.ErrorContains(t, err, "denied", "only Kausality and Crossplane may change")
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/provider/gatecontroller"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
@@ -45,7 +46,7 @@ func gatedPair(t *testing.T, name string, xrAnnotations map[string]string) (*uns
 	if err := controlplane.Update(aliceC, xr, func() { _ = unstructured.SetNestedField(xr.Object, "2", "spec", "size") }); err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range allowancesOf(t, xr) {
+	for _, a := range fixture.Allowances(t, xr) {
 		if a.Relation == v1alpha1.RelationExternal {
 			return xr, b, a
 		}
@@ -85,7 +86,7 @@ func stamp(t *testing.T, b *unstructured.Unstructured, size int64, xa allowance.
 
 func waitForEvent(t *testing.T, name, reason, eventType string) {
 	t.Helper()
-	controlplane.Eventually(t, 15*time.Second, fmt.Sprintf("a %s event %s on %s", eventType, reason, name), func() (bool, string) {
+	fixture.Eventually(t, 15*time.Second, fmt.Sprintf("a %s event %s on %s", eventType, reason, name), func() (bool, string) {
 		l := &eventsv1.EventList{}
 		if err := as(t, "admin").List(context.Background(), l); err != nil {
 			return false, err.Error()
@@ -117,11 +118,11 @@ func TestStaleWriteCannotReopenAConsumedGate(t *testing.T) {
 	_, b, xa := gatedPair(t, "stale-1", nil)
 	stamp(t, b, 2, xa, nil)
 	stale := b.DeepCopy() // what a pipeline run that started now would emit
-	controlplane.Eventually(t, 30*time.Second, "consumption", func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, "consumption", func() (bool, string) {
 		if err := as(t, "admin").Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
-		as := allowancesOf(t, b)
+		as := fixture.Allowances(t, b)
 		return len(as) == 1 && as[0].Consumed, fmt.Sprintf("%+v", as)
 	})
 
@@ -137,7 +138,7 @@ func TestStaleWriteCannotReopenAConsumedGate(t *testing.T) {
 	if got := policiesOf(b); !slices.Equal(got, closed) {
 		t.Errorf("gate after a stale write = %v, want %v", got, closed)
 	}
-	if as := allowancesOf(t, b); len(as) != 1 || !as[0].Consumed {
+	if as := fixture.Allowances(t, b); len(as) != 1 || !as[0].Consumed {
 		t.Errorf("allowances after a stale write = %+v, want the one marked consumed", as)
 	}
 	waitReconciled(t, cp, b)
@@ -157,7 +158,7 @@ func TestFreezeHoldsTheChangeUntilLifted(t *testing.T) {
 	}
 	cp := as(t, crossplane, "system:serviceaccounts")
 	waitReconciled(t, cp, b)
-	controlplane.Eventually(t, 15*time.Second, "the Frozen condition", func() (bool, string) {
+	fixture.Eventually(t, 15*time.Second, "the Frozen condition", func() (bool, string) {
 		if err := cp.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
@@ -170,7 +171,7 @@ func TestFreezeHoldsTheChangeUntilLifted(t *testing.T) {
 	}
 	// The freeze holds the Bucket's creation grant too: the XR was frozen
 	// from the start.
-	if as := updates(allowancesOf(t, b)); len(as) != 1 || as[0].Consumed {
+	if as := updates(fixture.Allowances(t, b)); len(as) != 1 || as[0].Consumed {
 		t.Fatalf("Update allowances under a freeze = %+v, want the one held, unconsumed", as)
 	}
 
@@ -186,11 +187,11 @@ func TestFreezeHoldsTheChangeUntilLifted(t *testing.T) {
 	// The controller rechecks frozen gates periodically; a write to the
 	// resource makes it look at once.
 	poke(t, b)
-	controlplane.Eventually(t, 30*time.Second, "the held change applied and the gate closed", func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, "the held change applied and the gate closed", func() (bool, string) {
 		if err := cp.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
-		as := allowancesOf(t, b)
+		as := fixture.Allowances(t, b)
 		return cloud.Count(recorder.VerbUpdate, "frozen-1") == 1 && len(updates(as)) == 1 && !slices.ContainsFunc(as, func(a allowance.Allowance) bool { return !a.Consumed }) && slices.Equal(policiesOf(b), closed),
 			fmt.Sprintf("updates %d, allowances %+v, gate %v", cloud.Count(recorder.VerbUpdate, "frozen-1"), as, policiesOf(b))
 	})
@@ -209,7 +210,7 @@ func TestGateOpenTooLongExpires(t *testing.T) {
 		t.Fatalf("gate after stamping = %v, want %v", got, open)
 	}
 	admin := as(t, "admin")
-	controlplane.Eventually(t, 15*time.Second, "the gate reported open", func() (bool, string) {
+	fixture.Eventually(t, 15*time.Second, "the gate reported open", func() (bool, string) {
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
@@ -222,7 +223,7 @@ func TestGateOpenTooLongExpires(t *testing.T) {
 	// Any write makes the controller look again (it also comes back on its
 	// own once the limit passes in real time).
 	poke(t, b)
-	controlplane.Eventually(t, 15*time.Second, "the gate closed as expired", func() (bool, string) {
+	fixture.Eventually(t, 15*time.Second, "the gate closed as expired", func() (bool, string) {
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/provider/server"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 	recordermv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/m/v1alpha1"
 	recorderv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/v1alpha1"
@@ -217,10 +218,9 @@ func start(ctx context.Context) error {
 // server returns are collected into warnings when it is not nil.
 func as(t testing.TB, user string, groups ...string) client.Client {
 	t.Helper()
-	cfg := rest.CopyConfig(admin)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	cfg := fixture.As(admin, user, groups...)
 	if user == crossplane {
-		cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/pod-name": {crossplanePod.GetName()}, "authentication.kubernetes.io/pod-uid": {string(crossplanePod.GetUID())}}
+		cfg = fixture.FromPod(cfg, crossplanePod)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -233,8 +233,7 @@ func as(t testing.TB, user string, groups ...string) client.Client {
 func warningsAs(t testing.TB, user string, groups ...string) (client.Client, *warnings) {
 	t.Helper()
 	w := &warnings{}
-	cfg := rest.CopyConfig(admin)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	cfg := fixture.As(admin, user, groups...)
 	cfg.WarningHandler = w
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	recorderv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/v1alpha1"
 )
 
@@ -68,7 +69,7 @@ func TestGateCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	controlplane.Eventually(t, 20*time.Second, "every Bucket closed, its allowance consumed and its GateOpen condition Consumed", func() (bool, string) {
+	fixture.Eventually(t, 20*time.Second, "every Bucket closed, its allowance consumed and its GateOpen condition Consumed", func() (bool, string) {
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(buckets.GroupVersion().WithKind("BucketList"))
 		if err := kube.List(context.Background(), l, client.MatchingLabels{labelRun: r.run}); err != nil {
@@ -82,11 +83,11 @@ func TestGateCloses(t *testing.T) {
 			if p := policiesOf(b); !slices.Equal(p, closedGate) {
 				return false, fmt.Sprintf("%s gate %v", b.GetName(), p)
 			}
-			as := allowancesOf(b)
+			as := fixture.Allowances(t, b)
 			if len(as) != 1 || !as[0].Consumed {
 				return false, fmt.Sprintf("%s allowances %s", b.GetName(), b.GetAnnotations()[v1alpha1.AnnotationAllowances])
 			}
-			if c := condition(b, "GateOpen"); c["status"] != "False" || c["reason"] != "Consumed" || c["observedGeneration"] != b.GetGeneration() {
+			if c := fixture.Condition(b, "GateOpen"); c["status"] != "False" || c["reason"] != "Consumed" || c["observedGeneration"] != b.GetGeneration() {
 				return false, fmt.Sprintf("%s GateOpen condition %v", b.GetName(), c)
 			}
 		}
@@ -534,24 +535,9 @@ func xrHop(name string) allowance.Hop {
 	return h
 }
 
-func allowancesOf(o *unstructured.Unstructured) []allowance.Allowance {
-	as, _ := allowance.Parse(o.GetAnnotations()[v1alpha1.AnnotationAllowances])
-	return as
-}
-
 func policiesOf(o *unstructured.Unstructured) []string {
 	p, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "managementPolicies")
 	return p
-}
-
-func condition(o *unstructured.Unstructured, typ string) map[string]any {
-	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, _ := c.(map[string]any); m["type"] == typ {
-			return m
-		}
-	}
-	return nil
 }
 
 // watch follows one run's Buckets with an informer.
@@ -611,17 +597,17 @@ func (w *watch) store(u *unstructured.Unstructured) {
 	}
 	s.obj = u
 	policies := policiesOf(u)
-	if c := condition(u, "GateOpen"); c["status"] == "True" && slices.Equal(policies, openGate) {
+	if c := fixture.Condition(u, "GateOpen"); c["status"] == "True" && slices.Equal(policies, openGate) {
 		if og, ok := c["observedGeneration"].(int64); ok && og == u.GetGeneration() {
 			s.seenOpen = true
 		}
 	}
-	if c := condition(u, "GateOpen"); !s.wroteAt.IsZero() && c["status"] == "False" && c["observedGeneration"] == u.GetGeneration() {
+	if c := fixture.Condition(u, "GateOpen"); !s.wroteAt.IsZero() && c["status"] == "False" && c["observedGeneration"] == u.GetGeneration() {
 		s.closedCondition = true
 	}
 	if !s.wroteAt.IsZero() && s.closedAt.IsZero() && slices.Equal(policies, closedGate) {
 		s.closedAt = now
-		as := allowancesOf(u)
+		as, _ := allowance.Parse(u.GetAnnotations()[v1alpha1.AnnotationAllowances])
 		s.consumedAtClose = len(as) > 0 && !slices.ContainsFunc(as, func(a allowance.Allowance) bool { return !a.Consumed })
 	}
 }

@@ -38,6 +38,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 // The test's own clients must not be what limits the run: client-go's
@@ -135,9 +136,9 @@ func setup() error {
 // as is a client acting as user through impersonation, with the test's
 // rate limits.
 func as(user string, groups ...string) (client.Client, error) {
-	cfg := rest.CopyConfig(admin)
+	cfg := admin
 	if user != "" {
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+		cfg = fixture.As(admin, user, groups...)
 	}
 	return client.New(cfg, client.Options{Scheme: scheme})
 }

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 // TestRealKindLifecycle drives a managed resource of a real provider kind,
@@ -104,7 +106,7 @@ func TestRealKindLifecycle(t *testing.T) {
 		t.Helper()
 		got := &unstructured.Unstructured{}
 		got.SetGroupVersionKind(instance)
-		waitFor(t, what, func() (bool, string) {
+		fixture.Eventually(t, timeout, what, func() (bool, string) {
 			if err := kube.Get(ctx, key, got); err != nil {
 				return false, err.Error()
 			}
@@ -128,7 +130,7 @@ func TestRealKindLifecycle(t *testing.T) {
 		t.Errorf("status.atProvider.allocatedStorage = %d, want 20", s)
 	}
 	secret := &corev1.Secret{}
-	waitFor(t, "the connection secret", func() (bool, string) {
+	fixture.Eventually(t, timeout, "the connection secret", func() (bool, string) {
 		err := kube.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "db1-conn"}, secret)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -182,7 +184,7 @@ func TestRealKindLifecycle(t *testing.T) {
 	if err := kube.Delete(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the Instance to be gone", func() (bool, string) {
+	fixture.Eventually(t, timeout, "the Instance to be gone", func() (bool, string) {
 		err := kube.Get(ctx, key, &unstructured.Unstructured{Object: map[string]any{"apiVersion": instance.GroupVersion().String(), "kind": instance.Kind}})
 		return kerrors.IsNotFound(err), fmt.Sprint(err)
 	})

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	mv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/m/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/test/recorder/apis/v1alpha1"
 )
@@ -144,7 +145,7 @@ func TestBucketLifecycle(t *testing.T) {
 	if err := kube.Delete(ctx, &v1alpha1.Bucket{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatalf("cannot delete Bucket: %v", err)
 	}
-	waitFor(t, "the Bucket to be gone", func() (bool, string) {
+	fixture.Eventually(t, timeout, "the Bucket to be gone", func() (bool, string) {
 		err := kube.Get(ctx, client.ObjectKey{Name: name}, &v1alpha1.Bucket{})
 		return kerrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
 	})
@@ -172,7 +173,7 @@ func TestBucketLifecycle(t *testing.T) {
 		t.Fatalf("cannot create the namespaced Bucket: %v", err)
 	}
 	key := client.ObjectKeyFromObject(nb)
-	waitFor(t, "the namespaced Bucket to be Ready at its generation", func() (bool, string) {
+	fixture.Eventually(t, timeout, "the namespaced Bucket to be Ready at its generation", func() (bool, string) {
 		if err := kube.Get(ctx, key, nb); err != nil {
 			return false, err.Error()
 		}
@@ -189,7 +190,7 @@ func TestBucketLifecycle(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the namespaced Bucket's change in the cloud", func() (bool, string) {
+	fixture.Eventually(t, timeout, "the namespaced Bucket's change in the cloud", func() (bool, string) {
 		n := cloud.Count(VerbUpdate, nsName)
 		return n == 1, fmt.Sprintf("%d Updates", n)
 	})
@@ -198,28 +199,11 @@ func TestBucketLifecycle(t *testing.T) {
 	if err := kube.Delete(ctx, nb); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the namespaced Bucket to be gone", func() (bool, string) {
+	fixture.Eventually(t, timeout, "the namespaced Bucket to be gone", func() (bool, string) {
 		err := kube.Get(ctx, key, &mv1alpha1.Bucket{})
 		return kerrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
 	})
 	wantCalls(t, cloud, nsName, VerbDelete, 1, 0)
-}
-
-// waitFor polls cond until it holds, failing the test after timeout; cond
-// says what it saw last, for the failure message.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last saw: %s", timeout, what, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // settle waits long enough for a poll to come and go, so that calls which
@@ -231,7 +215,7 @@ func settle() { time.Sleep(poll + poll/2) }
 func waitSynced(t *testing.T, kube client.Client, name string) *v1alpha1.Bucket {
 	t.Helper()
 	b := &v1alpha1.Bucket{}
-	waitFor(t, "Synced at the current generation", func() (bool, string) {
+	fixture.Eventually(t, timeout, "Synced at the current generation", func() (bool, string) {
 		if err := kube.Get(context.Background(), client.ObjectKey{Name: name}, b); err != nil {
 			return false, err.Error()
 		}
@@ -247,7 +231,7 @@ func waitSynced(t *testing.T, kube client.Client, name string) *v1alpha1.Bucket 
 func waitReady(t *testing.T, kube client.Client, name string) {
 	t.Helper()
 	waitSynced(t, kube, name)
-	waitFor(t, "Ready", func() (bool, string) {
+	fixture.Eventually(t, timeout, "Ready", func() (bool, string) {
 		b := &v1alpha1.Bucket{}
 		if err := kube.Get(context.Background(), client.ObjectKey{Name: name}, b); err != nil {
 			return false, err.Error()

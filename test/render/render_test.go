@@ -17,6 +17,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/ from the current render output")
@@ -201,14 +202,11 @@ func warnings(r rendering) []string {
 
 func condition(t *testing.T, xr *unstructured.Unstructured, typ string) map[string]any {
 	t.Helper()
-	cs, _, _ := unstructured.NestedSlice(xr.Object, "status", "conditions")
-	for _, c := range cs {
-		if m, _ := c.(map[string]any); m["type"] == typ {
-			return m
-		}
+	c := fixture.Condition(xr, typ)
+	if c == nil {
+		t.Fatalf("XR has no condition %s", typ)
 	}
-	t.Fatalf("XR has no condition %s", typ)
-	return nil
+	return c
 }
 
 var (
