@@ -156,7 +156,7 @@ func (r *run) decideAll(observed map[resource.Name]resource.ObservedComposed, de
 			// As ready as it is: a kept resource the pipeline no longer
 			// reports on must not hold the XR unready.
 			ready := resource.ReadyUnspecified
-			if conditionTrue(obs, "Ready") {
+			if policy.ConditionTrue(obs, "Ready") {
 				ready = resource.ReadyTrue
 			}
 			out[name] = &resource.DesiredComposed{Resource: kept, Ready: ready}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
@@ -200,7 +199,7 @@ func (r *run) memberState(it *item) (updated, ready bool) {
 	if it.observed == nil {
 		return false, false
 	}
-	ready = conditionTrue(it.observed, "Ready")
+	ready = policy.ConditionTrue(it.observed, "Ready")
 	if !it.ok || len(it.ch.passed) > 0 || len(it.ch.withheld) > 0 || len(it.ch.held) > 0 {
 		return false, ready
 	}
@@ -210,24 +209,7 @@ func (r *run) memberState(it *item) (updated, ready bool) {
 		}
 	}
 	og, ok := allowance.ObservedGeneration(it.observed)
-	return ok && og == it.om.generation && conditionTrue(it.observed, "Synced"), ready
-}
-
-// conditionTrue reports whether obj's condition of type t is True.
-func conditionTrue(obj map[string]any, t string) bool {
-	return conditionOf(obj, t)["status"] == "True"
-}
-
-// conditionOf is obj's condition of type t, nil when it has none.
-func conditionOf(obj map[string]any, t string) map[string]any {
-	cs, _, _ := unstructured.NestedFieldNoCopy(obj, "status", "conditions")
-	l, _ := cs.([]any)
-	for _, c := range l {
-		if m, _ := c.(map[string]any); m["type"] == t {
-			return m
-		}
-	}
-	return nil
+	return ok && og == it.om.generation && policy.ConditionTrue(it.observed, "Synced"), ready
 }
 
 // pendingCovering is the pending allowance of have that covers mutation

@@ -156,10 +156,10 @@ func (r *run) members() (map[string]any, []any, int) {
 	n := 0
 	for _, k := range ids {
 		o := byID[k]
-		c := conditionOf(o, ConditionUpgraded)
+		c := policy.Condition(o, ConditionUpgraded)
 		msg, _ := c["message"].(string)
 		up := c["status"] == "True" && strings.HasPrefix(msg, key+":")
-		ready := conditionTrue(o, "Ready")
+		ready := policy.ConditionTrue(o, "Ready")
 		if up && ready {
 			n++
 		}

@@ -13,21 +13,29 @@ import (
 // Ready, and Ready turns False again later). It is status, which only
 // Crossplane writes.
 func Created(obj map[string]any) bool {
-	return conditionTrue(obj, v1alpha1.ConditionCreated)
+	return ConditionTrue(obj, v1alpha1.ConditionCreated)
 }
 
 // Ready reports whether obj's Ready condition is True.
-func Ready(obj map[string]any) bool { return conditionTrue(obj, "Ready") }
+func Ready(obj map[string]any) bool { return ConditionTrue(obj, "Ready") }
 
-func conditionTrue(obj map[string]any, t string) bool {
+// ConditionTrue reports whether obj's condition of type t is True.
+func ConditionTrue(obj map[string]any, t string) bool {
+	return Condition(obj, t)["status"] == "True"
+}
+
+// Condition is obj's status condition of type t, nil when it has none.
+// Conditions are read from the object as served, not through a typed
+// copy: Kausality reads them on every kind, known or not.
+func Condition(obj map[string]any, t string) map[string]any {
 	cs, _, _ := unstructured.NestedFieldNoCopy(obj, "status", "conditions")
 	l, _ := cs.([]any)
 	for _, c := range l {
-		if m, _ := c.(map[string]any); m["type"] == t && m["status"] == "True" {
-			return true
+		if m, _ := c.(map[string]any); m["type"] == t {
+			return m
 		}
 	}
-	return false
+	return nil
 }
 
 // CreationCovers reports whether a composite's creation covers creating a
