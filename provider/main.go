@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -61,7 +62,7 @@ func (c *CLI) Run() error {
 		CrossplaneUser: server.ServiceAccountUser(c.CrossplaneServiceAccount),
 		Gate:           gate.Config{MaxOpen: c.MaxGateOpen}, DiscoveryInterval: c.DiscoveryInterval, MaxReconcileRate: c.MaxReconcileRate,
 		DerivePolicies: c.DerivePolicies,
-		Log:            log,
+		Log:            logging.NewLogrLogger(log),
 	})
 	if err != nil {
 		return err

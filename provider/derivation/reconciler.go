@@ -17,8 +17,8 @@ import (
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -54,7 +54,7 @@ type Reconciler struct {
 	// Events are recorded on the Composition when nothing can be derived,
 	// and on the policy when it is written or a conflict is found.
 	Events events.EventRecorder
-	Log    logr.Logger
+	Log    logging.Logger
 }
 
 // Reconcile implements reconcile.Reconciler for one Composition.

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
-	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -185,7 +185,7 @@ func TestReconcile(t *testing.T) {
 			}
 			kube := b.Build()
 			rec := events.NewFakeRecorder(10)
-			r := &Reconciler{Kube: kube, Definitions: defs{}, Events: rec, Log: logr.Discard()}
+			r := &Reconciler{Kube: kube, Definitions: defs{}, Events: rec, Log: logging.NewNopLogger()}
 			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Name: comp}})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -247,7 +247,7 @@ func TestReconcileIsIdempotent(t *testing.T) {
 				return c.SubResource(sub).Update(ctx, obj, opts...)
 			},
 		}).Build()
-	r := &Reconciler{Kube: kube, Definitions: defs{}, Events: events.NewFakeRecorder(10), Log: logr.Discard()}
+	r := &Reconciler{Kube: kube, Definitions: defs{}, Events: events.NewFakeRecorder(10), Log: logging.NewNopLogger()}
 	req := ctrl.Request{NamespacedName: client.ObjectKey{Name: comp}}
 	if _, err := r.Reconcile(context.Background(), req); err != nil {
 		t.Fatal(err)

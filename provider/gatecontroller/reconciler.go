@@ -14,8 +14,8 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,12 +86,12 @@ type Reconciler struct {
 	opts    Options
 	events  events.EventRecorder
 	metrics *Metrics
-	log     logr.Logger
+	log     logging.Logger
 }
 
 // NewReconciler returns a Reconciler for managed resources of kind gvk.
 // reader reads the parents a freeze may be set on, uncached.
-func NewReconciler(kube client.Client, reader client.Reader, gvk schema.GroupVersionKind, rec events.EventRecorder, m *Metrics, o Options, log logr.Logger) *Reconciler {
+func NewReconciler(kube client.Client, reader client.Reader, gvk schema.GroupVersionKind, rec events.EventRecorder, m *Metrics, o Options, log logging.Logger) *Reconciler {
 	o.Gate = o.Gate.Defaulted()
 	if o.Now == nil {
 		o.Now = time.Now
@@ -331,7 +331,7 @@ func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, c
 	if prev.Reason != cond.Reason || prev.Status != cond.Status || prev.Message != cond.Message {
 		r.events.Eventf(mr, nil, eventType, string(cond.Reason), "Gate", "%s", cond.Message)
 		r.metrics.transition(r.gvk, prev, cond, r.opts.Now())
-		r.log.V(1).Info("gate transition", "name", mr.GetName(), "reason", cond.Reason, "policies", want)
+		r.log.Debug("gate transition", "name", mr.GetName(), "reason", cond.Reason, "policies", want)
 	}
 	return nil
 }

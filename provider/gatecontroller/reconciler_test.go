@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/test"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
-	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -666,7 +666,7 @@ func TestReconcile(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			o := tc.args.opts
 			o.Now = func() time.Time { return fixed }
-			r := NewReconciler(kube, kube, nopGVK, rec, NewMetrics(reg), o, logr.Discard())
+			r := NewReconciler(kube, kube, nopGVK, rec, NewMetrics(reg), o, logging.NewNopLogger())
 
 			got, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: mrName}})
 			if diff := cmp.Diff(tc.want.err, err, test.EquateErrors()); diff != "" {
@@ -713,7 +713,7 @@ func TestConsumedAfterOpenSeen(t *testing.T) {
 	status := &unstructured.Unstructured{}
 	status.SetGroupVersionKind(nopGVK)
 	kube := fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithObjects(mr).WithStatusSubresource(status).Build()
-	r := NewReconciler(kube, kube, nopGVK, events.NewFakeRecorder(10), NewMetrics(prometheus.NewRegistry()), Options{Now: func() time.Time { return fixed }}, logr.Discard())
+	r := NewReconciler(kube, kube, nopGVK, events.NewFakeRecorder(10), NewMetrics(prometheus.NewRegistry()), Options{Now: func() time.Time { return fixed }}, logging.NewNopLogger())
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: mrName}}); err != nil {
 		t.Fatal(err)
 	}

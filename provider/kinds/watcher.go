@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/go-logr/logr"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -46,7 +46,7 @@ type Watcher struct {
 	newRec   func(schema.GroupVersionKind) reconcile.Reconciler
 	// workers is how many resources of one kind are reconciled at once.
 	workers int
-	log     logr.Logger
+	log     logging.Logger
 
 	mu      sync.Mutex
 	started map[schema.GroupVersionKind]Kind
@@ -55,7 +55,7 @@ type Watcher struct {
 
 // NewWatcher returns a Watcher that rediscovers kinds every interval and
 // reconciles up to workers resources of each kind at once (at least one).
-func NewWatcher(mgr manager.Manager, disco discovery.DiscoveryInterface, interval time.Duration, workers int, newRec func(schema.GroupVersionKind) reconcile.Reconciler, log logr.Logger) *Watcher {
+func NewWatcher(mgr manager.Manager, disco discovery.DiscoveryInterface, interval time.Duration, workers int, newRec func(schema.GroupVersionKind) reconcile.Reconciler, log logging.Logger) *Watcher {
 	return &Watcher{mgr: mgr, disco: disco, interval: interval, workers: max(workers, 1), newRec: newRec, log: log, started: map[schema.GroupVersionKind]Kind{}}
 }
 

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/test"
-	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -166,7 +166,7 @@ func TestDiscover(t *testing.T) {
 					return nil
 				}
 				return noop
-			}, logr.Discard())
+			}, logging.NewNopLogger())
 			w.OnChange(func() { notified++ })
 
 			var errs []error

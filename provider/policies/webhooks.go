@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/go-logr/logr"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -58,7 +58,7 @@ type Webhooks struct {
 	Static string
 	// Managed are the managed kinds the gate controller watches.
 	Managed func() []kinds.Kind
-	Log     logr.Logger
+	Log     logging.Logger
 
 	mu      sync.Mutex
 	synced  bool  // a Sync has written the configurations

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/test"
-	"github.com/go-logr/logr"
 	"github.com/google/cel-go/cel"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -498,7 +498,7 @@ func TestWebhooksSync(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(tc.args.objs...).Build()
-			w := &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Static: staticName, Managed: tc.args.managed, Log: logr.Discard()}
+			w := &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Static: staticName, Managed: tc.args.managed, Log: logging.NewNopLogger()}
 			err := w.Sync(context.Background())
 			if diff := cmp.Diff(tc.want.err, err, test.EquateErrors()); diff != "" {
 				t.Fatalf("%s\nSync(...): -want error, +got error:\n%s", tc.reason, diff)
@@ -528,7 +528,7 @@ func TestWebhooksSync(t *testing.T) {
 // the way the API server does (oldObject is the object being deleted).
 func TestDeletionProtectionCEL(t *testing.T) {
 	kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(static(), allowancePolicy("claims", claimGVK, protected())).Build()
-	w := &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Static: staticName, Log: logr.Discard()}
+	w := &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Static: staticName, Log: logging.NewNopLogger()}
 	if err := w.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -730,7 +730,7 @@ func TestReconcile(t *testing.T) {
 				}}).Build()
 			cache := policy.NewCache()
 			r := &Reconciler{Kube: kube, Cache: cache, Resolver: tc.args.resolver,
-				Webhooks: &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: cache, Static: staticName, Log: logr.Discard()}}
+				Webhooks: &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: cache, Static: staticName, Log: logging.NewNopLogger()}}
 
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: tc.args.name}})
 			if diff := cmp.Diff(tc.want.err, err, test.EquateErrors()); diff != "" {
@@ -775,7 +775,7 @@ func TestStaticFoundByItsWebhook(t *testing.T) {
 		Webhooks:   []admissionregistrationv1.ValidatingWebhook{{Name: "other.example.org", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://other.example.org")}}},
 	}
 	kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(other, renamed, allowancePolicy("xdatabases", xdbGVK)).Build()
-	w := &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Log: logr.Discard()}
+	w := &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Log: logging.NewNopLogger()}
 	if err := w.Sync(context.Background()); err != nil {
 		t.Fatalf("Sync(...): %v", err)
 	}
@@ -785,7 +785,7 @@ func TestStaticFoundByItsWebhook(t *testing.T) {
 	}
 
 	kube = fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(other, allowancePolicy("xdatabases", xdbGVK)).Build()
-	w = &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Log: logr.Discard()}
+	w = &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Log: logging.NewNopLogger()}
 	want := errors.Errorf("no ValidatingWebhookConfiguration has webhook %s: is the provider-kausality package installed and healthy?", StaticWebhookName)
 	if diff := cmp.Diff(want, w.Sync(context.Background()), test.EquateErrors()); diff != "" {
 		t.Errorf("Sync(...) without the package's configuration: -want error, +got error:\n%s", diff)
@@ -798,7 +798,7 @@ func TestStaticFoundByItsWebhook(t *testing.T) {
 func TestReady(t *testing.T) {
 	ctx := context.Background()
 	missing := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(allowancePolicy("xdatabases", xdbGVK)).Build()
-	w := &Webhooks{Kube: missing, Reader: missing, Mapper: mapper(), Cache: policy.NewCache(), Static: staticName, Log: logr.Discard()}
+	w := &Webhooks{Kube: missing, Reader: missing, Mapper: mapper(), Cache: policy.NewCache(), Static: staticName, Log: logging.NewNopLogger()}
 	if err := w.Ready(nil); !errors.Is(err, errNotSynced) {
 		t.Errorf("Ready() before any Sync = %v, want %v", err, errNotSynced)
 	}

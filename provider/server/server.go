@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
-	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -81,7 +81,11 @@ type Options struct {
 	DerivePolicies bool
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	Log logr.Logger
+	// Log is where Kausality's controllers and webhooks log, in
+	// crossplane-runtime's logging interface as the function does: Info
+	// for what an operator acts on, Debug for what explains a decision.
+	// The manager itself logs through controller-runtime's global logger.
+	Log logging.Logger
 }
 
 // Scheme is the provider's scheme: Kubernetes' built-in types and
@@ -136,7 +140,6 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  s,
-		Logger:                  o.Log,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddress},
 		HealthProbeBindAddress:  o.HealthAddress,
 		PprofBindAddress:        o.PprofAddress,
@@ -180,7 +183,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	rec := mgr.GetEventRecorder("provider-kausality")
 	watcher := kinds.NewWatcher(mgr, disco, o.DiscoveryInterval, o.MaxReconcileRate, func(gvk schema.GroupVersionKind) reconcile.Reconciler {
 		return gatecontroller.NewReconciler(mgr.GetClient(), direct, gvk, rec, gm, gatecontroller.Options{Gate: o.Gate, Now: o.Now}, o.Log)
-	}, o.Log.WithName("discovery"))
+	}, o.Log.WithValues("controller", "discovery"))
 	if err := mgr.Add(watcher); err != nil {
 		return nil, errors.Wrap(err, "cannot add the managed kind discovery")
 	}
@@ -189,10 +192,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	}
 
 	pc := policy.NewCache()
-	hooks := &policies.Webhooks{Kube: direct, Reader: direct, Mapper: mgr.GetRESTMapper(), Cache: pc, Static: o.StaticWebhook, Managed: watcher.Kinds, Log: o.Log.WithName("webhooks")}
+	hooks := &policies.Webhooks{Kube: direct, Reader: direct, Mapper: mgr.GetRESTMapper(), Cache: pc, Static: o.StaticWebhook, Managed: watcher.Kinds, Log: o.Log.WithValues("controller", "webhooks")}
 	watcher.OnChange(func() {
 		if err := hooks.Sync(ctx); err != nil {
-			o.Log.Error(err, "cannot update the webhook rules for new managed kinds")
+			o.Log.Info("cannot update the webhook rules for new managed kinds", "error", err)
 		}
 	})
 	// Write the configurations once at start, policies or not, so that
@@ -200,7 +203,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		return wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
 			if err := hooks.Sync(ctx); err != nil {
-				o.Log.Error(err, "cannot write the webhook configurations; not ready until they are written")
+				o.Log.Info("cannot write the webhook configurations; not ready until they are written", "error", err)
 				return false, nil
 			}
 			return true, nil
@@ -224,7 +227,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	}
 	if o.DerivePolicies {
 		if err := (&derivation.Reconciler{Kube: mgr.GetClient(), Definitions: derivation.Cluster{Reader: direct, Mapper: mgr.GetRESTMapper()},
-			Events: rec, Log: o.Log.WithName("derivation")}).Setup(mgr); err != nil {
+			Events: rec, Log: o.Log.WithValues("controller", "derivation")}).Setup(mgr); err != nil {
 			return nil, errors.Wrap(err, "cannot set up the policy derivation controller")
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -170,7 +171,7 @@ func start(ctx context.Context) error {
 		MetricsAddress: "0", HealthAddress: "0",
 		WebhookHost: wo.LocalServingHost, WebhookPort: wo.LocalServingPort, CertDir: wo.LocalServingCertDir,
 		StaticWebhook: "provider-kausality", CrossplaneUser: crossplane,
-		Gate: gate.Config{MaxOpen: 10 * time.Minute}, DiscoveryInterval: time.Hour, Now: clock.Now, Log: log,
+		Gate: gate.Config{MaxOpen: 10 * time.Minute}, DiscoveryInterval: time.Hour, Now: clock.Now, Log: logging.NewLogrLogger(log),
 		// Crossplane's Composition CRDs are in test/crds; only annotated
 		// Compositions get a derived policy (derivation_test.go).
 		DerivePolicies: true,
