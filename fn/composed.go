@@ -26,6 +26,10 @@ type childMeta struct {
 	name       string // metadata.name, or the pipeline name for new resources
 	generation int64
 	ann        map[string]string
+	// from is, for an observed resource, the XR generation it was last
+	// composed from: XR allowances of that generation or earlier are used
+	// up for it. 0 for a resource not yet composed.
+	from int64
 }
 
 func (r *run) metaOf(resName string, obj map[string]any) childMeta {
@@ -97,7 +101,6 @@ type item struct {
 	resName           string
 	observed, desired map[string]any
 	dm, om            childMeta
-	from              int64                 // the XR generation it was last composed from
 	have              []allowance.Allowance // its allowances as observed
 	ch                change
 	ok                bool // false: it must not be created
@@ -112,11 +115,9 @@ type item struct {
 // place (withheld fields keep their observed value).
 func (r *run) decide(resName string, observed, desired map[string]any) *item {
 	it := &item{resName: resName, observed: observed, desired: desired, dm: r.metaOf(resName, desired), ok: true}
-	r.from = 0
 	if observed != nil {
 		it.om = r.metaOf(resName, observed)
-		it.from = allowance.ComposedGeneration(observed)
-		r.from = it.from
+		it.om.from = allowance.ComposedGeneration(observed)
 		var err error
 		if it.have, err = allowance.Parse(it.om.ann[v1alpha1.AnnotationAllowances]); err != nil {
 			r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; its gate stays closed", v1alpha1.AnnotationAllowances, ref(observed)))
@@ -142,7 +143,6 @@ func (r *run) finish(it *item) bool {
 	if !it.ok {
 		return false
 	}
-	r.from = it.from
 	dm, om, observed, desired, ch := it.dm, it.om, it.observed, it.desired, it.ch
 	if !ch.create {
 		// Before nextApplied, which edits ch.wanted.
@@ -210,7 +210,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	up := r.upgradeOf(om.ann)
 	for _, m := range mutation.Diff("spec", observed["spec"], desired["spec"], mutation.WithOwned(applied.Owns), mutation.WithSkip(skipManaged)) {
 		v, present := mutation.Value(desired, m.Path)
-		d := r.permitMutation(dm.child, m, applied.Unchanged(m.Path, v, present), up)
+		d := r.permitMutation(dm.child, om.from, m, applied.Unchanged(m.Path, v, present), up)
 		if !d.ok {
 			if p := pendingCovering(have, m, v, present); p != nil {
 				// Its chain, up to the XR, is what the trace continues.

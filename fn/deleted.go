@@ -18,8 +18,8 @@ import (
 // returns the resource to keep, or nil to let Crossplane delete it.
 func (r *run) deleted(resName string, observed map[string]any) *composed.Unstructured {
 	m := r.metaOf(resName, observed)
-	r.from = allowance.ComposedGeneration(observed)
-	d := r.permitChild(m.child, v1alpha1.VerbDelete)
+	m.from = allowance.ComposedGeneration(observed)
+	d := r.permitChild(m.child, m.from, v1alpha1.VerbDelete)
 	if d.ok {
 		return nil
 	}

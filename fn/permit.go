@@ -32,8 +32,9 @@ func (r *run) restricted(c policy.Child) bool {
 // passes: an unrestricted kind passes; then the bound of the XR's lifecycle
 // phase (creating, deleting) as inPhase reads it; then the XR's first
 // unconsumed ControllerChild allowance that grants verb and for which
-// covers holds (nil: any that grants verb).
-func (r *run) permit(c policy.Child, verb string, inPhase func(policy.Bound) bool, covers func(int, allowance.Allowance) bool) decision {
+// covers holds (nil: any that grants verb). Allowances of generation from
+// or earlier are used up for the resource (childMeta.from).
+func (r *run) permit(c policy.Child, from int64, verb string, inPhase func(policy.Bound) bool, covers func(int, allowance.Allowance) bool) decision {
 	if !r.restricted(c) {
 		return decision{ok: true}
 	}
@@ -41,7 +42,7 @@ func (r *run) permit(c policy.Child, verb string, inPhase func(policy.Bound) boo
 		return decision{ok: true}
 	}
 	for i, a := range r.allowances {
-		if a.Generation > r.from && a.Relation == v1alpha1.RelationControllerChild && policy.MatchesChild(a.Target, c) && a.HasVerb(verb) && (covers == nil || covers(i, a)) {
+		if a.Generation > from && a.Relation == v1alpha1.RelationControllerChild && policy.MatchesChild(a.Target, c) && a.HasVerb(verb) && (covers == nil || covers(i, a)) {
 			return decision{ok: true, by: &r.allowances[i]}
 		}
 	}
@@ -49,11 +50,11 @@ func (r *run) permit(c policy.Child, verb string, inPhase func(policy.Bound) boo
 }
 
 // permitChild decides creating or deleting a composed resource of kind c.
-func (r *run) permitChild(c policy.Child, verb string) decision {
+func (r *run) permitChild(c policy.Child, from int64, verb string) decision {
 	if verb == v1alpha1.VerbCreate && r.added == nil && r.inCreation(c) {
 		return decision{ok: true}
 	}
-	return r.permit(c, verb, func(b policy.Bound) bool { return b.AllowsChild(c, verb) }, nil)
+	return r.permit(c, from, verb, func(b policy.Bound) bool { return b.AllowsChild(c, verb) }, nil)
 }
 
 // inCreation reports whether the XR's creation covers creating a composed
@@ -74,7 +75,7 @@ func (r *run) inCreation(c policy.Child) bool {
 // the mutation corrects drift rather than propagating a change; up is the
 // resource's logic change (upgradeOf, nil: none), whose UpgradeAllowances
 // may let through what no XR allowance covers.
-func (r *run) permitMutation(c policy.Child, m mutation.Mutation, unchanged bool, up *upgrade) decision {
+func (r *run) permitMutation(c policy.Child, from int64, m mutation.Mutation, unchanged bool, up *upgrade) decision {
 	if !r.restricted(c) {
 		return decision{ok: true}
 	}
@@ -90,7 +91,7 @@ func (r *run) permitMutation(c policy.Child, m mutation.Mutation, unchanged bool
 		// Completing the resource: a field it did not have.
 		return decision{ok: true}
 	}
-	d := r.permit(c, v1alpha1.VerbUpdate,
+	d := r.permit(c, from, v1alpha1.VerbUpdate,
 		func(b policy.Bound) bool { return b.AllowsMutation(c, m) },
 		func(i int, a allowance.Allowance) bool { return len(a.Mutations) == 0 || r.boundsOf(i).Covers(m) })
 	if d.ok {
@@ -119,7 +120,7 @@ func (r *run) taking(up *upgrade) decision {
 // UpgradeAllowances naming the change grant Create, for a new revision
 // that adds a resource.
 func (r *run) permitAdded(c policy.Child) decision {
-	d := r.permitChild(c, v1alpha1.VerbCreate)
+	d := r.permitChild(c, 0, v1alpha1.VerbCreate) // nothing composed it yet
 	if d.ok || r.added == nil {
 		return d
 	}

@@ -63,24 +63,29 @@ func TestPermit(t *testing.T) {
 		want   want
 	}{
 		"UnrestrictedKind": {reason: "A kind no policy names needs no cause.", r: func(t *testing.T) *run { return permitRun(t, policy.PhaseSteady, false) },
-			decide: func(r *run) decision { return r.permitChild(bucket, v1alpha1.VerbDelete) }, want: want{ok: true}},
+			decide: func(r *run) decision { return r.permitChild(bucket, 0, v1alpha1.VerbDelete) }, want: want{ok: true}},
 		"CreateWhileInitializing": {reason: "The initializing bound lets the composite create its RDS instance.", r: func(t *testing.T) *run { return permitRun(t, policy.PhaseInitializing, false) },
-			decide: func(r *run) decision { return r.permitChild(rdsKind, v1alpha1.VerbCreate) }, want: want{ok: true}},
+			decide: func(r *run) decision { return r.permitChild(rdsKind, 0, v1alpha1.VerbCreate) }, want: want{ok: true}},
 		"CreateSteady": {reason: "Once steady, a create needs an allowance.", r: func(t *testing.T) *run { return permitRun(t, policy.PhaseSteady, true) },
-			decide: func(r *run) decision { return r.permitChild(rdsKind, v1alpha1.VerbCreate) }, want: want{reason: "grants Create of rdsinstances"}},
+			decide: func(r *run) decision { return r.permitChild(rdsKind, 0, v1alpha1.VerbCreate) }, want: want{reason: "grants Create of rdsinstances"}},
 		"DeleteSteady": {reason: "No allowance grants Delete: the resource is kept.", r: func(t *testing.T) *run { return permitRun(t, policy.PhaseSteady, true) },
-			decide: func(r *run) decision { return r.permitChild(rdsKind, v1alpha1.VerbDelete) }, want: want{reason: "grants Delete of rdsinstances"}},
+			decide: func(r *run) decision { return r.permitChild(rdsKind, 0, v1alpha1.VerbDelete) }, want: want{reason: "grants Delete of rdsinstances"}},
+		"UsedUpForResource": {reason: "The XR allowance of generation 2 is used up for a resource last composed from generation 2: the change it covered reached it already.",
+			r: func(t *testing.T) *run { return permitRun(t, policy.PhaseSteady, true) },
+			decide: func(r *run) decision {
+				return r.permitMutation(rdsKind, 2, class, false, observedAt(r, "xdatabases-aws-2"))
+			}, want: want{reason: "no unconsumed"}},
 		"CoveredMutation": {reason: "The spec.size allowance covers instanceClass and is named as the cause.", r: func(t *testing.T) *run { return permitRun(t, policy.PhaseSteady, true) },
 			decide: func(r *run) decision {
-				return r.permitMutation(rdsKind, class, false, observedAt(r, "xdatabases-aws-2"))
+				return r.permitMutation(rdsKind, 0, class, false, observedAt(r, "xdatabases-aws-2"))
 			}, want: want{ok: true, by: true}},
 		"UncoveredMutation": {reason: "The allowance bounds its mutations: region is not among them.", r: func(t *testing.T) *run { return permitRun(t, policy.PhaseSteady, true) },
 			decide: func(r *run) decision {
-				return r.permitMutation(rdsKind, region, false, observedAt(r, "xdatabases-aws-2"))
+				return r.permitMutation(rdsKind, 0, region, false, observedAt(r, "xdatabases-aws-2"))
 			}, want: want{reason: "no unconsumed allowance on XDatabase/db grants Update"}},
 		"Drift": {reason: "The pipeline wants what it last let through: correcting the resource is drift, denied by default even with an allowance.", r: func(t *testing.T) *run { return permitRun(t, policy.PhaseSteady, true) },
 			decide: func(r *run) decision {
-				return r.permitMutation(rdsKind, class, true, observedAt(r, "xdatabases-aws-2"))
+				return r.permitMutation(rdsKind, 0, class, true, observedAt(r, "xdatabases-aws-2"))
 			}, want: want{reason: "drift"}},
 		"DriftAllowed": {reason: "Policy drift: Allow lets drift correction through.", r: func(t *testing.T) *run {
 			r := permitRun(t, policy.PhaseSteady, false)
@@ -88,18 +93,18 @@ func TestPermit(t *testing.T) {
 			return r
 		},
 			decide: func(r *run) decision {
-				return r.permitMutation(rdsKind, class, true, observedAt(r, "xdatabases-aws-2"))
+				return r.permitMutation(rdsKind, 0, class, true, observedAt(r, "xdatabases-aws-2"))
 			}, want: want{ok: true}},
 		"RevisionChanged": {reason: "A new composition revision's own change needs an UpgradeAllowance.", r: func(t *testing.T) *run { return permitRun(t, policy.PhaseSteady, false) },
 			decide: func(r *run) decision {
-				return r.permitMutation(rdsKind, region, false, observedAt(r, "xdatabases-aws-1"))
+				return r.permitMutation(rdsKind, 0, region, false, observedAt(r, "xdatabases-aws-1"))
 			}, want: want{reason: "the logic changed (Composition revision xdatabases-aws-1 → xdatabases-aws-2) and no UpgradeAllowance"}},
 		"PoliciesUnknown": {reason: "Unknown policies fail closed, even for kinds no policy names and in the initializing phase.", r: func(t *testing.T) *run {
 			r := permitRun(t, policy.PhaseInitializing, false)
 			r.restrictAll = true
 			return r
 		},
-			decide: func(r *run) decision { return r.permitChild(bucket, v1alpha1.VerbCreate) }, want: want{reason: "AllowancePolicies are not known"}},
+			decide: func(r *run) decision { return r.permitChild(bucket, 0, v1alpha1.VerbCreate) }, want: want{reason: "AllowancePolicies are not known"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -51,7 +51,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	} else {
 		kindWide = mutation.BoundsFor(covered)
 	}
-	found := r.stampFromXR(dm, ch.create, covered, gen, hop, add)
+	found := r.stampFromXR(dm, om.from, ch.create, covered, gen, hop, add)
 	// Without an XR allowance, a kind-wide grant: creation during
 	// initialization (deletion of external resources is the gate
 	// controller's and admission's call), or the composition revision's own
@@ -80,16 +80,16 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 // stampFromXR adds, through add, the External allowances the XR's
 // unconsumed allowances that name the resource's external kind earn for
 // the change (covered, or its creation), and reports whether any names it.
-func (r *run) stampFromXR(dm childMeta, create bool, covered []mutation.Mutation, gen int64, hop allowance.Hop, add func(allowance.Allowance)) bool {
+func (r *run) stampFromXR(dm childMeta, from int64, create bool, covered []mutation.Mutation, gen int64, hop allowance.Hop, add func(allowance.Allowance)) bool {
 	found := false
 	for i, xa := range r.allowances {
-		if xa.Generation <= r.from || xa.Relation != v1alpha1.RelationExternal || !policy.MatchesExternal(xa.Target, dm.child) {
+		if xa.Generation <= from || xa.Relation != v1alpha1.RelationExternal || !policy.MatchesExternal(xa.Target, dm.child) {
 			continue
 		}
 		found = true
 		var ships []v1alpha1.MutationBound
 		if !create {
-			if ships = mutation.BoundsFor(policy.Shippable(r.chainOf(i), dm.child, covered)); len(ships) == 0 {
+			if ships = mutation.BoundsFor(policy.Shippable(r.chainOf(i, from), dm.child, covered)); len(ships) == 0 {
 				continue // its chain let nothing through to this resource
 			}
 		}
@@ -105,14 +105,14 @@ func (r *run) stampFromXR(dm childMeta, create bool, covered []mutation.Mutation
 // i-th allowance: the ControllerChild allowances beside an External one
 // bound what it ships. They are the same for every composed resource last
 // composed from the same generation, so each is worked out once a run.
-func (r *run) chainOf(i int) []allowance.Allowance {
-	key := [2]int64{int64(i), r.from}
+func (r *run) chainOf(i int, from int64) []allowance.Allowance {
+	key := [2]int64{int64(i), from}
 	if c, ok := r.chains[key]; ok {
 		return c
 	}
 	var out []allowance.Allowance
 	for _, a := range r.allowances {
-		if a.Generation > r.from && a.Trace.Same(r.allowances[i].Trace) {
+		if a.Generation > from && a.Trace.Same(r.allowances[i].Trace) {
 			out = append(out, a)
 		}
 	}

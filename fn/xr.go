@@ -53,13 +53,9 @@ type run struct {
 	// compared with: that of the logic recorded on those observed.
 	added *upgrade
 
-	allowances []allowance.Allowance // unconsumed allowances of the XR, sorted
-	// from is the XR generation the composed resource being decided was
-	// last composed from: XR allowances of that generation or earlier are
-	// used up for it.
-	from   int64
-	bounds []mutation.Bounds                  // their mutation bounds, compiled by boundsOf
-	chains map[[2]int64][]allowance.Allowance // chainOf's, by allowance index and from
+	allowances []allowance.Allowance              // unconsumed allowances of the XR, sorted
+	bounds     []mutation.Bounds                  // their mutation bounds, compiled by boundsOf
+	chains     map[[2]int64][]allowance.Allowance // chainOf's, by allowance index and from
 	// children are childOf's, by apiVersion and kind.
 	children map[[2]string]policy.Child
 	viaXR    []allowance.Trace // throughXR's, by allowance index
