@@ -120,7 +120,7 @@ func (r *run) decide(resName string, observed, desired map[string]any) *item {
 		it.om.from = allowance.ComposedGeneration(observed)
 		var err error
 		if it.have, err = allowance.Parse(it.om.ann[v1alpha1.AnnotationAllowances]); err != nil {
-			r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; its gate stays closed", v1alpha1.AnnotationAllowances, ref(observed)))
+			r.problem(errors.Wrapf(err, errFmtParseAllowancesGateClosed, v1alpha1.AnnotationAllowances, ref(observed)))
 		}
 	}
 	if observed == nil {
@@ -200,7 +200,7 @@ func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
 func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []allowance.Allowance) change {
 	applied, err := mutation.ParseApplied(om.ann[v1alpha1.AnnotationApplied])
 	if err != nil {
-		r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; treating every change as propagation", v1alpha1.AnnotationApplied, ref(observed)))
+		r.problem(errors.Wrapf(err, errFmtParseApplied, v1alpha1.AnnotationApplied, ref(observed)))
 	}
 	// What the pipeline wants, before anything is withheld, is what the
 	// applied record remembers for the fields let through.
@@ -255,7 +255,7 @@ func keepObserved(r *run, dm childMeta, observed, desired map[string]any, ms []m
 	}
 	r.rewrote(dm.resName)
 	if err := mutation.Revert(desired, observed, ms); err != nil {
-		r.problem(errors.Wrapf(err, "cannot withhold changes to %s", ref(observed)))
+		r.problem(errors.Wrapf(err, errFmtWithholdChanges, ref(observed)))
 		desired["spec"] = runtimeCopy(observed)["spec"]
 		ch.passed = nil
 	}
@@ -283,7 +283,7 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 		r.withhold(dm, "open gate", "", metrics.ReasonGateError, g.Err.Error())
 	}
 	if err := setManagementPolicies(desired, g.Policies); err != nil {
-		r.problem(errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, ref(desired)))
+		r.problem(errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(desired)))
 	}
 	// Consumed allowances never reopen a gate; the function prunes them.
 	kept := allowance.Unconsumed(g.Allowances, observed)

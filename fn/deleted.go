@@ -68,7 +68,7 @@ func (r *run) dropped(m childMeta, observed map[string]any, up *upgrade) *compos
 	}
 	have, err := allowance.Parse(m.ann[v1alpha1.AnnotationAllowances])
 	if err != nil {
-		r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; its gate stays closed", v1alpha1.AnnotationAllowances, ref(observed)))
+		r.problem(errors.Wrapf(err, errFmtParseAllowancesGateClosed, v1alpha1.AnnotationAllowances, ref(observed)))
 		return nil
 	}
 	gen := allowance.NextGeneration(m.generation)
@@ -81,7 +81,7 @@ func (r *run) dropped(m childMeta, observed map[string]any, up *upgrade) *compos
 	kept := keptAsObserved(m, observed)
 	g := r.cfg.gate.Decide(kept.Object, observed, have, r.now, r.frozen)
 	if err := setManagementPolicies(kept.Object, g.Policies); err != nil {
-		r.problem(errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, ref(observed)))
+		r.problem(errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(observed)))
 	}
 	ann := kept.GetAnnotations()
 	ann[v1alpha1.AnnotationAllowances] = allowance.Format(allowance.Unconsumed(g.Allowances, observed))

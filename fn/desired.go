@@ -92,7 +92,7 @@ func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out
 		if ok && !rewritten[string(n)] {
 			var err error
 			if s, patchable, err = patched(k.GetResource(), d.Resource.Object, st); err != nil {
-				return errors.Wrapf(err, "cannot encode desired composed resource %q", n)
+				return errors.Wrapf(err, errFmtEncodeDesiredComposedResource, n)
 			}
 		}
 		if !patchable {
@@ -138,7 +138,7 @@ func patched(in *structpb.Struct, obj map[string]any, st *stamp) (*structpb.Stru
 	case hasMetadata:
 		v, err := structpb.NewValue(md)
 		if err != nil {
-			return nil, false, errors.Wrap(err, "cannot encode metadata")
+			return nil, false, errors.Wrap(err, errEncodeMetadata)
 		}
 		fields["metadata"] = v
 	}
@@ -152,7 +152,7 @@ func patched(in *structpb.Struct, obj map[string]any, st *stamp) (*structpb.Stru
 	default:
 		v, err := structpb.NewValue(mp)
 		if err != nil {
-			return nil, false, errors.Wrap(err, "cannot encode spec.managementPolicies")
+			return nil, false, errors.Wrap(err, errEncodeSpecManagementPolicies)
 		}
 		sf := maps.Clone(inSpec.GetFields())
 		if sf == nil {
@@ -175,7 +175,7 @@ func stampedMetadata(md, obj map[string]any, st stamp) (*structpb.Value, error) 
 		}
 		e, err := structpb.NewValue(v)
 		if err != nil {
-			return nil, errors.Wrapf(err, "cannot encode metadata.%s", k)
+			return nil, errors.Wrapf(err, errFmtEncodeMetadataField, k)
 		}
 		fs[k] = e
 	}

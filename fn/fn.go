@@ -45,7 +45,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 
 	in := &v1beta1.Input{}
 	if err := request.GetInput(req, in); err != nil {
-		response.Fatal(rsp, errors.Wrap(err, "cannot get function input"))
+		response.Fatal(rsp, errors.Wrap(err, errGetFunctionInput))
 		return rsp, nil
 	}
 	cfg, err := configFrom(in)
@@ -57,7 +57,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	oxr, err := request.GetObservedCompositeResource(req)
 	if err != nil {
 		rsp.Requirements = requirements(nil)
-		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composite resource"))
+		response.Fatal(rsp, errors.Wrap(err, errGetObservedCompositeResource))
 		return rsp, nil
 	}
 	rsp.Requirements = requirements(oxr.Resource.Object)
@@ -65,12 +65,12 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	blockerRequirements(rsp.Requirements, cfg.plan, oxr.Resource.Object)
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {
-		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
+		response.Fatal(rsp, errors.Wrap(err, errGetObservedComposedResources))
 		return rsp, nil
 	}
 	desired, err := request.GetDesiredComposedResources(req)
 	if err != nil {
-		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composed resources"))
+		response.Fatal(rsp, errors.Wrap(err, errGetDesiredComposedResources))
 		return rsp, nil
 	}
 
@@ -114,7 +114,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 
 	if err := setDesired(rsp, req, out, run.rewritten, run.stamps); err != nil {
-		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composed resources"))
+		response.Fatal(rsp, errors.Wrap(err, errSetDesiredComposedResources))
 		return rsp, nil
 	}
 	run.report(rsp)

@@ -25,17 +25,17 @@ func configFrom(in *v1beta1.Input) (config, error) {
 	case v1beta1.ModeLog:
 		c.mode = v1beta1.ModeLog
 	default:
-		return c, errors.Errorf("input mode %q is not Enforce or Log", in.Mode)
+		return c, errors.Errorf(errFmtMode, in.Mode)
 	}
 	if len(in.ReadOnlyPolicies) > 0 {
 		if err := gate.ValidateReadOnly(in.ReadOnlyPolicies); err != nil {
-			return c, errors.Wrap(err, "input readOnlyPolicies")
+			return c, errors.Wrap(err, errInputReadOnlyPolicies)
 		}
 		c.gate.ReadOnly = in.ReadOnlyPolicies
 	}
 	if in.MaxGateOpen != nil {
 		if in.MaxGateOpen.Duration <= 0 {
-			return c, errors.Errorf("input maxGateOpen %s must be positive", in.MaxGateOpen.Duration)
+			return c, errors.Errorf(errFmtMaxGateOpen, in.MaxGateOpen.Duration)
 		}
 		c.gate.MaxOpen = in.MaxGateOpen.Duration
 	}

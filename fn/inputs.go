@@ -20,7 +20,7 @@ func requirementInput(i int) string { return fmt.Sprintf("kausality-input-%d", i
 func validInputs(ins []v1beta1.InputRef) error {
 	for i, in := range ins {
 		if in.APIVersion == "" || in.Kind == "" || in.Name == "" {
-			return errors.Errorf("input inputs[%d] needs apiVersion, kind and name, got %q, %q and %q", i, in.APIVersion, in.Kind, in.Name)
+			return errors.Errorf(errFmtInputRefIncomplete, i, in.APIVersion, in.Kind, in.Name)
 		}
 	}
 	return nil
@@ -52,12 +52,12 @@ func (r *run) loadInputs(req *fnv1.RunFunctionRequest) {
 		us, ok, err := required(req, requirementInput(i))
 		switch {
 		case err != nil:
-			r.problem(errors.Wrapf(err, "cannot read input %s %s", in.Kind, in.Name))
+			r.problem(errors.Wrapf(err, errFmtReadInput, in.Kind, in.Name))
 			continue
 		case !ok:
 			continue
 		case len(us) != 1:
-			r.problem(errors.Errorf("input %s %s does not exist; what it would change is withheld as a change without a cause", in.Kind, in.Name))
+			r.problem(errors.Errorf(errFmtInputMissing, in.Kind, in.Name))
 			continue
 		}
 		r.logic.Inputs[logic.InputKey(in.Kind, in.Namespace, in.Name)] = strconv.FormatInt(generation(us[0].Object), 10)

@@ -50,10 +50,10 @@ func variables(p *v1beta1.Propagation) ([]string, error) {
 			return nil, err
 		}
 		if c.MatchResourceName == "" && len(c.MatchLabels) == 0 {
-			return nil, errors.Errorf("input propagation.collections[%d] (%s) selects nothing: set matchResourceName or matchLabels", i, c.Name)
+			return nil, errors.Errorf(errFmtCollectionSelectsNothing, i, c.Name)
 		}
 		if _, err := path.Match(c.MatchResourceName, ""); err != nil {
-			return nil, errors.Wrapf(err, "input propagation.collections[%d].matchResourceName %q", i, c.MatchResourceName)
+			return nil, errors.Wrapf(err, errFmtCollectionMatchResourceName, i, c.MatchResourceName)
 		}
 		names = append(names, c.Name)
 	}
@@ -62,7 +62,7 @@ func variables(p *v1beta1.Propagation) ([]string, error) {
 			return nil, err
 		}
 		if b.APIVersion == "" || b.Kind == "" || b.MatchName == "" {
-			return nil, errors.Errorf("input propagation.blockers[%d] (%s) needs apiVersion, kind and matchName", i, b.Name)
+			return nil, errors.Errorf(errFmtBlockerIncomplete, i, b.Name)
 		}
 		names = append(names, b.Name)
 	}
@@ -76,7 +76,7 @@ func planOf(p *v1beta1.Propagation) (*plan, error) {
 	}
 	key, err := json.Marshal(p)
 	if err != nil {
-		return nil, errors.Wrap(err, "cannot encode input propagation")
+		return nil, errors.Wrap(err, errEncodeInputPropagation)
 	}
 	if c, ok := plans.Load(string(key)); ok {
 		return c.(*plan), nil
@@ -93,7 +93,7 @@ func planOf(p *v1beta1.Propagation) (*plan, error) {
 	for i, rp := range p.Resources {
 		r, err := rollout.Compile(env, rp.PropagateWhen)
 		if err != nil {
-			return nil, errors.Wrapf(err, "input propagation.resources[%d] (%s)", i, rp.Name)
+			return nil, errors.Wrapf(err, errFmtResourcePlan, i, rp.Name)
 		}
 		out.resources[rp.Name] = r
 	}
@@ -104,7 +104,7 @@ func planOf(p *v1beta1.Propagation) (*plan, error) {
 		}
 		r, err := rollout.Compile(env, when)
 		if err != nil {
-			return nil, errors.Wrapf(err, "input propagation.collections[%d] (%s)", i, c.Name)
+			return nil, errors.Wrapf(err, errFmtCollection, i, c.Name)
 		}
 		out.collections = append(out.collections, collection{Collection: c, rule: r})
 	}
@@ -115,7 +115,7 @@ func planOf(p *v1beta1.Propagation) (*plan, error) {
 		}
 		r, err := rollout.Compile(env, when)
 		if err != nil {
-			return nil, errors.Wrapf(err, "input propagation.blockers[%d] (%s) when", i, b.Name)
+			return nil, errors.Wrapf(err, errFmtBlockerWhen, i, b.Name)
 		}
 		out.blockers = append(out.blockers, blocker{Blocker: b, when: r})
 	}
@@ -127,13 +127,13 @@ func planOf(p *v1beta1.Propagation) (*plan, error) {
 func name(seen map[string]string, n, field string) error {
 	switch n {
 	case rollout.VarItem, rollout.VarXR, rollout.VarNow, rollout.VarObject:
-		return errors.Errorf("%s: name %q is a variable every expression has", field, n)
+		return errors.Errorf(errFmtNameReserved, field, n)
 	}
 	if n == "" {
-		return errors.Errorf("%s: name is empty", field)
+		return errors.Errorf(errFmtNameEmpty, field)
 	}
 	if other, ok := seen[n]; ok {
-		return errors.Errorf("%s: name %q is taken by %s", field, n, other)
+		return errors.Errorf(errFmtNameTaken, field, n, other)
 	}
 	seen[n] = field
 	return nil
@@ -156,7 +156,7 @@ func upgradePlan(u *v1alpha1.UpgradeAllowance) (*plan, error) {
 	}
 	p, err := planOf(&v1beta1.Propagation{Blockers: bs})
 	if err != nil {
-		return nil, errors.Wrapf(err, "UpgradeAllowance %s: spec.rollout.blockers", u.GetName())
+		return nil, errors.Wrapf(err, errFmtRolloutBlockers, u.GetName())
 	}
 	named := *p
 	named.prefix = RequirementUpgradeBlockerPrefix + u.GetName() + "-"

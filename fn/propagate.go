@@ -117,7 +117,7 @@ func (r *run) check(rules map[string]rollout.Rule, vars map[string]any, h *hold)
 	for _, k := range keys {
 		v, err := rules[k].Check(vars, r.now)
 		if err != nil {
-			r.problem(errors.Wrapf(err, "cannot evaluate propagateWhen of %s %s; holding its change", k, h.resource))
+			r.problem(errors.Wrapf(err, errFmtEvaluatePropagateWhen, k, h.resource))
 			h.why, h.code = fmt.Sprintf("propagateWhen %q of %s failed to evaluate", v.Failed, k), metrics.ReasonEvalFailed
 			return
 		}
@@ -158,7 +158,7 @@ func (r *run) loadBlockers(p *plan, vars map[string]any) string {
 	for _, b := range p.blockers {
 		objs, _, err := required(r.req, p.prefix+b.Name)
 		if err != nil {
-			r.problem(errors.Wrapf(err, "cannot read blocker %s", b.Name))
+			r.problem(errors.Wrapf(err, errFmtReadBlocker, b.Name))
 			if why == "" {
 				why = fmt.Sprintf("blocker %s cannot be read", b.Name)
 			}
@@ -178,7 +178,7 @@ func (r *run) loadBlockers(p *plan, vars map[string]any) string {
 		vars[rollout.VarObject] = nil
 		switch {
 		case err != nil:
-			r.problem(errors.Wrapf(err, "cannot evaluate when of blocker %s; it blocks", b.Name))
+			r.problem(errors.Wrapf(err, errFmtEvaluateWhenBlocker, b.Name))
 			why = fmt.Sprintf("blocker %s (%s %s) exists and its when failed to evaluate", b.Name, b.Kind, b.MatchName)
 		case v.OK:
 			why = fmt.Sprintf("blocker %s (%s %s) exists", b.Name, b.Kind, b.MatchName)

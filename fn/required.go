@@ -98,7 +98,7 @@ func decodeAll[T any](us []*unstructured.Unstructured, into func(*T)) []error {
 	for _, u := range us {
 		t := new(T)
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, t); err != nil {
-			errs = append(errs, errors.Wrapf(err, "cannot decode %s %q", u.GetKind(), u.GetName()))
+			errs = append(errs, errors.Wrapf(err, errFmtDecodeRequired, u.GetKind(), u.GetName()))
 			continue
 		}
 		into(t)

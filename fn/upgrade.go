@@ -39,11 +39,11 @@ type upgrade struct {
 func (r *run) loadFunctions(req *fnv1.RunFunctionRequest, cr map[string]any) {
 	fns, _, err := required(req, RequirementFunctions)
 	if err != nil {
-		r.problem(errors.Wrap(err, "cannot read the required Functions"))
+		r.problem(errors.Wrap(err, errReadRequiredFunctions))
 	}
 	revs, _, err := required(req, RequirementFunctionRevisions)
 	if err != nil {
-		r.problem(errors.Wrap(err, "cannot read the required FunctionRevisions"))
+		r.problem(errors.Wrap(err, errReadRequiredFunctionRevisions))
 	}
 	var steps map[string]bool
 	if pipeline, err := fieldpath.Pave(cr).GetValue("spec.pipeline"); err == nil {

@@ -112,7 +112,7 @@ func (r *run) turn(up *upgrade) (bool, string) {
 		v, err := rule.Check(map[string]any{rollout.VarXR: xr, rollout.VarXRs: xrs, rollout.VarNow: r.now, rollout.VarItem: xr}, r.now)
 		switch {
 		case err != nil:
-			up.turnOK, up.turnWhy, up.turnCode = false, errors.Wrapf(err, "UpgradeAllowance %s: spec.rollout", u.GetName()).Error(), metrics.ReasonRolloutInvalid
+			up.turnOK, up.turnWhy, up.turnCode = false, errors.Wrapf(err, errFmtRollout, u.GetName()).Error(), metrics.ReasonRolloutInvalid
 			r.metrics.Turn(u.GetName(), metrics.TurnFailed, updated, len(xrs))
 		case !v.OK:
 			up.turnOK, up.turnCode = false, metrics.ReasonUpgradeTurn
@@ -135,7 +135,7 @@ func (r *run) turn(up *upgrade) (bool, string) {
 func (r *run) members() (map[string]any, []any, int) {
 	all, _, err := required(r.req, RequirementComposites)
 	if err != nil {
-		r.problem(errors.Wrap(err, "cannot read the required composites"))
+		r.problem(errors.Wrap(err, errReadRequiredComposites))
 	}
 	byID := map[string]map[string]any{}
 	for _, x := range all {

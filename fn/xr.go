@@ -92,7 +92,7 @@ func (r *run) loadPolicies(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
 	ups, ok, err := required(req, RequirementPolicies)
 	switch {
 	case err != nil:
-		r.problem(errors.Wrap(err, "cannot read required AllowancePolicies"))
+		r.problem(errors.Wrap(err, errReadRequiredAllowancePolicies))
 		r.restrictAll = true
 	case !ok:
 		// Crossplane has not resolved the requirement yet; it calls again.
@@ -111,13 +111,13 @@ func (r *run) loadPolicies(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
 	}
 	r.set = set
 	if r.phase, err = set.Phase(r.xr.Object); err != nil {
-		r.problem(errors.Wrapf(err, "cannot tell the lifecycle phase of %s", ref(r.xr.Object)))
+		r.problem(errors.Wrapf(err, errFmtTellLifecyclePhase, ref(r.xr.Object)))
 		r.phase = policy.PhaseSteady
 	}
 	r.creating = r.phase == policy.PhaseSteady && !policy.Created(r.xr.Object)
 	mode, err := set.Mode(r.ns)
 	if err != nil {
-		r.problem(errors.Wrapf(err, "cannot read mode of %s", ref(r.xr.Object)))
+		r.problem(errors.Wrapf(err, errFmtReadMode, ref(r.xr.Object)))
 	}
 	if w := policy.IgnoredMode(r.xr.Object); w != "" {
 		r.problem(errors.New(w))
@@ -132,7 +132,7 @@ func (r *run) loadPolicies(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
 func (r *run) loadNamespace(req *fnv1.RunFunctionRequest) {
 	nss, _, err := required(req, RequirementNamespace)
 	if err != nil {
-		r.problem(errors.Wrap(err, "cannot read the required Namespace"))
+		r.problem(errors.Wrap(err, errReadRequiredNamespace))
 	}
 	if len(nss) == 1 {
 		r.ns = nss[0].Object
@@ -142,7 +142,7 @@ func (r *run) loadNamespace(req *fnv1.RunFunctionRequest) {
 func (r *run) loadUpgrades(req *fnv1.RunFunctionRequest) {
 	uus, _, err := required(req, RequirementUpgrades)
 	if err != nil {
-		r.problem(errors.Wrap(err, "cannot read required UpgradeAllowances"))
+		r.problem(errors.Wrap(err, errReadRequiredUpgradeAllowances))
 	}
 	for _, err := range decodeAll(uus, func(u *v1alpha1.UpgradeAllowance) { r.upgrades = append(r.upgrades, *u) }) {
 		r.problem(err)
@@ -150,7 +150,7 @@ func (r *run) loadUpgrades(req *fnv1.RunFunctionRequest) {
 	r.revision = compositionRevision(r.xr.Object)
 	crs, _, err := required(req, RequirementRevision)
 	if err != nil {
-		r.problem(errors.Wrap(err, "cannot read the required CompositionRevision"))
+		r.problem(errors.Wrap(err, errReadRequiredCompositionRevision))
 	}
 	var cr map[string]any
 	if len(crs) == 1 {
@@ -164,14 +164,14 @@ func (r *run) loadUpgrades(req *fnv1.RunFunctionRequest) {
 func (r *run) loadXR() {
 	ann := r.xr.GetAnnotations()
 	if as, err := allowance.Parse(ann[v1alpha1.AnnotationAllowances]); err != nil {
-		r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; treating it as no allowances", v1alpha1.AnnotationAllowances, ref(r.xr.Object)))
+		r.problem(errors.Wrapf(err, errFmtParseXRAllowances, v1alpha1.AnnotationAllowances, ref(r.xr.Object)))
 	} else {
 		r.allowances = allowance.OnComposite(as, r.xr.Object)
 		allowance.Sort(r.allowances)
 	}
 	t, err := allowance.ParseTrace(ann[v1alpha1.AnnotationTrace])
 	if err != nil {
-		r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationTrace, ref(r.xr.Object)))
+		r.problem(errors.Wrapf(err, errFmtParseAnnotation, v1alpha1.AnnotationTrace, ref(r.xr.Object)))
 	}
 	// Admission writes the XR's own hop into its trace; without admission
 	// (under crossplane render) the function adds it, so every composed
@@ -179,13 +179,13 @@ func (r *run) loadXR() {
 	r.xrTrace = t.With(allowance.HopOf(r.xr, r.xr.GetGeneration()))
 	r.frozen, err = allowance.FrozenBy(ann)
 	if err != nil {
-		r.problem(errors.Wrapf(err, "cannot parse annotation %s on %s; treating the XR as frozen", v1alpha1.AnnotationFreeze, ref(r.xr.Object)))
+		r.problem(errors.Wrapf(err, errFmtParseXRFreeze, v1alpha1.AnnotationFreeze, ref(r.xr.Object)))
 	}
 	if r.frozen == "" && r.ns != nil {
 		ns := unstructured.Unstructured{Object: r.ns}
 		by, err := allowance.FrozenBy(ns.GetAnnotations())
 		if err != nil {
-			r.problem(errors.Wrapf(err, "cannot parse annotation %s on Namespace %s; treating it as frozen", v1alpha1.AnnotationFreeze, ns.GetName()))
+			r.problem(errors.Wrapf(err, errFmtParseNamespaceFreeze, v1alpha1.AnnotationFreeze, ns.GetName()))
 		}
 		if by != "" {
 			r.frozen = by + " on Namespace " + ns.GetName()
