@@ -51,20 +51,20 @@ func buildOf(ctx context.Context, r client.Reader, u authenticationv1.UserInfo) 
 	}
 	pod := &corev1.Pod{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: names[0]}, pod); err != nil {
-		return nil, errors.Wrapf(err, "cannot get pod %s/%s, which sent the request as %s", ns, names[0], u.Username)
+		return nil, errors.Wrapf(err, errFmtGetPodWhichSentRequest, ns, names[0], u.Username)
 	}
 	if len(uids) == 1 && string(pod.GetUID()) != uids[0] {
 		// The token names a pod that was since replaced by one of the
 		// same name; the API server rejects such tokens, so this is a
 		// race with the replacement.
-		return nil, errors.Errorf("pod %s/%s is not the pod %s that sent the request as %s", ns, names[0], uids[0], u.Username)
+		return nil, errors.Errorf(errFmtPodNotPodThatSent, ns, names[0], uids[0], u.Username)
 	}
 	b := &Build{}
 	for _, c := range pod.Spec.Containers {
 		b.Images = append(b.Images, c.Image)
 	}
 	if len(b.Images) == 0 {
-		return nil, errors.Errorf("pod %s/%s, which sent the request as %s, has no containers", ns, names[0], u.Username)
+		return nil, errors.Errorf(errFmtPodWhichSentRequestHas, ns, names[0], u.Username)
 	}
 	b.Hash = logic.BuildHash(b.Images)
 	return b, nil
@@ -138,7 +138,7 @@ func (h *Managed) build(ctx context.Context, u authenticationv1.UserInfo, child 
 	}
 	ul := &v1alpha1.UpgradeAllowanceList{}
 	if err := h.Reader.List(ctx, ul); err != nil {
-		return nil, "", errors.Wrap(err, "cannot list UpgradeAllowances")
+		return nil, "", errors.Wrap(err, errListUpgradeAllowances)
 	}
 	up := policy.Upgrade{Changes: []logic.Change{*change}}
 	bound := policy.UpgradeBound(ul.Items, up)

@@ -88,7 +88,7 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 			if r.Parent != nil {
 				parentTrace = r.Parent.Trace
 			} else if parentTrace, err = allowance.ParseTrace(parent.GetAnnotations()[v1alpha1.AnnotationTrace]); err != nil {
-				return deny(ctx, metrics.ReasonMalformed, errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationTrace, admit.Describe(parent)).Error())
+				return deny(ctx, metrics.ReasonMalformed, errors.Wrapf(err, errFmtParseAnnotation, v1alpha1.AnnotationTrace, admit.Describe(parent)).Error())
 			}
 		}
 	}
@@ -131,7 +131,7 @@ func policiesFor(ctx context.Context, r client.Reader, cache *policy.Cache, obj 
 func listPolicies(ctx context.Context, r client.Reader) ([]v1alpha1.AllowancePolicy, error) {
 	l := &v1alpha1.AllowancePolicyList{}
 	if err := r.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, errors.Wrap(err, "cannot list AllowancePolicies")
+		return nil, errors.Wrap(err, errListAllowancePolicies)
 	}
 	return l.Items, nil
 }

@@ -63,10 +63,10 @@ func (h *Deletion) Handle(ctx context.Context, req admission.Request) admission.
 	}
 	old, _, err := objects(req)
 	if err != nil {
-		return admission.Errored(http.StatusBadRequest, errors.Wrapf(err, "cannot decode the DELETE of %s %s", req.Kind.Kind, req.Name))
+		return admission.Errored(http.StatusBadRequest, errors.Wrapf(err, errFmtDecodeDELETE, req.Kind.Kind, req.Name))
 	}
 	if old == nil {
-		return admission.Errored(http.StatusBadRequest, errors.Errorf("DELETE of %s %s carries no object", req.Kind.Kind, req.Name))
+		return admission.Errored(http.StatusBadRequest, errors.Errorf(errFmtDELETECarriesNoObject, req.Kind.Kind, req.Name))
 	}
 	if slices.Contains(h.managed(), old.GroupVersionKind()) {
 		return h.managedDeleted(ctx, req, old)
@@ -107,7 +107,7 @@ func (h *Deletion) openDeleteGates(ctx context.Context, obj *unstructured.Unstru
 		xr.SetAPIVersion(ref["apiVersion"])
 		xr.SetKind(ref["kind"])
 		if err := h.Reader.Get(ctx, client.ObjectKey{Name: ref["name"]}, xr); err != nil {
-			return nil, client.IgnoreNotFound(errors.Wrapf(err, "cannot get the composite %s %s", ref["kind"], ref["name"]))
+			return nil, client.IgnoreNotFound(errors.Wrapf(err, errFmtGetComposite, ref["kind"], ref["name"]))
 		}
 		back, _, _ := unstructured.NestedStringMap(xr.Object, "spec", "claimRef")
 		if back["namespace"] != obj.GetNamespace() || back["name"] != obj.GetName() {
@@ -167,7 +167,7 @@ func (h *Deletion) openComposed(ctx context.Context, d deletion, xr *unstructure
 			if kerrors.IsNotFound(err) {
 				continue
 			}
-			return nil, errors.Wrapf(err, "cannot get %s", admit.Describe(mr))
+			return nil, errors.Wrapf(err, errFmtGet, admit.Describe(mr))
 		}
 		if c := metav1.GetControllerOf(mr); c == nil || c.UID != xr.GetUID() {
 			continue
@@ -296,7 +296,7 @@ func (h *Deletion) ungatedDeleted(ctx context.Context, req admission.Request, ol
 		admit.SetLabel(mr, v1alpha1.LabelGated, "true")
 		d := h.Gate.For(mr.Object).Decide(mr.Object, mr.Object, nil, h.Now(), "")
 		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
-			return errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, admit.Describe(mr))
+			return errors.Wrapf(err, errFmtSet, gate.PathManagementPolicies, admit.Describe(mr))
 		}
 		return h.Kube.Update(ctx, mr)
 	})
@@ -366,7 +366,7 @@ func (h *Deletion) regate(ctx context.Context, mr *unstructured.Unstructured, ed
 		}
 		as, err := allowance.Parse(mr.GetAnnotations()[v1alpha1.AnnotationAllowances])
 		if err != nil {
-			return errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(mr))
+			return errors.Wrapf(err, errFmtParseAnnotation, v1alpha1.AnnotationAllowances, admit.Describe(mr))
 		}
 		as, write := edit(as)
 		if !write {
@@ -378,7 +378,7 @@ func (h *Deletion) regate(ctx context.Context, mr *unstructured.Unstructured, ed
 		}
 		admit.SetAnnotation(mr, v1alpha1.AnnotationAllowances, allowance.Format(d.Allowances))
 		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, d.Policies); err != nil {
-			return errors.Wrapf(err, "cannot set %s on %s", gate.PathManagementPolicies, admit.Describe(mr))
+			return errors.Wrapf(err, errFmtSet, gate.PathManagementPolicies, admit.Describe(mr))
 		}
 		return h.Kube.Update(ctx, mr)
 	})

@@ -78,7 +78,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	as, err := allowance.Parse(obj.GetAnnotations()[v1alpha1.AnnotationAllowances])
 	if err != nil {
-		return deny(ctx, metrics.ReasonMalformed, errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, admit.Describe(obj)).Error())
+		return deny(ctx, metrics.ReasonMalformed, errors.Wrapf(err, errFmtParseAnnotation, v1alpha1.AnnotationAllowances, admit.Describe(obj)).Error())
 	}
 	lateInit := h.Trusted.LateInitialized(req.UserInfo.Username, old, obj)
 	if !h.Trusted.Has(req.UserInfo.Username) && old != nil && admit.SpecChanged(old, obj) && !lateInit {
@@ -187,7 +187,7 @@ func (h *Managed) gates(ctx context.Context, req admission.Request, old, obj *un
 func (h *Managed) upgrade(ctx context.Context, name string, old, mr *unstructured.Unstructured) (bool, error) {
 	u := &v1alpha1.UpgradeAllowance{}
 	if err := h.Reader.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
-		return false, client.IgnoreNotFound(errors.Wrapf(err, "cannot get UpgradeAllowance %s", name))
+		return false, client.IgnoreNotFound(errors.Wrapf(err, errFmtGetUpgradeAllowance, name))
 	}
 	next, err := logic.Of(mr.GetAnnotations())
 	if err != nil {
@@ -197,7 +197,7 @@ func (h *Managed) upgrade(ctx context.Context, name string, old, mr *unstructure
 	cr.SetAPIVersion("apiextensions.crossplane.io/v1")
 	cr.SetKind("CompositionRevision")
 	if err := h.Reader.Get(ctx, client.ObjectKey{Name: next.Revision}, cr); client.IgnoreNotFound(err) != nil {
-		return false, errors.Wrapf(err, "cannot get CompositionRevision %s", next.Revision)
+		return false, errors.Wrapf(err, errFmtGetCompositionRevision, next.Revision)
 	}
 	rev := policy.RevisionOf(next.Revision, cr.Object)
 	us := []v1alpha1.UpgradeAllowance{*u}

@@ -25,10 +25,10 @@ func (h *Status) Handle(ctx context.Context, req admission.Request) admission.Re
 	}
 	_, obj, err := objects(req)
 	if err != nil {
-		return admission.Errored(http.StatusBadRequest, errors.Wrapf(err, "cannot decode the status write of %s %s", req.Kind.Kind, req.Name))
+		return admission.Errored(http.StatusBadRequest, errors.Wrapf(err, errFmtDecodeStatusWrite, req.Kind.Kind, req.Name))
 	}
 	if obj == nil {
-		return admission.Errored(http.StatusBadRequest, errors.Errorf("status write of %s %s carries no object", req.Kind.Kind, req.Name))
+		return admission.Errored(http.StatusBadRequest, errors.Errorf(errFmtStatusWriteCarriesNoObject, req.Kind.Kind, req.Name))
 	}
 	if v := h.Trusted.Status(identity(req.UserInfo), obj); !v.Allowed() {
 		return refuse(ctx, v)

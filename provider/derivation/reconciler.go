@@ -70,7 +70,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	revs := &xpv1.CompositionRevisionList{}
 	if err := r.Kube.List(ctx, revs, client.MatchingLabels{xpv1.LabelCompositionName: c.GetName()}); err != nil {
-		return ctrl.Result{}, errors.Wrapf(err, "cannot list the CompositionRevisions of Composition %s", c.GetName())
+		return ctrl.Result{}, errors.Wrapf(err, errFmtListCompositionRevisionsComposition, c.GetName())
 	}
 	rev := derive.Latest(c.GetName(), revs.Items)
 	if rev == nil {
@@ -90,12 +90,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	if o.XRSchema, err = r.Definitions.Schema(ctx, m.XR); err != nil {
-		return ctrl.Result{}, errors.Wrapf(err, "cannot read the XRD of %s for Composition %s", m.XR, c.GetName())
+		return ctrl.Result{}, errors.Wrapf(err, errFmtReadXRDComposition, m.XR, c.GetName())
 	}
 	o.Resolver = r.Definitions
 	desired, err := derive.Desired(m, ref, o)
 	if err != nil {
-		return ctrl.Result{}, errors.Wrapf(err, "Composition %s", c.GetName())
+		return ctrl.Result{}, errors.Wrapf(err, errFmtComposition, c.GetName())
 	}
 	var live *v1alpha1.AllowancePolicy
 	p := &v1alpha1.AllowancePolicy{}
@@ -103,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case err == nil:
 		live = p
 	case !kerrors.IsNotFound(err):
-		return ctrl.Result{}, errors.Wrapf(err, "cannot get AllowancePolicy %s", desired.GetName())
+		return ctrl.Result{}, errors.Wrapf(err, errFmtGetAllowancePolicy, desired.GetName())
 	}
 	d := derive.Decide(m, desired, live, r.Definitions)
 	log := r.Log.WithValues("composition", c.GetName(), "revision", ref, "policy", desired.GetName(), "action", d.Action)
@@ -115,13 +115,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	case derive.ActionCreate:
 		if err := r.Kube.Create(ctx, d.Policy); err != nil {
-			return ctrl.Result{}, errors.Wrapf(err, "cannot create AllowancePolicy %s derived from %s", d.Policy.GetName(), ref)
+			return ctrl.Result{}, errors.Wrapf(err, errFmtCreateAllowancePolicyDerivedFrom, d.Policy.GetName(), ref)
 		}
 		live = d.Policy
 		log.Info("created the derived policy")
 	case derive.ActionUpdate:
 		if err := r.Kube.Update(ctx, d.Policy); err != nil {
-			return ctrl.Result{}, errors.Wrapf(err, "cannot update AllowancePolicy %s derived from %s", d.Policy.GetName(), ref)
+			return ctrl.Result{}, errors.Wrapf(err, errFmtUpdateAllowancePolicyDerivedFrom, d.Policy.GetName(), ref)
 		}
 		live = d.Policy
 		log.Info("updated the derived policy", "changes", d.Changes)
@@ -141,7 +141,7 @@ func (r *Reconciler) setCondition(ctx context.Context, p *v1alpha1.AllowancePoli
 	c.ObservedGeneration = p.GetGeneration()
 	meta.SetStatusCondition(&p.Status.Conditions, c)
 	if err := r.Kube.Status().Update(ctx, p); err != nil {
-		return errors.Wrapf(err, "cannot set condition %s of AllowancePolicy %s", derive.ConditionDerived, p.GetName())
+		return errors.Wrapf(err, errFmtSetConditionAllowancePolicy, derive.ConditionDerived, p.GetName())
 	}
 	typ := corev1.EventTypeNormal
 	if c.Status != metav1.ConditionTrue {

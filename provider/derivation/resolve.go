@@ -46,7 +46,7 @@ func (c Cluster) Resolve(gvk schema.GroupVersionKind) (derive.Kind, bool, error)
 		return derive.Kind{}, false, nil
 	}
 	if err != nil {
-		return derive.Kind{}, false, errors.Wrapf(err, "cannot map %s", gvk)
+		return derive.Kind{}, false, errors.Wrapf(err, errFmtMap, gvk)
 	}
 	k := derive.Kind{Resource: m.Resource.Resource}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -56,7 +56,7 @@ func (c Cluster) Resolve(gvk schema.GroupVersionKind) (derive.Kind, bool, error)
 	case err == nil:
 		k.Composite = slices.Contains(crd.Spec.Names.Categories, "composite") || slices.Contains(crd.Spec.Names.Categories, "claim")
 	case !kerrors.IsNotFound(err):
-		return derive.Kind{}, false, errors.Wrapf(err, "cannot get CustomResourceDefinition %s.%s", k.Resource, gvk.Group)
+		return derive.Kind{}, false, errors.Wrapf(err, errFmtGetCustomResourceDefinition, k.Resource, gvk.Group)
 	}
 	// A built-in kind has no CRD: it is no composite.
 	return k, true, nil
@@ -75,7 +75,7 @@ func (c Cluster) Schema(ctx context.Context, xr schema.GroupVersionKind) (*deriv
 		if kerrors.IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, errors.Wrapf(err, "cannot get CompositeResourceDefinition %s", name)
+		return nil, errors.Wrapf(err, errFmtGetCompositeResourceDefinition, name)
 	}
 	d, err := derive.NewDefinitions([]*unstructured.Unstructured{xrd})
 	if err != nil {

@@ -108,7 +108,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	mr := &unstructured.Unstructured{}
 	mr.SetGroupVersionKind(r.gvk)
 	if err := r.kube.Get(ctx, req.NamespacedName, mr); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(errors.Wrapf(err, "cannot get %s %s", r.gvk.Kind, req.NamespacedName))
+		return ctrl.Result{}, client.IgnoreNotFound(errors.Wrapf(err, errFmtGet, r.gvk.Kind, req.NamespacedName))
 	}
 	if mr.GetLabels()[v1alpha1.LabelGated] != "true" || mr.GetDeletionTimestamp() != nil {
 		return ctrl.Result{}, nil
@@ -121,7 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	as, err := allowance.Parse(mr.GetAnnotations()[v1alpha1.AnnotationAllowances])
 	if err != nil {
 		// Keep the annotation as it is (nothing is lost) but fail closed.
-		msg := errors.Wrapf(err, "cannot parse annotation %s on %s; the gate stays closed", v1alpha1.AnnotationAllowances, ref).Error()
+		msg := errors.Wrapf(err, errFmtParseAnnotation, v1alpha1.AnnotationAllowances, ref).Error()
 		return ctrl.Result{}, r.apply(ctx, mr, current, cfg.ReadOnly, nil, nil, xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg}, corev1.EventTypeWarning)
 	}
 	as, revoked, recheck, err := r.revokeRefused(ctx, mr, as, now)
@@ -188,7 +188,7 @@ func (r *Reconciler) revokeRefused(ctx context.Context, mr *unstructured.Unstruc
 		if final == nil {
 			f, err := parents.Deleting(ctx, r.reader, mr)
 			if err != nil {
-				return nil, nil, 0, errors.Wrapf(err, "cannot tell whether the deletion above %s %s is final", mr.GetKind(), mr.GetName())
+				return nil, nil, 0, errors.Wrapf(err, errFmtTellWhetherDeletionAboveFinal, mr.GetKind(), mr.GetName())
 			}
 			final = &f
 		}
@@ -293,7 +293,7 @@ func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, c
 		}
 		maps.Copy(ann, approval)
 		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, want); err != nil {
-			return errors.Wrapf(err, "cannot set %s", gate.PathManagementPolicies)
+			return errors.Wrapf(err, errFmtSet, gate.PathManagementPolicies)
 		}
 		if marks != nil {
 			ann[v1alpha1.AnnotationAllowances] = allowance.Format(marks)
@@ -302,7 +302,7 @@ func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, c
 		// Update, not patch: the resourceVersion makes a concurrent writer
 		// (Crossplane, the provider) win and this reconcile start over.
 		if err := r.kube.Update(ctx, mr); err != nil {
-			return errors.Wrapf(err, "cannot update the gate of %s %s", mr.GetKind(), mr.GetName())
+			return errors.Wrapf(err, errFmtUpdateGate, mr.GetKind(), mr.GetName())
 		}
 	}
 
@@ -320,13 +320,13 @@ func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, c
 	cs.SetConditions(cond)
 	conds, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cs)
 	if err != nil {
-		return errors.Wrap(err, "cannot convert conditions")
+		return errors.Wrap(err, errConvertConditions)
 	}
 	if err := fieldpath.Pave(mr.Object).SetValue("status.conditions", conds["conditions"]); err != nil {
-		return errors.Wrap(err, "cannot set status.conditions")
+		return errors.Wrap(err, errSetStatusConditions)
 	}
 	if err := r.kube.Status().Update(ctx, mr); err != nil {
-		return errors.Wrapf(err, "cannot update the %s condition of %s %s", ConditionGate, mr.GetKind(), mr.GetName())
+		return errors.Wrapf(err, errFmtUpdateCondition, ConditionGate, mr.GetKind(), mr.GetName())
 	}
 	if prev.Reason != cond.Reason || prev.Status != cond.Status || prev.Message != cond.Message {
 		r.events.Eventf(mr, nil, eventType, string(cond.Reason), "Gate", "%s", cond.Message)

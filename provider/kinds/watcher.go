@@ -121,7 +121,7 @@ func (w *Watcher) Discover() error {
 			continue
 		}
 		if err := w.watch(k.GVK); err != nil {
-			return errors.Wrapf(err, "cannot watch %s", k.GVK)
+			return errors.Wrapf(err, errFmtWatch, k.GVK)
 		}
 		w.mu.Lock()
 		w.started[k.GVK] = k

@@ -52,7 +52,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	p := &v1alpha1.AllowancePolicy{}
 	if err := r.Kube.Get(ctx, req.NamespacedName, p); err != nil {
 		if client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, errors.Wrapf(err, "cannot get AllowancePolicy %s", req.Name)
+			return ctrl.Result{}, errors.Wrapf(err, errFmtGetAllowancePolicy, req.Name)
 		}
 		return ctrl.Result{}, r.Webhooks.Sync(ctx)
 	}
@@ -75,7 +75,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		p.Status.ObservedGeneration = p.GetGeneration()
 		p.Status.Targets = targets
 		if err := r.Kube.Status().Update(ctx, p); err != nil {
-			return ctrl.Result{}, errors.Wrapf(err, "cannot update the status of AllowancePolicy %s", p.GetName())
+			return ctrl.Result{}, errors.Wrapf(err, errFmtUpdateStatusAllowancePolicy, p.GetName())
 		}
 	}
 	var res ctrl.Result
@@ -93,7 +93,7 @@ func (r *Reconciler) resolve(ctx context.Context, p *v1alpha1.AllowancePolicy) (
 	for _, n := range policy.TargetsOf(p) {
 		t, ok, err := r.Resolver.Resolve(ctx, n)
 		if err != nil {
-			return nil, nil, errors.Wrapf(err, "cannot resolve the targets of AllowancePolicy %s", p.GetName())
+			return nil, nil, errors.Wrapf(err, errFmtResolveTargetsAllowancePolicy, p.GetName())
 		}
 		if !ok {
 			unresolved = append(unresolved, n.String())

@@ -61,7 +61,7 @@ func (w *Webhooks) syncDeletionPolicies(ctx context.Context, t target) error {
 	}
 	l := &admissionregistrationv1.ValidatingAdmissionPolicyList{}
 	if err := w.Reader.List(ctx, l, client.MatchingLabels{labelManaged: managedBy}); err != nil {
-		return errors.Wrap(err, "cannot list ValidatingAdmissionPolicies")
+		return errors.Wrap(err, errListValidatingAdmissionPolicies)
 	}
 	for i := range l.Items {
 		name := l.Items[i].GetName()

@@ -54,7 +54,7 @@ func (r APIResolver) Resolve(ctx context.Context, n policy.Named) (v1alpha1.Reso
 			slices.Sort(out.Versions)
 			return out, out.Kind != "" && len(out.Versions) > 0, nil
 		case !kerrors.IsNotFound(err):
-			return out, false, errors.Wrapf(err, "cannot get CustomResourceDefinition %s", n)
+			return out, false, errors.Wrapf(err, errFmtGetCustomResourceDefinition, n)
 		}
 	}
 	if r.Mapper == nil {
@@ -65,7 +65,7 @@ func (r APIResolver) Resolve(ctx context.Context, n policy.Named) (v1alpha1.Reso
 		return out, false, nil
 	}
 	if err != nil {
-		return out, false, errors.Wrapf(err, "cannot look up resource %s", n)
+		return out, false, errors.Wrapf(err, errFmtLookUpResource, n)
 	}
 	out.Kind = gvks[0].Kind
 	for _, gvk := range gvks {

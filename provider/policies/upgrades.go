@@ -37,7 +37,7 @@ type UpgradeReconciler struct {
 func (r *UpgradeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	u := &v1alpha1.UpgradeAllowance{}
 	if err := r.Kube.Get(ctx, req.NamespacedName, u); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(errors.Wrapf(err, "cannot get UpgradeAllowance %s", req.Name))
+		return ctrl.Result{}, client.IgnoreNotFound(errors.Wrapf(err, errFmtGetUpgradeAllowance, req.Name))
 	}
 	c := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonCompiled,
 		Message: "every path, version pattern and propagateWhen compiled", ObservedGeneration: u.GetGeneration()}
@@ -59,7 +59,7 @@ func (r *UpgradeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		u.Status.ObservedGeneration = u.GetGeneration()
 		u.Status.Upgraded, u.Status.Waiting = upgraded, waiting
 		if err := r.Kube.Status().Update(ctx, u); err != nil {
-			return ctrl.Result{}, errors.Wrapf(err, "cannot update the status of UpgradeAllowance %s", u.GetName())
+			return ctrl.Result{}, errors.Wrapf(err, errFmtUpdateStatusUpgradeAllowance, u.GetName())
 		}
 	}
 	return ctrl.Result{RequeueAfter: UpgradeRecount}, nil
@@ -77,7 +77,7 @@ func (r *UpgradeReconciler) count(ctx context.Context, name string) (upgraded, w
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := r.Kube.List(ctx, l, client.MatchingLabels{v1alpha1.LabelGated: "true"}); err != nil {
-			return 0, 0, errors.Wrapf(err, "cannot list gated %s", gvk.Kind)
+			return 0, 0, errors.Wrapf(err, errFmtListGated, gvk.Kind)
 		}
 		for i := range l.Items {
 			ann := l.Items[i].GetAnnotations()

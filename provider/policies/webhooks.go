@@ -66,7 +66,7 @@ type Webhooks struct {
 }
 
 // errNotSynced is the readiness error before the first Sync.
-var errNotSynced = errors.New("the webhook configurations have not been written yet")
+var errNotSynced = errors.New(errWebhookConfigurationsHaveNotBeen)
 
 // Ready is a readiness check: ready once the webhook configurations are
 // written and the last attempt to keep them in line with the policies
@@ -108,7 +108,7 @@ func (w *Webhooks) Sync(ctx context.Context) error {
 func (w *Webhooks) sync(ctx context.Context) error {
 	l := &v1alpha1.AllowancePolicyList{}
 	if err := w.Reader.List(ctx, l); err != nil {
-		return errors.Wrap(err, "cannot list AllowancePolicies")
+		return errors.Wrap(err, errListAllowancePolicies)
 	}
 	t := target{protectedBy: map[schema.GroupVersionResource][]string{}}
 	for i := range l.Items {
@@ -174,16 +174,16 @@ func (w *Webhooks) staticClientConfig(ctx context.Context) (admissionregistratio
 	if w.Static != "" {
 		static := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		if err := w.Reader.Get(ctx, client.ObjectKey{Name: w.Static}, static); err != nil {
-			return none, errors.Wrapf(err, "cannot get ValidatingWebhookConfiguration %s from the package", w.Static)
+			return none, errors.Wrapf(err, errFmtGetValidatingWebhookConfigurationFromPackage, w.Static)
 		}
 		if len(static.Webhooks) == 0 {
-			return none, errors.Errorf("ValidatingWebhookConfiguration %s has no webhooks to copy the client config from", w.Static)
+			return none, errors.Errorf(errFmtValidatingWebhookConfigurationHasNoWebhooksCopy, w.Static)
 		}
 		return static.Webhooks[0].ClientConfig, nil
 	}
 	l := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
 	if err := w.Reader.List(ctx, l); err != nil {
-		return none, errors.Wrap(err, "cannot list ValidatingWebhookConfigurations to find the package's")
+		return none, errors.Wrap(err, errListValidatingWebhookConfigurations)
 	}
 	for _, c := range l.Items {
 		if c.GetName() == DynamicName {
@@ -195,7 +195,7 @@ func (w *Webhooks) staticClientConfig(ctx context.Context) (admissionregistratio
 			}
 		}
 	}
-	return none, errors.Errorf("no ValidatingWebhookConfiguration has webhook %s: is the provider-kausality package installed and healthy?", StaticWebhookName)
+	return none, errors.Errorf(errFmtNoValidatingWebhookConfigurationHasWebhook, StaticWebhookName)
 }
 
 // clientConfig is the static webhook's client config with another path.
@@ -369,7 +369,7 @@ func (w *Webhooks) apply(ctx context.Context, obj client.Object, kind string, mu
 		mutate()
 		return nil
 	})
-	return errors.Wrapf(err, "cannot apply %s %s", kind, obj.GetName())
+	return errors.Wrapf(err, errFmtApply, kind, obj.GetName())
 }
 
 // remove deletes obj if it exists.

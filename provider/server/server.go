@@ -93,18 +93,18 @@ type Options struct {
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, errors.Wrap(err, "cannot add Kubernetes types to the scheme")
+		return nil, errors.Wrap(err, errAddKubernetesTypesScheme)
 	}
 	if err := v1alpha1.AddToScheme(s); err != nil {
-		return nil, errors.Wrap(err, "cannot add kausality.io types to the scheme")
+		return nil, errors.Wrap(err, errAddKausalityIoTypesScheme)
 	}
 	// Compositions and their revisions, which policies are derived from.
 	if err := xpv1.AddToScheme(s); err != nil {
-		return nil, errors.Wrap(err, "cannot add Crossplane's apiextensions types to the scheme")
+		return nil, errors.Wrap(err, errAddCrossplaneTypesScheme)
 	}
 	// CRDs: a managed kind's CRD starts its discovery (kinds.CRDs).
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
-		return nil, errors.Wrap(err, "cannot add CustomResourceDefinitions to the scheme")
+		return nil, errors.Wrap(err, errAddCustomResourceDefinitionsScheme)
 	}
 	return s, nil
 }
@@ -116,7 +116,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	}
 	o.Gate = o.Gate.Defaulted()
 	if err := gate.ValidateReadOnly(o.Gate.ReadOnly); err != nil {
-		return nil, errors.Wrap(err, "invalid read-only management policies")
+		return nil, errors.Wrap(err, errInvalidReadOnlyManagementPolicies)
 	}
 	s, err := Scheme()
 	if err != nil {
@@ -162,22 +162,22 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		},
 	})
 	if err != nil {
-		return nil, errors.Wrap(err, "cannot create the manager")
+		return nil, errors.Wrap(err, errCreateManager)
 	}
 	direct, err := client.New(cfg, client.Options{Scheme: s, Mapper: mgr.GetRESTMapper()})
 	if err != nil {
-		return nil, errors.Wrap(err, "cannot create a client")
+		return nil, errors.Wrap(err, errCreateClient)
 	}
 	self := &authenticationv1.SelfSubjectReview{}
 	if err := direct.Create(ctx, self); err != nil {
-		return nil, errors.Wrap(err, "cannot learn the provider's own username (SelfSubjectReview)")
+		return nil, errors.Wrap(err, errLearnOwnUsername)
 	}
 	trusted := admit.Writers{Provider: self.Status.UserInfo.Username, Crossplane: o.CrossplaneUser}
 	o.Log.Info("trusted writers of kausality.io annotations", "provider", trusted.Provider, "crossplane", trusted.Crossplane)
 
 	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		return nil, errors.Wrap(err, "cannot create a discovery client")
+		return nil, errors.Wrap(err, errCreateDiscoveryClient)
 	}
 	gm := gatecontroller.NewMetrics(metrics.Registry)
 	rec := mgr.GetEventRecorder("provider-kausality")
@@ -185,7 +185,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		return gatecontroller.NewReconciler(mgr.GetClient(), direct, gvk, rec, gm, gatecontroller.Options{Gate: o.Gate, Now: o.Now}, o.Log)
 	}, o.Log.WithValues("controller", "discovery"))
 	if err := mgr.Add(watcher); err != nil {
-		return nil, errors.Wrap(err, "cannot add the managed kind discovery")
+		return nil, errors.Wrap(err, errAddManagedKindDiscovery)
 	}
 	if err := (&kinds.CRDs{Reader: direct, Watcher: watcher}).Setup(mgr); err != nil {
 		return nil, err
@@ -209,11 +209,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 			return true, nil
 		})
 	})); err != nil {
-		return nil, errors.Wrap(err, "cannot add the initial webhook sync")
+		return nil, errors.Wrap(err, errAddInitialWebhookSync)
 	}
 	if err := (&policies.Reconciler{Kube: mgr.GetClient(), Cache: pc, Webhooks: hooks,
 		Resolver: policies.APIResolver{Reader: direct, Mapper: mgr.GetRESTMapper()}}).Setup(mgr); err != nil {
-		return nil, errors.Wrap(err, "cannot set up the AllowancePolicy controller")
+		return nil, errors.Wrap(err, errSetUpAllowancePolicyController)
 	}
 	managedGVKs := func() []schema.GroupVersionKind {
 		var out []schema.GroupVersionKind
@@ -223,12 +223,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		return out
 	}
 	if err := (&policies.UpgradeReconciler{Kube: mgr.GetClient(), Kinds: managedGVKs}).Setup(mgr); err != nil {
-		return nil, errors.Wrap(err, "cannot set up the UpgradeAllowance controller")
+		return nil, errors.Wrap(err, errSetUpUpgradeAllowanceController)
 	}
 	if o.DerivePolicies {
 		if err := (&derivation.Reconciler{Kube: mgr.GetClient(), Definitions: derivation.Cluster{Reader: direct, Mapper: mgr.GetRESTMapper()},
 			Events: rec, Log: o.Log.WithValues("controller", "derivation")}).Setup(mgr); err != nil {
-			return nil, errors.Wrap(err, "cannot set up the policy derivation controller")
+			return nil, errors.Wrap(err, errSetUpPolicyDerivationController)
 		}
 	}
 
@@ -247,13 +247,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	srv.Register(policies.PathStatus, observed(admission.WebhookStatus, &admission.Status{Trusted: trusted}))
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, errors.Wrap(err, "cannot add the health check")
+		return nil, errors.Wrap(err, errAddHealthCheck)
 	}
 	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
-		return nil, errors.Wrap(err, "cannot add the readiness check")
+		return nil, errors.Wrap(err, errAddReadinessCheck)
 	}
 	if err := mgr.AddReadyzCheck("webhook-configurations", hooks.Ready); err != nil {
-		return nil, errors.Wrap(err, "cannot add the readiness check")
+		return nil, errors.Wrap(err, errAddReadinessCheck)
 	}
 	return mgr, nil
 }
