@@ -115,6 +115,29 @@ func BenchmarkGateClose1000(b *testing.B) {
 	}
 }
 
+// BenchmarkGateCloseScale is BenchmarkGateClose1000 at two scales ten times
+// apart, 50 composites controlling 500 Buckets and 500 controlling 5,000
+// (perComposite each), so the figures per Bucket show how the provider
+// grows: the managed webhook's p99 while Crossplane stamps every Bucket at
+// once, the gate controller's CPU per close, resident memory against the
+// reference manager. make bench-scale runs it (about 15 minutes on two
+// cores); make bench does not.
+func BenchmarkGateCloseScale(b *testing.B) {
+	for _, n := range []int{500, 5000} {
+		b.Run(fmt.Sprintf("composites=%d/mrs=%d", n/perComposite, n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				r := measure(b, n, fmt.Sprintf("scale-%d", runs.Add(1)))
+				b.StopTimer()
+				r.cleanup(b)
+				b.StartTimer()
+				if i == b.N-1 {
+					r.report(b)
+				}
+			}
+		})
+	}
+}
+
 // result is one run's figures.
 type result struct {
 	run       string
@@ -132,6 +155,12 @@ type result struct {
 	rssAnon   int64 // of rssEnd, what is not the binary's mapped pages
 	// The reference manager's (see ./reference), in the same run.
 	refIdle, refPeak, refEnd int64
+	// admission is the managed webhook's latency while Crossplane's
+	// workers stamp every Bucket at once (p50, p99, seconds, from the
+	// provider's histogram); stamps the round trip of each of those
+	// writes as Crossplane sees it, sorted.
+	admissionP50, admissionP99 float64
+	stamps                     []time.Duration
 	// cpu the provider used from the first status write until settled.
 	cpu time.Duration
 	// cpCPU kube-apiserver and etcd used in the same time.
@@ -142,12 +171,15 @@ type result struct {
 	reference       *provider
 }
 
-func (r *result) percentile(p float64) time.Duration {
-	if len(r.latencies) == 0 {
+func (r *result) percentile(p float64) time.Duration { return percentile(r.latencies, p) }
+
+// percentile is the p-quantile of sorted ds, 0 when there are none.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
 		return 0
 	}
-	i := int(math.Ceil(p*float64(len(r.latencies)))) - 1
-	return r.latencies[max(i, 0)]
+	i := int(math.Ceil(p*float64(len(ds)))) - 1
+	return ds[max(i, 0)]
 }
 
 // during is how much metric (summed over the filters' samples) grew
@@ -157,10 +189,12 @@ func (r *result) during(metric string, filters ...string) float64 {
 }
 
 func (r *result) String() string {
-	return fmt.Sprintf("close latency p50 %s p99 %s max %s; all %d closed %s after the first status write (%.0f/s), the writes took %s, conditions settled after %s; provider saw all open %s after stamping and was idle after %s. "+
+	return fmt.Sprintf("while Crossplane stamped all %d at once (16 writers): managed webhook p50 %.1f ms p99 %.1f ms, Crossplane's write p50 %s p99 %s; "+
+		"close latency p50 %s p99 %s max %s; all %d closed %s after the first status write (%.0f/s), the writes took %s, conditions settled after %s; provider saw all open %s after stamping and was idle after %s. "+
 		"Provider RSS idle %.1f MB (anonymous %.1f MB), peak %.1f MB, end %.1f MB (anonymous %.1f MB); Go heap in use %.1f MB, Go sys %.1f MB. "+
 		"Reference manager caching the same Buckets: RSS idle %.1f MB, peak %.1f MB, end %.1f MB; the provider holds %.2f× its peak, %.2f× its end. "+
 		"While closing, per Bucket: provider CPU %.1f ms (kube-apiserver and etcd %.1f ms), gate reconciles %.2f, managed webhook calls %.2f, API requests GET %.2f PUT %.2f POST %.2f",
+		r.n, r.admissionP50*1000, r.admissionP99*1000, ms(percentile(r.stamps, 0.5)), ms(percentile(r.stamps, 0.99)),
 		ms(r.percentile(0.5)), ms(r.percentile(0.99)), ms(r.percentile(1)), len(r.latencies), ms(r.burst), r.closesPerSecond(), ms(r.writes), ms(r.settled), ms(r.seen), ms(r.quiet),
 		mb(r.rssIdle), mb(r.idleAnon), mb(r.rssPeak), mb(r.rssEnd), mb(r.rssAnon), mb(int64(r.metrics["go_memstats_heap_inuse_bytes"])), mb(int64(r.metrics["go_memstats_sys_bytes"])),
 		mb(r.refIdle), mb(r.refPeak), mb(r.refEnd), ratio(r.rssPeak, r.refPeak), ratio(r.rssEnd, r.refEnd),
@@ -205,6 +239,8 @@ func (r *result) report(b *testing.B) {
 	b.ReportMetric(r.cpuPerMR(), "cpu-ms/MR")
 	b.ReportMetric(float64(r.cpCPU)/float64(time.Millisecond)/float64(r.n), "apiserver-cpu-ms/MR")
 	b.ReportMetric(r.perMR("rest_client_requests_total"), "requests/MR")
+	b.ReportMetric(r.admissionP99*1000, "admission-p99-ms")
+	b.ReportMetric(float64(percentile(r.stamps, 0.99))/float64(time.Millisecond), "stamp-p99-ms")
 	how := "status written all at once"
 	if *rate > 0 {
 		how = fmt.Sprintf("status written at %g a second", *rate)
@@ -311,6 +347,11 @@ func measure(t testing.TB, n int, run string) *result {
 	// Crossplane carries the composite's change to each Bucket and stamps
 	// the allowance chaining to the composite's; admission opens the gate
 	// in the same write.
+	beforeStamp, err := p.Metrics()
+	if err != nil {
+		fail("cannot scrape the provider's metrics: %v", err)
+	}
+	var stampMu sync.Mutex
 	stamped := time.Now()
 	parallel(t, names, func(i int, name string) error {
 		b := bucket(name, run, xrs[i/perComposite])
@@ -335,15 +376,28 @@ func measure(t testing.TB, n int, run string) *result {
 					Shipping([]v1alpha1.MutationBound{{JSONPath: "spec", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationAll}}}),
 			})
 			b.SetAnnotations(ann)
+			start := time.Now()
 			if err := cp.Update(ctx, b); err != nil {
 				return err
 			}
+			stampMu.Lock()
+			r.stamps = append(r.stamps, time.Since(start))
+			stampMu.Unlock()
 			if got := policiesOf(b); !slices.Equal(got, openGate) {
 				return fmt.Errorf("gate of %s after stamping = %v, want %v", name, got, openGate)
 			}
 			return nil
 		})
 	})
+
+	afterStamp, err := p.Metrics()
+	if err != nil {
+		fail("cannot scrape the provider's metrics: %v", err)
+	}
+	const webhookLatency, managed = "controller_runtime_webhook_latency_seconds", `webhook="/mutate-managed"`
+	r.admissionP50 = histogramQuantile(0.5, beforeStamp, afterStamp, webhookLatency, managed)
+	r.admissionP99 = histogramQuantile(0.99, beforeStamp, afterStamp, webhookLatency, managed)
+	slices.Sort(r.stamps)
 
 	// The provider has seen every one when it has written GateOpen=True
 	// for the stamped generation.
