@@ -197,10 +197,13 @@ bench: tools $(BENCHSTAT)
 	$(BENCHSTAT) -filter '.name:(Propagation)' -col '/impl@(plain propagated)' $(OUT)/bench.txt
 	$(BENCHSTAT) -filter '.name:ClaimUpdate' -col '/impl@(reference handler)' $(OUT)/bench.txt
 
-## bench-scale: the gate controller and the managed webhook at 50 composites with 500 gated MRs and at 500 with 5,000, one run each into _output/bench-scale.txt: the webhook's p99 while Crossplane stamps every MR at once, the gate controller's CPU per close, close latency and resident memory against a bare manager (GATEBENCH_FLAGS as for bench).
-bench-scale: tools
+## bench-scale: how Kausality grows from 50 composites with 500 gated MRs to 500 with 5,000, into _output/bench-scale.txt: the function's time for one XR while an upgrade rolls out across a fleet of 50 and of 500 XRs (BENCHCOUNT runs, benchstat's ratio), and one run each of the gate controller and the managed webhook: the webhook's p99 while Crossplane stamps every MR at once, the gate controller's CPU per close, close latency and resident memory against a bare manager (GATEBENCH_FLAGS as for bench).
+bench-scale: tools $(BENCHSTAT)
 	@mkdir -p $(OUT)
-	$(GO) test -run '^$$' -bench 'GateCloseScale' -benchtime 1x -timeout 60m ./test/gatebench/ $(GATEBENCH_FLAGS) | tee $(OUT)/bench-scale.txt
+	$(GO) test -run '^$$' -bench 'RunFunctionFleet' -benchmem -count $(BENCHCOUNT) ./fn/ | tee $(OUT)/bench-scale.txt
+	$(GO) test -run '^$$' -bench 'GateCloseScale' -benchtime 1x -timeout 60m ./test/gatebench/ $(GATEBENCH_FLAGS) | tee -a $(OUT)/bench-scale.txt
+	@echo; echo "== the function's time for one XR of ten resources in a fleet of 50 and of 500 rolling out an upgrade"
+	$(BENCHSTAT) -filter '.name:RunFunctionFleet' -col '/fleet' $(OUT)/bench-scale.txt
 
 clean:
 	rm -rf bin .cache _output

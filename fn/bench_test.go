@@ -8,10 +8,12 @@ import (
 
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/response"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/logic"
 )
 
 // benchRequest is an XR with an unconsumed spec.size allowance composing n
@@ -106,5 +108,78 @@ func BenchmarkPropagation(b *testing.B) {
 	}
 	if open != 1 {
 		b.Fatalf("propagated: %d gates open, want 1", open)
+	}
+}
+
+// fleetRequest is XR db-0 of a fleet of xrs XRs of one Composition revision,
+// each composing perXR RDS instances, while a Function upgrade rolls out
+// across them (an UpgradeAllowance with rollout: {}): the function reads
+// every composite of the fleet to tell whose turn it is. Half the fleet
+// applied the upgrade already and is Ready, so db-0 takes it up.
+func fleetRequest(b *testing.B, xrs, perXR int) *fnv1.RunFunctionRequest {
+	b.Helper()
+	next := map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"}
+	key := (&run{revision: "xdatabases-aws-1", functions: logic.FormatFunctions(next)}).logicKey()
+	composite := func(i int, updated bool) *structpb.Struct {
+		m := xr(b, 1, 1, nil).AsMap()
+		m["metadata"].(map[string]any)["name"] = fmt.Sprintf("db-%d", i)
+		cs := []any{m["status"].(map[string]any)["conditions"].([]any)[0],
+			map[string]any{"type": v1alpha1.ConditionCreated, "status": "True", "reason": ReasonCreated},
+			map[string]any{"type": "Ready", "status": "True", "reason": "Available"}}
+		if updated {
+			cs = append(cs, map[string]any{"type": ConditionUpgraded, "status": "True", "reason": ReasonCurrent, "message": key + ": every composed resource is produced by the current logic"})
+		}
+		m["status"].(map[string]any)["conditions"] = cs
+		s, err := structpb.NewStruct(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	observedAnn := map[string]string{
+		v1alpha1.AnnotationApplied: appliedFor(b, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+		v1alpha1.AnnotationApproved: appliedFor(b, "db.t3.small"), v1alpha1.AnnotationApprovedGeneration: "1",
+		v1alpha1.AnnotationFunctionVersions: `{"function-patch-and-transform":"` + ptPackage + `:v0.10.7"}`,
+	}
+	req := newRequest(b, composite(0, false), nil, nil, policyDB)
+	req.Observed.Resources = map[string]*fnv1.Resource{}
+	for i := range perXR {
+		name := fmt.Sprintf("rds-%d", i)
+		req.Observed.Resources[name] = &fnv1.Resource{Resource: observedRDS(b, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]")}
+		req.Desired.Resources[name] = &fnv1.Resource{Resource: obj(b, rds("db.t3.large", "")), Ready: fnv1.Ready_READY_TRUE}
+	}
+	req.RequiredResources[RequirementUpgrades].Items = []*fnv1.Resource{{Resource: obj(b, ptUpgrade+"  rollout: {}\n")}}
+	withFunctions(b, req, next)
+	all := &fnv1.Resources{}
+	for i := range xrs {
+		all.Items = append(all.Items, &fnv1.Resource{Resource: composite(i, i >= xrs/2)})
+	}
+	req.RequiredResources[RequirementComposites] = all
+	return req
+}
+
+// BenchmarkRunFunctionFleet measures the function's time for one XR of ten
+// composed resources while an upgrade rolls out across a fleet of 50 and of
+// 500 XRs, next to the no-op function on the same request: how the time
+// per XR grows with the fleet it counts (make bench-scale reads the
+// ratio of fleet=500 to fleet=50).
+func BenchmarkRunFunctionFleet(b *testing.B) {
+	const perXR = 10
+	for _, xrs := range []int{50, 500} {
+		req := fleetRequest(b, xrs, perXR)
+		// It takes the upgrade up: the benchmark measures the roll-out's
+		// counting, not a request it turns away early.
+		rsp, err := newTestFunction().RunFunction(context.Background(), req)
+		if err != nil || !strings.Contains(rsp.String(), "db.t3.large") {
+			b.Fatalf("db-0 of %d does not take the upgrade up: %v\n%s", xrs, err, rsp)
+		}
+		b.Run(fmt.Sprintf("fleet=%d/impl=noop", xrs), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := noop(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("fleet=%d/impl=kausality", xrs), func(b *testing.B) { benchRun(b, req, perXR) })
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -200,11 +199,16 @@ func (r *run) xrHop() allowance.Hop { return r.xrTrace.Last() }
 
 // compositionRevision reads the XR's composition revision, legacy or modern.
 func compositionRevision(xr map[string]any) string {
-	p := fieldpath.Pave(xr)
-	for _, path := range []string{"spec.crossplane.compositionRevisionRef.name", "spec.compositionRevisionRef.name"} {
-		if s, err := p.GetString(path); err == nil && s != "" {
+	// Read without parsing a field path: a paced roll-out asks this of
+	// every composite of the fleet on each run.
+	for _, path := range compositionRevisionPaths {
+		if s, _, _ := unstructured.NestedString(xr, path...); s != "" {
 			return s
 		}
 	}
 	return ""
 }
+
+// compositionRevisionPaths are where an XR names its Composition revision:
+// Crossplane v2, then legacy.
+var compositionRevisionPaths = [][]string{{"spec", "crossplane", "compositionRevisionRef", "name"}, {"spec", "compositionRevisionRef", "name"}}
