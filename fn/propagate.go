@@ -35,17 +35,40 @@ func (h hold) String() string {
 // propagate holds back the changes propagateWhen does not let through yet
 // (DESIGN §6). A held resource keeps its observed spec and a closed gate;
 // its change is stamped as a pending allowance on it (stampExternal), so
-// that the XR's generation moving on cannot lose it.
-// In Log mode it paces nothing: changes flow as they would without
-// Kausality.
+// that the XR's generation moving on cannot lose it. A held creation
+// whose turn came is released.
 func (r *run) propagate(items []*item) {
+	for _, p := range r.pace(items) {
+		if p.hold == nil {
+			if p.it.pendingCreate != nil {
+				p.it.ch.released = append(p.it.ch.released, *p.it.pendingCreate)
+			}
+			continue
+		}
+		r.holds = append(r.holds, *p.hold)
+		r.holdBack(p.it)
+	}
+}
+
+// pacing is propagation control's decision for one composed resource
+// whose change it paces: held back, and why, or (hold nil) let go now.
+type pacing struct {
+	it   *item
+	hold *hold
+}
+
+// pace decides which of the paced changes go now, changing no item: every
+// rule reads the resources as the run decided them, before any is held. In
+// Log mode it paces nothing: changes flow as they would without Kausality.
+func (r *run) pace(items []*item) []pacing {
 	p := r.cfg.plan
 	if p == nil || r.log {
-		return
+		return nil
 	}
 	vars := map[string]any{rollout.VarXR: policy.CELView(r.xr.Object), rollout.VarNow: r.now, rollout.VarObject: nil}
 	blocked := r.loadBlockers(p, vars)
 	cel, inColl := r.collect(p, items, vars)
+	var out []pacing
 	for _, it := range items {
 		if !it.ok || (!it.ch.create && len(it.ch.passed) == 0 && it.pendingCreate == nil) {
 			continue // nothing to propagate
@@ -66,14 +89,12 @@ func (r *run) propagate(items []*item) {
 			r.check(rules, vars, &h)
 		}
 		if h.why == "" {
-			if it.pendingCreate != nil {
-				it.ch.released = append(it.ch.released, *it.pendingCreate)
-			}
+			out = append(out, pacing{it: it})
 			continue
 		}
-		r.holds = append(r.holds, h)
-		r.holdBack(it)
+		out = append(out, pacing{it: it, hold: &h})
 	}
+	return out
 }
 
 // collect is the CEL view of every item, as a member of a collection,
