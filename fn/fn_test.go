@@ -222,6 +222,10 @@ func TestRunFunction(t *testing.T) {
 		Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "RDSInstance", "provider": "provider-aws"}},
 		Verbs: []string{"Update"}, Generation: 2, Initiator: "hans@example.com", Trace: fullTrace,
 		Mutations: []v1alpha1.MutationBound{{JSONPath: "spec.forProvider.instanceClass", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}},
+		// Pinned to the class let through: a stale run writing the old
+		// class back is not shipped under it.
+		Values: allowance.ValuesOf(map[string]any{"spec": map[string]any{"forProvider": map[string]any{"instanceClass": "db.t3.large"}}},
+			[]mutation.Mutation{{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}}, nil),
 	}}
 	observedAnn := map[string]string{v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1"}
 

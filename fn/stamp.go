@@ -36,9 +36,20 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	if len(ch.held) > 0 {
 		covered = ch.held
 	}
+	// What an update ships is pinned to the values this run let through:
+	// a stale pipeline run that writes an older value back while the gate
+	// is open is held, not shipped under this allowance (docs/DESIGN.md
+	// §4a). A held change carries its values as pending instead; a
+	// creation ships the resource whole.
+	var pins map[string]string
+	if !ch.create && len(ch.held) == 0 {
+		pins = allowance.ValuesOf(dm.obj.Object, ch.passed, skipManaged)
+	}
 	add := func(a allowance.Allowance) {
 		if len(ch.held) > 0 {
 			a.Pending = ch.pending
+		} else if pins != nil {
+			a = a.Pinned(pins)
 		}
 		if !slices.ContainsFunc(out, a.SameOrigin) { // never issued twice
 			out = append(out, a)
