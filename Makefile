@@ -72,8 +72,8 @@ $(KUBE_CONTROLLER): test/tools/kube-apiserver/go.mod test/tools/kube-apiserver/g
 $(ETCD): test/tools/etcd/go.mod test/tools/etcd/go.sum test/tools/etcd/main.go
 	cd test/tools/etcd && $(GO) build -o $@ .
 
-$(IMAGE): test/tools/image/go.mod test/tools/image/go.sum test/tools/image/main.go
-	cd test/tools/image && $(GO) build -o $@ .
+$(IMAGE): package/image/go.mod package/image/go.sum package/image/main.go
+	cd package/image && $(GO) build -o $@ .
 
 $(GOLANGCI_LINT): test/tools/golangci-lint/go.mod test/tools/golangci-lint/go.sum
 	cd test/tools/golangci-lint && $(GO) build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint

@@ -1,5 +1,5 @@
 // Builds runtime images without Docker, for the .xpkg packages.
-module github.com/kausality-io/kausality-crossplane/test/tools/image
+module github.com/kausality-io/kausality-crossplane/package/image
 
 go 1.26
 
