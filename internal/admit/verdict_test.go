@@ -12,6 +12,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 // checkVerdict fails the test unless v refuses for wantReason with a
@@ -46,21 +47,10 @@ func TestVerdict(t *testing.T) {
 func TestEvaluate(t *testing.T) {
 	policies := func(mode v1alpha1.Mode) policy.Set {
 		p := v1alpha1.AllowancePolicy{}
-		if err := yaml.Unmarshal([]byte(`
-metadata: {name: buckets}
-spec:
-  for: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, kind: Bucket}
-  subjects:
-  - {kind: User, name: alice@example.com, mayInitiate: true}
-  rules:
-  - trigger: spec.forProvider.size
-    policies:
-    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
-      relation: External
-      verbs: [Update]
-  mode: `+string(mode)), &p); err != nil {
+		if err := yaml.Unmarshal([]byte(fixture.BucketsPolicy), &p); err != nil {
 			t.Fatal(err)
 		}
+		p.Spec.Mode = mode
 		ps := []v1alpha1.AllowancePolicy{p}
 		set, errs := policy.NewCache().For("recorder.kausality.io/v1alpha1", "Bucket", ps)
 		if len(errs) > 0 {
@@ -73,12 +63,13 @@ spec:
 		reason      string
 		mode        v1alpha1.Mode
 		user        string
+		groups      []string
 		wantReason  string
 		wantWarning string
 		wantAudit   map[string]string
 	}{
-		"Permitted": {reason: "A subject who may initiate changes the size; nothing to report.",
-			mode: v1alpha1.ModeEnforce, user: alice, wantAudit: map[string]string{AuditMode: "Enforce"}},
+		"Permitted": {reason: "A member of the platform team, whom the policy lets initiate, changes the size; nothing to report.",
+			mode: v1alpha1.ModeEnforce, user: alice, groups: []string{"platform-team"}, wantAudit: map[string]string{AuditMode: "Enforce"}},
 		"Enforced": {reason: "Enforce mode denies a change no rule permits, naming object, field, policy and the note.",
 			mode: v1alpha1.ModeEnforce, user: bob, wantReason: metrics.ReasonPolicyViolation,
 			wantAudit: map[string]string{AuditMode: "Enforce", AuditViolations: violation}},
@@ -93,7 +84,7 @@ spec:
 			for _, o := range []*unstructured.Unstructured{old, obj} {
 				o.Object["status"] = map[string]any{"observedGeneration": int64(5)}
 			}
-			r := policy.Request{Object: obj.Object, OldObject: old.Object, User: policy.Identity{Username: tc.user}, Now: now, WatchAll: true}
+			r := policy.Request{Object: obj.Object, OldObject: old.Object, User: policy.Identity{Username: tc.user, Groups: tc.groups}, Now: now, WatchAll: true}
 			d, v := Evaluate(policies(tc.mode), r, obj, "no parent allowance")
 			if v.Reason != tc.wantReason {
 				t.Errorf("%s\nEvaluate(...) = %q, want reason %q", tc.reason, v, tc.wantReason)

@@ -91,23 +91,6 @@ func e2ePolicy(name string) string {
 }
 
 const (
-	// bucketsPolicy lets the platform team change a Bucket's size by hand
-	// and carry it to the cloud (scenario S5).
-	bucketsPolicy = `
-apiVersion: kausality.io/v1alpha1
-kind: AllowancePolicy
-metadata: {name: buckets}
-spec:
-  for: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, kind: Bucket}
-  subjects:
-  - {kind: Group, name: platform-team, mayInitiate: true}
-  rules:
-  - trigger: spec.forProvider.size
-    policies:
-    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
-      relation: External
-      verbs: [Update]
-`
 	upgradeAllowance = `
 apiVersion: kausality.io/v1alpha1
 kind: UpgradeAllowance

@@ -19,6 +19,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	kpolicy "github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 func TestManaged(t *testing.T) {
@@ -47,7 +48,7 @@ func TestManaged(t *testing.T) {
 	recorderPod, crossplanePod := pod("provider-recorder-5d8b", "xpkg.example.org/provider-recorder:v1"), pod("crossplane-7f9c", "xpkg.crossplane.io/crossplane/crossplane:v2.3.4")
 	recorderBuild := logic.Controllers{asRecorder.Username: logic.BuildHash([]string{recorderPod.Spec.Containers[0].Image})}.Format()
 	crossplaneBuild := logic.Controllers{asCrossplane.Username: logic.BuildHash([]string{crossplanePod.Spec.Containers[0].Image})}.Format()
-	buckets := allowancePolicy(t, bucketsPolicy)
+	buckets := allowancePolicy(t, fixture.BucketsPolicy)
 
 	// The function's write carrying the resize to the Bucket: the new
 	// allowance and trace, the size, and the gate as the writer sends it.
