@@ -197,7 +197,7 @@ bench: tools $(BENCHSTAT)
 	$(BENCHSTAT) -filter '.name:(Propagation)' -col '/impl@(plain propagated)' $(OUT)/bench.txt
 	$(BENCHSTAT) -filter '.name:ClaimUpdate' -col '/impl@(reference handler)' $(OUT)/bench.txt
 
-## bench-scale: how Kausality grows from 50 composites with 500 gated MRs to 500 with 5,000, into _output/bench-scale.txt: the function's time for one XR while an upgrade rolls out across a fleet of 50 and of 500 XRs (BENCHCOUNT runs, benchstat's ratio), and one run each of the gate controller and the managed webhook: the webhook's p99 while Crossplane stamps every MR at once, the gate controller's CPU per close, close latency and resident memory against a bare manager (GATEBENCH_FLAGS as for bench).
+## bench-scale: how Kausality grows from 50 composites with 500 gated MRs to 500 with 5,000, into _output/bench-scale.txt: the function's time for one XR while an upgrade rolls out across a fleet of 50 and of 500 XRs (BENCHCOUNT runs, benchstat's ratio), and one run each of the gate controller and the managed webhook: the webhook's mean latency and Crossplane's write p99 while 16 writers stamp every MR at once, the gate controller's CPU per close, close latency and resident memory against a bare manager (GATEBENCH_FLAGS as for bench).
 bench-scale: tools $(BENCHSTAT)
 	@mkdir -p $(OUT)
 	$(GO) test -run '^$$' -bench 'RunFunctionFleet' -benchmem -count $(BENCHCOUNT) ./fn/ | tee $(OUT)/bench-scale.txt
