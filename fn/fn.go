@@ -17,8 +17,10 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/memo"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
 // Function is the Kausality composition function.
@@ -26,7 +28,7 @@ type Function struct {
 	fnv1.UnimplementedFunctionRunnerServiceServer
 
 	log      logging.Logger
-	policies *policy.Cache
+	compiled *compiled
 	now      func() time.Time
 	// metrics count what it decides; nil (as NewFunction leaves it)
 	// counts nothing, so tests and renders need no registry.
@@ -35,7 +37,21 @@ type Function struct {
 
 // NewFunction returns a function that logs to log.
 func NewFunction(log logging.Logger) *Function {
-	return &Function{log: log, policies: policy.NewCache(), now: time.Now}
+	return &Function{log: log, compiled: newCompiled(), now: time.Now}
+}
+
+// compiled is the CEL the function compiled, kept across runs: every run of
+// every XR of a Composition compiles the same policies, propagation plan
+// and roll-outs, and compiling costs more than deciding. The Function owns
+// it; each run reads through it.
+type compiled struct {
+	policies *policy.Cache
+	plans    *memo.Cache[*plan]
+	rollouts *rollout.Rules
+}
+
+func newCompiled() *compiled {
+	return &compiled{policies: policy.NewCache(), plans: memo.New[*plan](maxPlans), rollouts: rollout.NewRules()}
 }
 
 // RunFunction gates the desired composed resources of one XR.
@@ -48,7 +64,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		response.Fatal(rsp, errors.Wrap(err, errGetFunctionInput))
 		return rsp, nil
 	}
-	cfg, err := configFrom(in)
+	cfg, err := configFrom(in, f.compiled.plans)
 	if err != nil {
 		response.Fatal(rsp, err)
 		return rsp, nil
@@ -88,8 +104,8 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 
 	now := f.now().UTC()
-	run := &run{cfg: cfg, now: now, metrics: f.metrics, stampedAt: allowance.Timestamp(now), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}, req: req}
-	run.load(f.policies, req)
+	run := &run{cfg: cfg, compiled: f.compiled, now: now, metrics: f.metrics, stampedAt: allowance.Timestamp(now), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}, req: req}
+	run.load(req)
 	if ann := composedLogic(observed); ann != nil {
 		run.added = run.upgradeOf(ann)
 	}

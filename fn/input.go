@@ -5,6 +5,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/memo"
 )
 
 // config is the validated input.
@@ -18,7 +19,7 @@ type config struct {
 
 // configFrom validates the Input. What it leaves out takes the defaults the
 // provider takes too (gate.Config.Defaulted), so both close gates alike.
-func configFrom(in *v1beta1.Input) (config, error) {
+func configFrom(in *v1beta1.Input, plans *memo.Cache[*plan]) (config, error) {
 	c := config{mode: v1beta1.ModeEnforce}
 	switch in.Mode {
 	case "", v1beta1.ModeEnforce:
@@ -45,7 +46,7 @@ func configFrom(in *v1beta1.Input) (config, error) {
 	}
 	c.inputs = in.Inputs
 	var err error
-	if c.plan, err = planOf(in.Propagation); err != nil {
+	if c.plan, err = planOf(plans, in.Propagation); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -37,7 +37,7 @@ func TestConfigFrom(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := configFrom(&tc.in)
+			got, err := configFrom(&tc.in, nil)
 			if diff := cmp.Diff(tc.wantErr, err, test.EquateErrors()); diff != "" {
 				t.Fatalf("%s\nconfigFrom: -want error, +got error:\n%s", tc.reason, diff)
 			}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"sync"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
+	"github.com/kausality-io/kausality-crossplane/internal/memo"
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
@@ -35,9 +35,9 @@ type blocker struct {
 	when rollout.Rule
 }
 
-// plans caches compiled plans by their Input, so a Composition's
-// expressions are compiled once, not on every call.
-var plans sync.Map
+// maxPlans bounds the compiled plans the function keeps: one per
+// Composition (and UpgradeAllowance) that uses propagation control.
+const maxPlans = 256
 
 // variables are the CEL variables p's collections and blockers name,
 // checked: each name once, each collection selecting something, each
@@ -69,8 +69,9 @@ func variables(p *v1beta1.Propagation) ([]string, error) {
 	return names, nil
 }
 
-// planOf compiles p. An error names the Input field.
-func planOf(p *v1beta1.Propagation) (*plan, error) {
+// planOf compiles p, once per Input through plans (nil: every time). An
+// error names the Input field.
+func planOf(plans *memo.Cache[*plan], p *v1beta1.Propagation) (*plan, error) {
 	if p == nil {
 		return nil, nil
 	}
@@ -78,9 +79,11 @@ func planOf(p *v1beta1.Propagation) (*plan, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, errEncodeInputPropagation)
 	}
-	if c, ok := plans.Load(string(key)); ok {
-		return c.(*plan), nil
-	}
+	return plans.Get(string(key), func() (*plan, error) { return compilePlan(p) })
+}
+
+// compilePlan compiles p.
+func compilePlan(p *v1beta1.Propagation) (*plan, error) {
 	names, err := variables(p)
 	if err != nil {
 		return nil, err
@@ -119,7 +122,6 @@ func planOf(p *v1beta1.Propagation) (*plan, error) {
 		}
 		out.blockers = append(out.blockers, blocker{Blocker: b, when: r})
 	}
-	plans.Store(string(key), out)
 	return out, nil
 }
 
@@ -149,12 +151,12 @@ const (
 
 // upgradePlan is the plan of the blockers of an UpgradeAllowance's
 // rollout: propagation control's, named for the UpgradeAllowance.
-func upgradePlan(u *v1alpha1.UpgradeAllowance) (*plan, error) {
+func upgradePlan(plans *memo.Cache[*plan], u *v1alpha1.UpgradeAllowance) (*plan, error) {
 	bs := make([]v1beta1.Blocker, len(u.Spec.Rollout.Blockers))
 	for i, b := range u.Spec.Rollout.Blockers {
 		bs[i] = v1beta1.Blocker(b)
 	}
-	p, err := planOf(&v1beta1.Propagation{Blockers: bs})
+	p, err := planOf(plans, &v1beta1.Propagation{Blockers: bs})
 	if err != nil {
 		return nil, errors.Wrapf(err, errFmtRolloutBlockers, u.GetName())
 	}

@@ -56,7 +56,7 @@ func (r *run) compositesRequirement(rs *fnv1.Requirements) {
 	rs.Resources[RequirementComposites] = sel
 	for i := range r.upgrades {
 		if u := &r.upgrades[i]; u.Spec.Rollout != nil && len(u.Spec.Rollout.Blockers) > 0 {
-			if p, err := upgradePlan(u); err == nil {
+			if p, err := upgradePlan(r.compiled.plans, u); err == nil {
 				blockerRequirements(rs, p, r.xr.Object)
 			}
 		}
@@ -80,7 +80,7 @@ func (r *run) turn(up *upgrade) (bool, string) {
 	up.turnDecided, up.turnOK = true, true
 	for i := range up.by {
 		u := &up.by[i]
-		rule, ok, err := rollout.CompileUpgrade(u)
+		rule, ok, err := r.compiled.rollouts.Upgrade(u)
 		if err != nil {
 			// Fails closed: a roll-out that does not compile lets nothing
 			// through (the UpgradeAllowance's Ready condition says why).
@@ -93,7 +93,7 @@ func (r *run) turn(up *upgrade) (bool, string) {
 		}
 		xr, xrs, updated := r.members()
 		if len(u.Spec.Rollout.Blockers) > 0 {
-			p, err := upgradePlan(u)
+			p, err := upgradePlan(r.compiled.plans, u)
 			if err != nil {
 				up.turnOK, up.turnWhy, up.turnCode = false, err.Error(), metrics.ReasonRolloutInvalid
 				r.metrics.Turn(u.GetName(), metrics.TurnFailed, updated, len(xrs))

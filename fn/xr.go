@@ -20,9 +20,10 @@ import (
 // run is the state of one RunFunction call: what the XR permits, and what the
 // function withheld.
 type run struct {
-	cfg     config
-	now     time.Time
-	metrics *metrics.Function // where its decisions are counted; nil: nowhere
+	cfg      config
+	compiled *compiled // the function's, read through by every run
+	now      time.Time
+	metrics  *metrics.Function // where its decisions are counted; nil: nowhere
 	// stampedAt is now as hops record it (allowance.Timestamp).
 	stampedAt string
 	xr        *unstructured.Unstructured
@@ -79,15 +80,15 @@ type run struct {
 
 // load reads the policies, upgrade allowances and XR annotations. Every
 // problem is reported and resolved towards withholding.
-func (r *run) load(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
+func (r *run) load(req *fnv1.RunFunctionRequest) {
 	r.loadNamespace(req)
-	r.loadPolicies(cache, req)
+	r.loadPolicies(req)
 	r.loadUpgrades(req)
 	r.loadInputs(req)
 	r.loadXR()
 }
 
-func (r *run) loadPolicies(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
+func (r *run) loadPolicies(req *fnv1.RunFunctionRequest) {
 	ups, ok, err := required(req, RequirementPolicies)
 	switch {
 	case err != nil:
@@ -103,7 +104,7 @@ func (r *run) loadPolicies(cache *policy.Cache, req *fnv1.RunFunctionRequest) {
 		r.restrictAll = true
 	}
 	r.kinds = policy.KindsOf(aps)
-	set, errs := cache.For(r.xr.GetAPIVersion(), r.xr.GetKind(), aps)
+	set, errs := r.compiled.policies.For(r.xr.GetAPIVersion(), r.xr.GetKind(), aps)
 	for _, err := range errs {
 		r.problem(err)
 		r.restrictAll = true

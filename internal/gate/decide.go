@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"slices"
 	"time"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -135,12 +136,28 @@ func Decide(in Inputs) Decision {
 	return d
 }
 
+// FreezeMatters reports whether a freeze can change the decision over as:
+// only an unconsumed External allowance is withheld by one, or restamped
+// when one lifts. Without such an allowance the decision is the same
+// frozen or not, so whoever decides may skip reading the parents a freeze
+// is set on: the gate controller and admission skip it once a resource's
+// allowances are used up, which is every reconcile after a gate closed.
+func FreezeMatters(as []allowance.Allowance) bool {
+	return slices.ContainsFunc(as, live)
+}
+
+// live reports whether a is an unconsumed External allowance: one that may
+// still open the gate, and so one a freeze holds back.
+func live(a allowance.Allowance) bool {
+	return !a.Consumed && a.Relation == v1alpha1.RelationExternal
+}
+
 // advance is a as this decision leaves it: moved past the stored
 // generation while a freeze withholds it (withheld) or propagation control
 // holds it, restamped when a freeze lifted, or marked consumed once the
 // provider observed it.
 func (d *Decision) advance(a allowance.Allowance, in Inputs) (_ allowance.Allowance, withheld bool) {
-	live := !a.Consumed && a.Relation == v1alpha1.RelationExternal
+	live := live(a)
 	withheld = in.Frozen != "" && live && !a.ExpiredAt(in.Now, in.Limit)
 	switch {
 	case withheld || (live && a.IsPending()):

@@ -193,3 +193,45 @@ func TestUnshipped(t *testing.T) {
 		})
 	}
 }
+
+// TestFreezeMatters: whenever FreezeMatters says a freeze cannot change the
+// decision, deciding frozen and not frozen gives the same decision, so
+// skipping the read of the parents loses nothing; and a live allowance
+// does make it matter.
+func TestFreezeMatters(t *testing.T) {
+	now := time.Date(2026, 1, 24, 10, 30, 0, 0, time.UTC)
+	ext := func(gen int64, consumed, held bool) allowance.Allowance {
+		return allowance.Allowance{
+			Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "Bucket"}},
+			Verbs: []string{"Update"}, Generation: gen, Consumed: consumed, Held: held,
+			Trace: allowance.Trace{{APIVersion: "v1", Kind: "Bucket", Name: "b", Generation: gen, Timestamp: allowance.Timestamp(now)}},
+		}
+	}
+	child := allowance.Allowance{Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{APIGroup: "g", Resource: "r"}, Verbs: []string{"Update"}, Generation: 9}
+	cases := map[string]struct {
+		as   []allowance.Allowance
+		want bool
+	}{
+		"None":                {want: false},
+		"ConsumedOnly":        {as: []allowance.Allowance{ext(3, true, false), ext(4, true, true)}, want: false},
+		"ChildOnly":           {as: []allowance.Allowance{child}, want: false},
+		"Unconsumed":          {as: []allowance.Allowance{ext(3, true, false), ext(4, false, false)}, want: true},
+		"HeldWhileFrozen":     {as: []allowance.Allowance{ext(4, false, true)}, want: true},
+		"ConsumedByProgress":  {as: []allowance.Allowance{ext(2, false, false)}, want: true},
+		"ChildBesideConsumed": {as: []allowance.Allowance{child, ext(2, true, false)}, want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := FreezeMatters(tc.as); got != tc.want {
+				t.Fatalf("FreezeMatters = %v, want %v", got, tc.want)
+			}
+			in := Inputs{Allowances: tc.as, Progress: allowance.Progress{Observed: 2, Reconciled: true}, Generation: 2, ReadOnly: DefaultReadOnly, Now: now, Limit: time.Hour}
+			thawed := Decide(in)
+			in.Frozen = "oncall"
+			frozen := Decide(in)
+			if same := cmp.Diff(thawed, frozen) == ""; same == tc.want {
+				t.Fatalf("decision frozen and thawed the same: %v; FreezeMatters %v", same, tc.want)
+			}
+		})
+	}
+}

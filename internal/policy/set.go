@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/memo"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
@@ -27,25 +27,18 @@ const (
 	PhaseDeleting     Phase = "Deleting"
 )
 
-// maxCached bounds the cache; policies are few, so reaching it means churn,
-// and starting over is cheaper than tracking use.
+// maxCached bounds the cache; policies are few, so reaching it means churn.
 const maxCached = 1024
 
 // Cache holds compiled policies keyed by UID and generation, so a policy's
 // CEL is compiled once per change of the policy, not once per request. It is
 // safe for concurrent use.
 type Cache struct {
-	mu sync.Mutex
-	m  map[string]cached
-}
-
-type cached struct {
-	c   *Compiled
-	err error
+	m *memo.Cache[*Compiled]
 }
 
 // NewCache returns an empty Cache.
-func NewCache() *Cache { return &Cache{m: map[string]cached{}} }
+func NewCache() *Cache { return &Cache{m: memo.New[*Compiled](maxCached)} }
 
 // Compile compiles p, or returns the result of an earlier call for the same
 // UID and generation. Policies without a UID (as crossplane render supplies
@@ -57,20 +50,7 @@ func (c *Cache) Compile(p *v1alpha1.AllowancePolicy) (*Compiled, error) {
 		sum := sha256.Sum256(b)
 		key = "name:" + p.GetName() + "/" + hex.EncodeToString(sum[:])
 	}
-	c.mu.Lock()
-	hit, ok := c.m[key]
-	c.mu.Unlock()
-	if ok {
-		return hit.c, hit.err
-	}
-	cp, err := Compile(p)
-	c.mu.Lock()
-	if len(c.m) >= maxCached {
-		c.m = map[string]cached{}
-	}
-	c.m[key] = cached{c: cp, err: err}
-	c.mu.Unlock()
-	return cp, err
+	return c.m.Get(key, func() (*Compiled, error) { return Compile(p) })
 }
 
 // For selects the policies for objects of apiVersion and kind, compiles

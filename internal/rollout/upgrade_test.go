@@ -2,21 +2,23 @@ package rollout
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 )
 
-func TestCompileUpgradeCached(t *testing.T) {
+func TestRulesUpgrade(t *testing.T) {
+	rules := NewRules()
 	u := &v1alpha1.UpgradeAllowance{Spec: v1alpha1.UpgradeAllowanceSpec{Rollout: &v1alpha1.UpgradeRollout{}}}
-	first, ok, err := CompileUpgrade(u)
+	first, ok, err := rules.Upgrade(u)
 	if err != nil || !ok {
-		t.Fatalf("CompileUpgrade(default rollout) = %v, %v", ok, err)
+		t.Fatalf("Rules.Upgrade(default rollout) = %v, %v", ok, err)
 	}
-	again, _, _ := CompileUpgrade(u)
+	again, _, _ := rules.Upgrade(u)
 	if &first.exprs[0] != &again.exprs[0] {
-		t.Error("CompileUpgrade compiled the same rollout again; every run of every XR of a fleet would pay for it")
+		t.Error("Rules.Upgrade compiled the same rollout again; every run of every XR of a fleet would pay for it")
 	}
 	// The cached rule decides as a fresh one: the first XR of a fleet
 	// none of which applied the upgrade takes it.
@@ -27,22 +29,20 @@ func TestCompileUpgradeCached(t *testing.T) {
 	}
 
 	bad := &v1alpha1.UpgradeAllowance{Spec: v1alpha1.UpgradeAllowanceSpec{Rollout: &v1alpha1.UpgradeRollout{PropagateWhen: []string{"nope("}}}}
-	for range 2 {
-		if _, _, err := CompileUpgrade(bad); err == nil {
-			t.Error("CompileUpgrade(invalid) passed; an error is never cached as a rule")
+	for _, name := range []string{"first", "second"} {
+		bad.SetName(name)
+		if _, _, err := rules.Upgrade(bad); err == nil || !strings.Contains(err.Error(), "UpgradeAllowance "+name+": spec.rollout") {
+			t.Errorf("Rules.Upgrade(invalid %s) = %v; want an error naming it, though the same expressions failed before", name, err)
 		}
 	}
 
-	for i := range maxCompiled + 5 {
+	for i := range maxRules + 5 {
 		u := &v1alpha1.UpgradeAllowance{Spec: v1alpha1.UpgradeAllowanceSpec{Rollout: &v1alpha1.UpgradeRollout{PropagateWhen: []string{fmt.Sprintf("size(xrs) > %d", i)}}}}
-		if _, _, err := CompileUpgrade(u); err != nil {
+		if _, _, err := rules.Upgrade(u); err != nil {
 			t.Fatal(err)
 		}
 	}
-	compiled.mu.Lock()
-	n := len(compiled.m)
-	compiled.mu.Unlock()
-	if n > maxCompiled {
-		t.Errorf("the cache holds %d rules, more than its bound %d", n, maxCompiled)
+	if n := rules.m.Len(); n > maxRules {
+		t.Errorf("Rules holds %d rules, more than its bound %d", n, maxRules)
 	}
 }

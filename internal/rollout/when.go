@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -11,6 +10,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 
+	"github.com/kausality-io/kausality-crossplane/internal/memo"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -131,8 +131,10 @@ func windowsOf(a *cel.Ast) ([]Window, error) {
 const fnInWindow = "inWindow"
 
 // windows caches parsed windows by spec and zone for evaluations whose
-// arguments are not constants.
-var windows sync.Map
+// arguments are not constants. It lives with the CEL binding, which has no
+// owner to hang it on, and is bounded: arguments read from objects can take
+// any number of values.
+var windows = memo.New[Window](256)
 
 // inWindow is the CEL binding: inWindow(now, spec, tz).
 func inWindow(args ...ref.Val) ref.Val {
@@ -142,15 +144,9 @@ func inWindow(args ...ref.Val) ref.Val {
 	if !ok || !sok || !tok {
 		return types.NewErr("inWindow(now, spec, timeZone) takes a timestamp and two strings")
 	}
-	key := fmt.Sprintf("%s\x00%s", spec, tz)
-	w, cached := windows.Load(key)
-	if !cached {
-		parsed, err := ParseWindow(string(spec), string(tz))
-		if err != nil {
-			return types.NewErr("%v", err)
-		}
-		windows.Store(key, parsed)
-		w = parsed
+	w, err := windows.Get(fmt.Sprintf("%s\x00%s", spec, tz), func() (Window, error) { return ParseWindow(string(spec), string(tz)) })
+	if err != nil {
+		return types.NewErr("%v", err)
 	}
-	return types.Bool(w.(Window).Contains(ts.Time))
+	return types.Bool(w.Contains(ts.Time))
 }

@@ -109,14 +109,14 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	upgraded := len(as) > n // the write gained an allowance of its controller's new build
 
-	frozen, err := parents.Frozen(ctx, h.Reader, obj)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
 	// The stored object's observed generation decides consumption (status
 	// is not written through this request); the closed gate is the one the
 	// writer keeps the resource on.
 	as, reconsumed := admit.AgainstStored(as, old)
+	frozen, err := h.frozen(ctx, as, obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
 	w := admit.GateWrite{Obj: obj, Old: old, Allowances: as, Rewrite: reconsumed || upgraded, LateInitialized: lateInit,
 		Trusted: h.Trusted.Has(req.UserInfo.Username), Now: h.Now(), Frozen: frozen}
 	gateWarnings, err := w.Decide(h.Gate.For(obj.Object))
@@ -125,6 +125,17 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	warnings = append(warnings, gateWarnings...)
 	return patched(sent, obj).WithWarnings(warnings...)
+}
+
+// frozen names who froze obj or a parent, read only when a freeze can
+// change the gate decision over as (gate.FreezeMatters): a write whose
+// allowances are all used up, the gate controller's closing one among
+// them, costs no reads of the composite and its Claim.
+func (h *Managed) frozen(ctx context.Context, as []allowance.Allowance, obj *unstructured.Unstructured) (string, error) {
+	if !gate.FreezeMatters(as) {
+		return "", nil
+	}
+	return parents.Frozen(ctx, h.Reader, obj)
 }
 
 // gates decides whether a write of a resource without the gated label is

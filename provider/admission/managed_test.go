@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -641,6 +643,45 @@ spec:
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("\n%s\nHandle(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestManagedReadsParentsWhenAFreezeMatters: a write whose allowances are
+// all used up is decided without reading the parents a freeze may be set
+// on (no freeze changes that decision, gate.FreezeMatters), so such a
+// write, the gate controller's closing one among them, passes while the
+// composite cannot be read; a write with a live allowance still needs the
+// parents and fails closed without them.
+func TestManagedReadsParentsWhenAFreezeMatters(t *testing.T) {
+	errParent := errors.New("etcd is away")
+	unreadable := interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if obj.GetObjectKind().GroupVersionKind().Kind == "XDatabase" {
+			return errParent
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}}
+	consumed := bucketAllowance()
+	consumed.Consumed = true
+	cases := map[string]struct {
+		stored *unstructured.Unstructured
+		want   bool
+	}{
+		"UsedUpAllowancesPass":     {stored: bucket(t, allowances(consumed)), want: true},
+		"LiveAllowanceFailsClosed": {stored: bucket(t, allowances(bucketAllowance())), want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			k := interceptor.NewClient(kube(t).(client.WithWatch), unreadable)
+			h := &Managed{Reader: k, Policies: k, Cache: kpolicy.NewCache(), Trusted: trusted, Now: now}
+			req := update(asRecorder, tc.stored, tc.stored.DeepCopy())
+			rsp := h.Handle(context.Background(), req)
+			if rsp.Allowed != tc.want {
+				t.Fatalf("Handle(...) allowed %v, want %v: %v", rsp.Allowed, tc.want, rsp.Result)
+			}
+			if !tc.want && !strings.Contains(rsp.Result.Message, errParent.Error()) {
+				t.Errorf("Handle(...) message %q does not name the unreadable composite", rsp.Result.Message)
 			}
 		})
 	}

@@ -90,7 +90,9 @@ type Reconciler struct {
 }
 
 // NewReconciler returns a Reconciler for managed resources of kind gvk.
-// reader reads the parents a freeze may be set on, uncached.
+// reader reads the parents a freeze may be set on and the deletion above:
+// the provider passes parents.Served, answered from the API server's watch
+// cache, since admission rereads them on every write that opens a gate.
 func NewReconciler(kube client.Client, reader client.Reader, gvk schema.GroupVersionKind, rec events.EventRecorder, m *Metrics, o Options, log logging.Logger) *Reconciler {
 	o.Gate = o.Gate.Defaulted()
 	if o.Now == nil {
@@ -128,7 +130,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	d := cfg.Decide(mr.Object, mr.Object, as, now, r.frozen(ctx, mr))
+	var frozen string
+	if gate.FreezeMatters(as) {
+		frozen = r.frozen(ctx, mr)
+	}
+	d := cfg.Decide(mr.Object, mr.Object, as, now, frozen)
 
 	var marks []allowance.Allowance
 	if d.Changed || len(revoked) > 0 {

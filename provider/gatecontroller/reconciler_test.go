@@ -726,3 +726,42 @@ func TestConsumedAfterOpenSeen(t *testing.T) {
 		t.Errorf("GateOpen reason: -want +got:\n%s", diff)
 	}
 }
+
+// TestParentsReadOnlyWhenAFreezeMatters: the reconcile that closes a gate
+// reads the parents a freeze may be set on (its allowance is still live);
+// every reconcile of the closed gate after it reads none, since no freeze
+// can change a decision over used-up allowances (gate.FreezeMatters).
+func TestParentsReadOnlyWhenAFreezeMatters(t *testing.T) {
+	upd := ext(3, fixed.Add(-10*time.Minute), gate.Update)
+	openMsg := "gate open for Update: Update at generation 3 initiated by alice@example.com"
+	mr := managed(withController("XNop", "xnop"), withPolicies(updateGate...), withAllowances(upd), withObserved(3), withConditions(gateOpen(3, fixed.Add(-10*time.Minute), openMsg)))
+	status := &unstructured.Unstructured{}
+	status.SetGroupVersionKind(nopGVK)
+	var parentReads int
+	kube := fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithObjects(mr, composite(nil)).WithStatusSubresource(status).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if obj.GetObjectKind().GroupVersionKind().Kind == "XNop" {
+				parentReads++
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}}).Build()
+	r := NewReconciler(kube, kube, nopGVK, events.NewFakeRecorder(10), NewMetrics(prometheus.NewRegistry()), Options{Now: func() time.Time { return fixed }}, logging.NewNopLogger())
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: mrName}}
+	for i, want := range []int{1, 0, 0} {
+		parentReads = 0
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if parentReads != want {
+			t.Errorf("reconcile %d read the composite %d times, want %d", i+1, parentReads, want)
+		}
+	}
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(nopGVK)
+	if err := kube.Get(context.Background(), req.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := unstructured.NestedStringSlice(got.Object, "spec", "managementPolicies"); !cmp.Equal(p, closedGate) {
+		t.Errorf("gate after closing: %v, want %v", p, closedGate)
+	}
+}

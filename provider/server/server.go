@@ -41,6 +41,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/provider/derivation"
 	"github.com/kausality-io/kausality-crossplane/provider/gatecontroller"
 	"github.com/kausality-io/kausality-crossplane/provider/kinds"
+	"github.com/kausality-io/kausality-crossplane/provider/parents"
 	"github.com/kausality-io/kausality-crossplane/provider/policies"
 )
 
@@ -182,7 +183,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	gm := gatecontroller.NewMetrics(metrics.Registry)
 	rec := mgr.GetEventRecorder("provider-kausality")
 	watcher := kinds.NewWatcher(mgr, disco, o.DiscoveryInterval, o.MaxReconcileRate, func(gvk schema.GroupVersionKind) reconcile.Reconciler {
-		return gatecontroller.NewReconciler(mgr.GetClient(), direct, gvk, rec, gm, gatecontroller.Options{Gate: o.Gate, Now: o.Now}, o.Log)
+		return gatecontroller.NewReconciler(mgr.GetClient(), parents.Served{Reader: direct}, gvk, rec, gm, gatecontroller.Options{Gate: o.Gate, Now: o.Now}, o.Log)
 	}, o.Log.WithValues("controller", "discovery"))
 	if err := mgr.Add(watcher); err != nil {
 		return nil, errors.Wrap(err, errAddManagedKindDiscovery)
