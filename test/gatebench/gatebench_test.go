@@ -28,6 +28,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
+	"github.com/kausality-io/kausality-crossplane/test/measure"
 	recorderv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/v1alpha1"
 )
 
@@ -63,7 +64,7 @@ const (
 // the provider sees open closes once the observed generation catches up,
 // every allowance is marked consumed and the GateOpen condition says so.
 func TestGateCloses(t *testing.T) {
-	r := measure(t, 20, "test")
+	r := measureRun(t, 20, "test")
 	t.Logf("20 gated Buckets: %s", r)
 	kube, err := as("")
 	if err != nil {
@@ -105,7 +106,7 @@ func TestGateCloses(t *testing.T) {
 // asserted.
 func BenchmarkGateClose1000(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		r := measure(b, 1000, fmt.Sprintf("bench-%d", runs.Add(1)))
+		r := measureRun(b, 1000, fmt.Sprintf("bench-%d", runs.Add(1)))
 		b.StopTimer()
 		r.cleanup(b)
 		b.StartTimer()
@@ -126,7 +127,7 @@ func BenchmarkGateCloseScale(b *testing.B) {
 	for _, n := range []int{500, 5000} {
 		b.Run(fmt.Sprintf("composites=%d/mrs=%d", n/perComposite, n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				r := measure(b, n, fmt.Sprintf("scale-%d", runs.Add(1)))
+				r := measureRun(b, n, fmt.Sprintf("scale-%d", runs.Add(1)))
 				b.StopTimer()
 				r.cleanup(b)
 				b.StartTimer()
@@ -169,8 +170,8 @@ type result struct {
 	cpCPU time.Duration
 	// metrics at the end, and before the first status write.
 	metrics, before map[string]float64
-	provider        *provider
-	reference       *provider
+	provider        *measure.Process
+	reference       *measure.Process
 }
 
 func (r *result) percentile(p float64) time.Duration { return percentile(r.latencies, p) }
@@ -187,7 +188,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // during is how much metric (summed over the filters' samples) grew
 // from the first status write until settled.
 func (r *result) during(metric string, filters ...string) float64 {
-	return sum(r.metrics, metric, filters...) - sum(r.before, metric, filters...)
+	return measure.Sum(r.metrics, metric, filters...) - measure.Sum(r.before, metric, filters...)
 }
 
 func (r *result) String() string {
@@ -272,7 +273,7 @@ func (r *result) cleanup(t testing.TB) {
 // waits until the provider has seen every one open, then writes each
 // one's status as the cloud provider would once the Update went through,
 // and times, from a watch, each gate's closing.
-func measure(t testing.TB, n int, run string) *result {
+func measureRun(t testing.TB, n int, run string) *result {
 	t.Helper()
 	if b, ok := t.(*testing.B); ok {
 		b.StopTimer()
@@ -308,7 +309,7 @@ func measure(t testing.TB, n int, run string) *result {
 		fail("%v", err)
 	}
 	r.rssIdle, _ = p.RSS()
-	r.idleAnon, _ = p.status("RssAnon")
+	r.idleAnon, _ = p.Status("RssAnon")
 	r.refIdle, _ = ref.RSS()
 
 	w := newWatch(ctx, t, run)
@@ -349,7 +350,7 @@ func measure(t testing.TB, n int, run string) *result {
 	// Crossplane carries the composite's change to each Bucket and stamps
 	// the allowance chaining to the composite's; admission opens the gate
 	// in the same write.
-	beforeStamp, err := p.Metrics()
+	beforeStamp, err := p.Scrape()
 	if err != nil {
 		fail("cannot scrape the provider's metrics: %v", err)
 	}
@@ -392,14 +393,14 @@ func measure(t testing.TB, n int, run string) *result {
 		})
 	})
 
-	afterStamp, err := p.Metrics()
+	afterStamp, err := p.Scrape()
 	if err != nil {
 		fail("cannot scrape the provider's metrics: %v", err)
 	}
 	const webhookLatency, managed = "controller_runtime_webhook_latency_seconds", `webhook="/mutate-managed"`
-	r.admissionMean = histogramMean(beforeStamp, afterStamp, webhookLatency, managed)
-	r.admissionP99Bound = histogramBound(0.99, beforeStamp, afterStamp, webhookLatency, managed)
-	r.admissionCalls = sum(afterStamp, webhookLatency+"_count", managed) - sum(beforeStamp, webhookLatency+"_count", managed)
+	r.admissionMean = measure.HistogramMean(beforeStamp, afterStamp, webhookLatency, managed)
+	r.admissionP99Bound = measure.HistogramBound(0.99, beforeStamp, afterStamp, webhookLatency, managed)
+	r.admissionCalls = measure.Sum(afterStamp, webhookLatency+"_count", managed) - measure.Sum(beforeStamp, webhookLatency+"_count", managed)
 	slices.Sort(r.stamps)
 
 	// The provider has seen every one when it has written GateOpen=True
@@ -414,7 +415,7 @@ func measure(t testing.TB, n int, run string) *result {
 	r.seen = time.Since(stamped)
 	// Each of those condition writes made more work for the provider;
 	// measure from a quiet provider, not from its backlog.
-	if err := p.Quiet(deadline); err != nil {
+	if err := quiet(p, deadline); err != nil {
 		fail("%v", err)
 	}
 	r.quiet = time.Since(stamped)
@@ -425,7 +426,7 @@ func measure(t testing.TB, n int, run string) *result {
 	if b, ok := t.(*testing.B); ok {
 		b.StartTimer()
 	}
-	if r.before, err = p.Metrics(); err != nil {
+	if r.before, err = p.Scrape(); err != nil {
 		fail("cannot scrape the provider's metrics: %v", err)
 	}
 	cpu, cpCPU := p.CPU(), controlPlaneCPU()
@@ -484,9 +485,9 @@ func measure(t testing.TB, n int, run string) *result {
 	sort.Slice(r.latencies, func(i, j int) bool { return r.latencies[i] < r.latencies[j] })
 	r.burst = last.Sub(first)
 	r.rssEnd, r.rssPeak = p.RSS()
-	r.rssAnon, _ = p.status("RssAnon")
+	r.rssAnon, _ = p.Status("RssAnon")
 	r.refEnd, r.refPeak = ref.RSS()
-	if r.metrics, err = p.Metrics(); err != nil {
+	if r.metrics, err = p.Scrape(); err != nil {
 		t.Errorf("cannot scrape the provider's metrics: %v", err)
 	}
 	if *heapProfile != "" {
