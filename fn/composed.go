@@ -77,6 +77,9 @@ type change struct {
 	// pending the values they set (Allowance.Pending).
 	held    []mutation.Mutation
 	pending map[string]string
+	// reports are the changes it withholds (or, in Log mode, would have
+	// withheld), as the XR reports them; decideAll adds them to the run's.
+	reports []withheld
 }
 
 // desiredRecord is a copy of the record of the desired spec as it leaves
@@ -179,14 +182,17 @@ func (r *run) finish(it *item) bool {
 // create decides a resource the pipeline wants and that does not exist yet.
 func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
 	d := r.permitAdded(dm.child)
-	switch {
-	case !d.ok && !r.log:
-		r.withhold(dm, v1alpha1.VerbCreate, "", d.code, d.reason)
-		return change{}, false
-	case !d.ok:
-		r.wouldWithhold(dm, v1alpha1.VerbCreate, "", d.code, d.reason)
+	var reports []withheld
+	if !d.ok {
+		w := withheldOf(dm, v1alpha1.VerbCreate, "", d.code, d.reason)
+		if !r.log {
+			return change{reports: []withheld{w}}, false
+		}
+		w.logOnly = true
+		reports = append(reports, w)
 	}
 	return change{
+		reports: reports,
 		create:  true,
 		passed:  []mutation.Mutation{{Path: "", Verb: v1alpha1.MutationInsert}},
 		chosen:  d.by,
@@ -234,10 +240,12 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 				ch.chosen = d.by
 			}
 		case r.log:
-			r.wouldWithhold(dm, string(m.Verb), m.Path, d.code, d.reason)
+			w := withheldOf(dm, string(m.Verb), m.Path, d.code, d.reason)
+			w.logOnly = true
+			ch.reports = append(ch.reports, w)
 			ch.passed = append(ch.passed, m)
 		default:
-			r.withhold(dm, string(m.Verb), m.Path, d.code, d.reason)
+			ch.reports = append(ch.reports, withheldOf(dm, string(m.Verb), m.Path, d.code, d.reason))
 			withheld = append(withheld, m)
 		}
 	}

@@ -14,41 +14,53 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 )
 
-// deleted decides about a composed resource the pipeline no longer wants. It
-// returns the resource to keep, or nil to let Crossplane delete it.
-func (r *run) deleted(resName string, observed map[string]any) *composed.Unstructured {
+// A deletion is what the function decided about a composed resource the
+// pipeline no longer wants: one more kind of decision beside an item's
+// change. The run applies it in one place (decideAll): what it reports
+// joins the run's, and a kept resource is emitted so Crossplane keeps it.
+type deletion struct {
+	// kept is the resource to emit, or nil to let Crossplane delete it.
+	kept *composed.Unstructured
+	// withheld is the Delete kept from it, or in Log mode the one that
+	// would have been (logOnly); nil when the deletion is permitted.
+	withheld *withheld
+}
+
+// deleted decides about a composed resource the pipeline no longer wants.
+func (r *run) deleted(resName string, observed map[string]any) deletion {
 	m := r.metaOf(resName, observed)
 	m.from = allowance.ComposedGeneration(observed)
 	d := r.permitChild(m.child, m.from, v1alpha1.VerbDelete)
 	if d.ok {
-		return nil
+		return deletion{}
 	}
 	if r.log {
-		r.wouldWithhold(m, v1alpha1.VerbDelete, "", d.code, d.reason)
-		return nil
+		w := withheldOf(m, v1alpha1.VerbDelete, "", d.code, d.reason)
+		w.logOnly = true
+		return deletion{withheld: &w}
 	}
 	if upgradeDeleteOpen(m, observed) {
 		// The Delete gate an UpgradeAllowance granted is open (dropped, in
 		// an earlier run): the deletion may go.
-		return nil
+		return deletion{}
 	}
 	if up := r.upgradeOf(m.ann); up != nil {
 		d.reason, d.code = upgradeReason(up), metrics.ReasonLogicChanged
 		if up.bound.AllowsChild(m.child, v1alpha1.VerbDelete) {
 			ok, why := r.turn(up)
 			if ok {
-				return r.dropped(m, observed, up)
+				return deletion{kept: r.dropped(m, observed, up)}
 			}
 			d.reason, d.code = why, up.turnCode
 		}
 	}
-	r.withhold(m, v1alpha1.VerbDelete, "", d.code, d.reason)
+	w := withheldOf(m, v1alpha1.VerbDelete, "", d.code, d.reason)
 	// Emit the resource as observed so Crossplane keeps it; close its gate.
 	kept := keptAsObserved(m, observed)
 	if r.gated(m) {
 		_ = fieldpath.Pave(kept.Object).SetValue(gate.PathManagementPolicies, r.cfg.gate.ReadOnly)
 	}
-	return kept
+	return deletion{kept: kept, withheld: &w}
 }
 
 // dropped decides a resource new logic drops under an UpgradeAllowance

@@ -165,17 +165,23 @@ func (r *run) decideAll(observed map[resource.Name]resource.ObservedComposed, de
 		}
 		d, ok := desired[name]
 		if ok {
-			items = append(items, r.decide(n, obs, d.Resource.Object))
+			it := r.decide(n, obs, d.Resource.Object)
+			r.withheld = append(r.withheld, it.ch.reports...)
+			items = append(items, it)
 			continue
 		}
-		if kept := r.deleted(n, obs); kept != nil {
+		del := r.deleted(n, obs)
+		if del.withheld != nil {
+			r.withheld = append(r.withheld, *del.withheld)
+		}
+		if del.kept != nil {
 			// As ready as it is: a kept resource the pipeline no longer
 			// reports on must not hold the XR unready.
 			ready := resource.ReadyUnspecified
 			if policy.ConditionTrue(obs, "Ready") {
 				ready = resource.ReadyTrue
 			}
-			out[name] = &resource.DesiredComposed{Resource: kept, Ready: ready}
+			out[name] = &resource.DesiredComposed{Resource: del.kept, Ready: ready}
 		}
 	}
 	return out, items

@@ -66,12 +66,14 @@ func (w withheld) String() string {
 	return report.Withheld{Resource: w.resource, Kind: w.kind, Name: w.name, Verb: w.verb, Path: w.path, Reason: w.reason, LogOnly: w.logOnly}.String()
 }
 
-func (r *run) withhold(m childMeta, verb, path, code, reason string) {
-	r.withheld = append(r.withheld, withheld{resource: m.resName, kind: m.child.Kind, name: m.name, verb: verb, path: path, code: code, child: m.child, reason: reason})
+// withheldOf is what is reported of verb (at path, for a mutation) kept
+// from the resource m for reason.
+func withheldOf(m childMeta, verb, path, code, reason string) withheld {
+	return withheld{resource: m.resName, kind: m.child.Kind, name: m.name, verb: verb, path: path, code: code, child: m.child, reason: reason}
 }
 
-func (r *run) wouldWithhold(m childMeta, verb, path, code, reason string) {
-	r.withheld = append(r.withheld, withheld{resource: m.resName, kind: m.child.Kind, name: m.name, verb: verb, path: path, code: code, child: m.child, reason: reason, logOnly: true})
+func (r *run) withhold(m childMeta, verb, path, code, reason string) {
+	r.withheld = append(r.withheld, withheldOf(m, verb, path, code, reason))
 }
 
 // hasWithheld reports whether something was kept from the resource.
