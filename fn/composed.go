@@ -80,6 +80,9 @@ type change struct {
 	// reports are the changes it withholds (or, in Log mode, would have
 	// withheld), as the XR reports them; decideAll adds them to the run's.
 	reports []withheld
+	// rewritten: this run changed the spec beyond spec.managementPolicies
+	// (kept observed values), so the resource is encoded whole.
+	rewritten bool
 }
 
 // desiredRecord is a copy of the record of the desired spec as it leaves
@@ -140,11 +143,12 @@ func (r *run) decide(resName string, observed, desired map[string]any) *item {
 	return it
 }
 
-// finish stamps what the change earns onto one decided composed resource
-// and returns false when it must not be created at all.
-func (r *run) finish(it *item) bool {
+// finish works out the stamp the change earns for one decided composed
+// resource (nil: none) and returns false when it must not be created at
+// all.
+func (r *run) finish(it *item) (*stamp, bool) {
 	if !it.ok {
-		return false
+		return nil, false
 	}
 	dm, om, observed, desired, ch := it.dm, it.om, it.observed, it.desired, it.ch
 	if !ch.create {
@@ -156,7 +160,7 @@ func (r *run) finish(it *item) bool {
 	restricted := r.restricted(dm.child)
 	gated := r.gated(dm)
 	if !restricted && !gated {
-		return true
+		return nil, true
 	}
 	// dm.ann is metaOf's copy of desired's annotations: stamp that.
 	ann := dm.ann
@@ -175,8 +179,7 @@ func (r *run) finish(it *item) bool {
 		ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
 		r.stampLogic(ann, om, ch)
 	}
-	r.stamp(dm.resName, stamp{annotations: ann, gated: gated})
-	return true
+	return &stamp{annotations: ann, gated: gated}, true
 }
 
 // create decides a resource the pipeline wants and that does not exist yet.
@@ -249,7 +252,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 			withheld = append(withheld, m)
 		}
 	}
-	keepObserved(r, dm, observed, desired, withheld, &ch)
+	keepObserved(r, observed, desired, withheld, &ch)
 	ch.wanted, ch.withheld, ch.owned = wanted, withheld, applied
 	return ch
 }
@@ -257,11 +260,11 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 // keepObserved reverts desired's mutations ms to their observed values.
 // When it cannot keep a field as observed it withholds the whole
 // resource's spec rather than let the field through.
-func keepObserved(r *run, dm childMeta, observed, desired map[string]any, ms []mutation.Mutation, ch *change) {
+func keepObserved(r *run, observed, desired map[string]any, ms []mutation.Mutation, ch *change) {
 	if len(ms) == 0 {
 		return
 	}
-	r.rewrote(dm.resName)
+	ch.rewritten = true
 	if err := mutation.Revert(desired, observed, ms); err != nil {
 		r.problem(errors.Wrapf(err, errFmtWithholdChanges, ref(observed)))
 		desired["spec"] = runtimeCopy(observed)["spec"]

@@ -94,7 +94,8 @@ func TestDeleted(t *testing.T) {
 }
 
 // TestDecideReports: deciding a desired resource carries what it withholds
-// in its change; only decideAll adds it to the run's reports.
+// in its change, and whether keeping observed values rewrote its spec; only
+// decideAll adds the reports to the run's.
 func TestDecideReports(t *testing.T) {
 	desired := func(t *testing.T, class string) map[string]any {
 		return observedRDS(t, class, 1, 1, map[string]string{}, "[Observe, LateInitialize]").AsMap()
@@ -105,6 +106,9 @@ func TestDecideReports(t *testing.T) {
 		observed map[string]any // nil: a creation
 		desired  map[string]any
 		want     []string
+		// rewritten: the spec keeps an observed value, so the resource
+		// is encoded whole.
+		rewritten bool
 	}{
 		"CreateWithheld": {
 			reason:  "Once steady, creating the RDS instance needs an allowance.",
@@ -119,7 +123,8 @@ func TestDecideReports(t *testing.T) {
 				_ = unstructured.SetNestedField(d, "us-east-1", "spec", "forProvider", "region")
 				return d
 			}(),
-			want: []string{"resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.region: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy"},
+			want:      []string{"resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.region: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy"},
+			rewritten: true,
 		},
 		"MutationLogged": {
 			reason:   "In Log mode the same change goes through, reported.",
@@ -148,6 +153,9 @@ func TestDecideReports(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\nreports: -want +got:\n%s", tc.reason, diff)
+			}
+			if it.ch.rewritten != tc.rewritten {
+				t.Errorf("%s\nrewritten = %v, want %v", tc.reason, it.ch.rewritten, tc.rewritten)
 			}
 		})
 	}

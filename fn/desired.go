@@ -14,16 +14,6 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 )
 
-// rewrote records that this run changed the spec of the composed resource
-// resName beyond spec.managementPolicies, so its response must encode the
-// whole resource again.
-func (r *run) rewrote(resName string) {
-	if r.rewritten == nil {
-		r.rewritten = map[string]bool{}
-	}
-	r.rewritten[resName] = true
-}
-
 // stamp is what the function adds to the metadata of a composed resource
 // it gates or records: its annotations (the pipeline's and Kausality's) and,
 // when gated, the gated label. It is kept beside the resource, not written
@@ -34,12 +24,14 @@ type stamp struct {
 	gated       bool
 }
 
-// stamp records s for the composed resource resName.
-func (r *run) stamp(resName string, s stamp) {
-	if r.stamps == nil {
-		r.stamps = make(map[string]stamp, len(r.req.GetDesired().GetResources()))
-	}
-	r.stamps[resName] = s
+// An answer is what the function emits for one composed resource: the
+// resource, whether this run changed its spec beyond
+// spec.managementPolicies (so it is encoded whole), and its stamp (nil:
+// none).
+type answer struct {
+	*resource.DesiredComposed
+	rewritten bool
+	stamp     *stamp
 }
 
 // apply writes s into obj's metadata.
@@ -72,24 +64,19 @@ func (s stamp) labels(obj map[string]any) map[string]string {
 // shallow copies, so the request itself is never modified. Every other
 // resource, rewritten, kept against deletion or created here, is encoded
 // whole.
-//
-// stamps are each resource's stamp (nil: none).
-func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out map[resource.Name]*resource.DesiredComposed, rewritten map[string]bool, stamps map[string]stamp) error {
+func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out map[resource.Name]answer) error {
 	in := req.GetDesired().GetResources()
 	// rsp.Desired is the request's State (response.To shares it): answer with
 	// a State of our own.
 	desired := &fnv1.State{Composite: rsp.GetDesired().GetComposite(), Resources: make(map[string]*fnv1.Resource, len(out))}
 	rsp.Desired = desired
 	whole := map[resource.Name]*resource.DesiredComposed{}
-	for n, d := range out {
-		var st *stamp
-		if s, ok := stamps[string(n)]; ok {
-			st = &s
-		}
+	for n, a := range out {
+		d, st := a.DesiredComposed, a.stamp
 		var s *structpb.Struct
 		patchable := false // answered with the request's own values
 		k, ok := in[string(n)]
-		if ok && !rewritten[string(n)] {
+		if ok && !a.rewritten {
 			var err error
 			if s, patchable, err = patched(k.GetResource(), d.Resource.Object, st); err != nil {
 				return errors.Wrapf(err, errFmtEncodeDesiredComposedResource, n)

@@ -78,19 +78,18 @@ func TestSetDesired(t *testing.T) {
 			integers(o)
 			// The resource as the SDK would encode it: with the stamp applied.
 			stamped := runtimeCopy(o)
-			var stamps map[string]stamp
 			if tc.stamp != nil {
-				stamps = map[string]stamp{"r": *tc.stamp}
 				tc.stamp.apply(stamped)
 			}
-			out := map[resource.Name]*resource.DesiredComposed{"r": {Resource: &composed.Unstructured{Unstructured: unstructured.Unstructured{Object: o}}}}
+			a := answer{DesiredComposed: &resource.DesiredComposed{Resource: &composed.Unstructured{Unstructured: unstructured.Unstructured{Object: o}}}, stamp: tc.stamp}
 
 			got := response.To(req, 0)
-			if err := setDesired(got, req, out, nil, stamps); err != nil {
+			if err := setDesired(got, req, map[resource.Name]answer{"r": a}); err != nil {
 				t.Fatalf("setDesired(): %v", err)
 			}
 			want := response.To(proto.Clone(before).(*fnv1.RunFunctionRequest), 0)
-			if err := setDesired(want, req, out, map[string]bool{"r": true}, stamps); err != nil {
+			a.rewritten = true
+			if err := setDesired(want, req, map[resource.Name]answer{"r": a}); err != nil {
 				t.Fatalf("setDesired(rewritten): %v", err)
 			}
 			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {

@@ -114,8 +114,9 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	out, items := run.decideAll(observed, desired)
 	run.propagate(items)
 	for _, it := range items {
-		if run.finish(it) {
-			out[resource.Name(it.resName)] = desired[resource.Name(it.resName)]
+		if st, ok := run.finish(it); ok {
+			n := resource.Name(it.resName)
+			out[n] = answer{DesiredComposed: desired[n], rewritten: it.ch.rewritten, stamp: st}
 		}
 	}
 	if run.paced() {
@@ -129,7 +130,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		}
 	}
 
-	if err := setDesired(rsp, req, out, run.rewritten, run.stamps); err != nil {
+	if err := setDesired(rsp, req, out); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errSetDesiredComposedResources))
 		return rsp, nil
 	}
@@ -143,7 +144,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 // decideAll decides every composed resource, in name order: one the
 // pipeline still wants becomes an item to pace and stamp; one it dropped
 // is deleted or kept, as observed, in out.
-func (r *run) decideAll(observed map[resource.Name]resource.ObservedComposed, desired map[resource.Name]*resource.DesiredComposed) (map[resource.Name]*resource.DesiredComposed, []*item) {
+func (r *run) decideAll(observed map[resource.Name]resource.ObservedComposed, desired map[resource.Name]*resource.DesiredComposed) (map[resource.Name]answer, []*item) {
 	names := make([]string, 0, len(desired)+len(observed))
 	for n := range desired {
 		names = append(names, string(n))
@@ -155,7 +156,7 @@ func (r *run) decideAll(observed map[resource.Name]resource.ObservedComposed, de
 	}
 	sort.Strings(names)
 
-	out := make(map[resource.Name]*resource.DesiredComposed, len(desired))
+	out := make(map[resource.Name]answer, len(desired))
 	items := make([]*item, 0, len(desired))
 	for _, n := range names {
 		name := resource.Name(n)
@@ -181,7 +182,7 @@ func (r *run) decideAll(observed map[resource.Name]resource.ObservedComposed, de
 			if policy.ConditionTrue(obs, "Ready") {
 				ready = resource.ReadyTrue
 			}
-			out[name] = &resource.DesiredComposed{Resource: del.kept, Ready: ready}
+			out[name] = answer{DesiredComposed: &resource.DesiredComposed{Resource: del.kept, Ready: ready}}
 		}
 	}
 	return out, items

@@ -167,7 +167,7 @@ func (r *run) holdBack(it *item) {
 		return
 	}
 	ch.pending = allowance.ValuesOf(it.desired, ch.covered, skipManaged)
-	keepObserved(r, it.dm, it.observed, it.desired, ch.passed, ch)
+	keepObserved(r, it.observed, it.desired, ch.passed, ch)
 	ch.held = ch.covered
 	ch.passed, ch.covered, ch.upgrades, ch.released, ch.upgrade = nil, nil, nil, nil, nil
 }

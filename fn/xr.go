@@ -65,11 +65,9 @@ type run struct {
 
 	req *fnv1.RunFunctionRequest
 
-	withheld  []withheld
-	holds     []hold           // changes propagation control holds back
-	rewritten map[string]bool  // composed resources whose spec this run changed beyond managementPolicies
-	stamps    map[string]stamp // what each composed resource's metadata gets, by resource name
-	problems  []string         // malformed input, one line each
+	withheld []withheld
+	holds    []hold   // changes propagation control holds back
+	problems []string // malformed input, one line each
 
 	// creating: the XR is past its first reconcile (Steady) but its
 	// creation is not over (policy.Created), so what the pipeline adds
