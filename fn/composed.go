@@ -144,11 +144,11 @@ func (r *run) decide(resName string, observed, desired map[string]any) *item {
 }
 
 // finish works out the stamp the change earns for one decided composed
-// resource (nil: none) and returns false when it must not be created at
-// all.
-func (r *run) finish(it *item) (*stamp, bool) {
+// resource (nil: none) and what its gate keeps shut, as reported, and
+// returns false when it must not be created at all.
+func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 	if !it.ok {
-		return nil, false
+		return nil, nil, false
 	}
 	dm, om, observed, desired, ch := it.dm, it.om, it.observed, it.desired, it.ch
 	if !ch.create {
@@ -160,7 +160,7 @@ func (r *run) finish(it *item) (*stamp, bool) {
 	restricted := r.restricted(dm.child)
 	gated := r.gated(dm)
 	if !restricted && !gated {
-		return nil, true
+		return nil, nil, true
 	}
 	// dm.ann is metaOf's copy of desired's annotations: stamp that.
 	ann := dm.ann
@@ -171,7 +171,7 @@ func (r *run) finish(it *item) (*stamp, bool) {
 	ann[v1alpha1.AnnotationComposedGeneration] = strconv.FormatInt(r.xr.GetGeneration(), 10)
 	switch {
 	case gated:
-		r.gate(dm, om, observed, desired, ann, ch, it.have)
+		reports = r.gate(dm, om, observed, desired, ann, ch, it.have)
 	case restricted:
 		// Without a policy for its cloud resource the pipeline owns this
 		// resource's managementPolicies; Kausality still records what it
@@ -179,7 +179,7 @@ func (r *run) finish(it *item) (*stamp, bool) {
 		ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
 		r.stampLogic(ann, om, ch)
 	}
-	return &stamp{annotations: ann, gated: gated}, true
+	return &stamp{annotations: ann, gated: gated}, reports, true
 }
 
 // create decides a resource the pipeline wants and that does not exist yet.
@@ -274,24 +274,25 @@ func keepObserved(r *run, observed, desired map[string]any, ms []mutation.Mutati
 
 // gate stamps the External allowances the change earns onto a gated
 // resource, prunes consumed ones and sets its managementPolicies by the
-// gate formula.
-func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) {
+// gate formula. It returns what the gate keeps shut, as reported.
+func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) []withheld {
 	as := r.stampExternal(dm, om, have, ch)
 	g := r.cfg.gate.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied {
 		return appliedSpec(desired, observed, ch.owned, ch.desiredRecord())
 	}, as, r.now, r.frozen)
+	var reports []withheld
 	if len(g.Withheld) > 0 {
-		r.withhold(dm, "open gate", "", metrics.ReasonFrozen, fmt.Sprintf("%s is frozen by %s", ref(r.xr.Object), r.frozen))
+		reports = append(reports, withheldOf(dm, "open gate", "", metrics.ReasonFrozen, fmt.Sprintf("%s is frozen by %s", ref(r.xr.Object), r.frozen)))
 	}
 	for _, p := range g.Uncovered {
-		r.withhold(dm, "open gate", p, metrics.ReasonUncovered, fmt.Sprintf("changed since generation %d was let through to the cloud and no open allowance covers it; it would ride along with the allowed change", g.Approved.Generation))
+		reports = append(reports, withheldOf(dm, "open gate", p, metrics.ReasonUncovered, fmt.Sprintf("changed since generation %d was let through to the cloud and no open allowance covers it; it would ride along with the allowed change", g.Approved.Generation)))
 	}
 	if g.Approves {
 		// Otherwise admission keeps the stored approval.
 		maps.Copy(ann, g.Approved.Annotations())
 	}
 	if g.Err != nil {
-		r.withhold(dm, "open gate", "", metrics.ReasonGateError, g.Err.Error())
+		reports = append(reports, withheldOf(dm, "open gate", "", metrics.ReasonGateError, g.Err.Error()))
 	}
 	if err := setManagementPolicies(desired, g.Policies); err != nil {
 		r.problem(errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(desired)))
@@ -307,7 +308,11 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 	}
 	ann[v1alpha1.AnnotationAllowances] = allowance.Format(kept)
 	ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
+	// The logic record stays put while anything of the change is kept
+	// back, the gate's own holds included.
+	ch.reports = slices.Concat(ch.reports, reports)
 	r.stampLogic(ann, om, ch)
+	return reports
 }
 
 // setManagementPolicies is fieldpath's SetValue of spec.managementPolicies

@@ -114,7 +114,9 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	out, items := run.decideAll(observed, desired)
 	run.propagate(items)
 	for _, it := range items {
-		if st, ok := run.finish(it); ok {
+		st, reports, ok := run.finish(it)
+		run.withheld = append(run.withheld, reports...)
+		if ok {
 			n := resource.Name(it.resName)
 			out[n] = answer{DesiredComposed: desired[n], rewritten: it.ch.rewritten, stamp: st}
 		}

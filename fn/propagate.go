@@ -46,7 +46,7 @@ func (r *run) propagate(items []*item) {
 			continue
 		}
 		r.holds = append(r.holds, *p.hold)
-		r.holdBack(p.it)
+		p.it.ch = r.heldBack(p.it)
 	}
 }
 
@@ -152,24 +152,28 @@ func (r *run) check(rules map[string]rollout.Rule, vars map[string]any, h *hold)
 	}
 }
 
-// holdBack keeps its change from reaching the cloud: an update keeps the
-// observed values, and a creation creates the resource in Kubernetes only,
-// behind a closed gate; either is recorded as pending on the resource, so
-// its cause outlasts the XR's allowance or lifecycle phase.
-func (r *run) holdBack(it *item) {
-	ch := &it.ch
+// heldBack is the item's change as propagation control holds it back: it
+// keeps from the cloud what the decision let through, a new decision
+// rather than an edit of the first. An update keeps the observed values
+// (in the desired resource), and a creation creates the resource in
+// Kubernetes only, behind a closed gate; either is recorded as pending on
+// the resource, so its cause outlasts the XR's allowance or lifecycle
+// phase.
+func (r *run) heldBack(it *item) change {
+	ch := it.ch
 	if ch.create {
 		ch.held, ch.passed, ch.covered = ch.passed, nil, nil
 		ch.pending = mutation.Record("spec", it.desired["spec"], skipManaged)
 		if len(ch.pending) == 0 {
 			ch.pending = map[string]string{"spec": allowance.Absent}
 		}
-		return
+		return ch
 	}
 	ch.pending = allowance.ValuesOf(it.desired, ch.covered, skipManaged)
-	keepObserved(r, it.observed, it.desired, ch.passed, ch)
+	keepObserved(r, it.observed, it.desired, ch.passed, &ch)
 	ch.held = ch.covered
 	ch.passed, ch.covered, ch.upgrades, ch.released, ch.upgrade = nil, nil, nil, nil, nil
+	return ch
 }
 
 // loadBlockers reads each blocker into vars and names the first that

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
 const policyPools = `apiVersion: kausality.io/v1alpha1
@@ -419,5 +421,31 @@ func TestPlanErrors(t *testing.T) {
 		if len(rsp.GetResults()) == 0 || !strings.Contains(rsp.GetResults()[0].GetMessage(), want) {
 			t.Errorf("input %q: results %v, want a fatal one containing %q", in, rsp.GetResults(), want)
 		}
+	}
+}
+
+// TestHeldBack: holding a change back is a new decision: the held change
+// keeps the observed value and records the wanted one as pending, and the
+// decision it was made from is left as it was.
+func TestHeldBack(t *testing.T) {
+	observed := map[string]any{"spec": map[string]any{"forProvider": map[string]any{"size": int64(1)}}}
+	desired := map[string]any{"spec": map[string]any{"forProvider": map[string]any{"size": int64(2)}}}
+	size := mutation.Mutation{Path: "spec.forProvider.size", Verb: v1alpha1.MutationMutate}
+	it := &item{resName: "b", observed: observed, desired: desired, ok: true,
+		ch: change{passed: []mutation.Mutation{size}, covered: []mutation.Mutation{size}}}
+
+	held := (&run{}).heldBack(it)
+
+	if len(it.ch.passed) != 1 || len(it.ch.held) != 0 {
+		t.Errorf("the decision held back was edited: passed %v held %v", it.ch.passed, it.ch.held)
+	}
+	if len(held.passed) != 0 || !cmp.Equal(held.held, []mutation.Mutation{size}) || !held.rewritten {
+		t.Errorf("held change: passed %v held %v rewritten %v; want nothing passed, size held, the spec rewritten", held.passed, held.held, held.rewritten)
+	}
+	if got, _, _ := unstructured.NestedInt64(desired, "spec", "forProvider", "size"); got != 1 {
+		t.Errorf("desired size after holding back = %d, want the observed 1", got)
+	}
+	if _, ok := held.pending["spec.forProvider.size"]; !ok {
+		t.Errorf("held change pending %v, want the wanted size recorded", held.pending)
 	}
 }

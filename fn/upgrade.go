@@ -155,7 +155,7 @@ func composedLogic(observed map[resource.Name]resource.ObservedComposed) map[str
 // UpgradeAllowance made later still applies to the change.
 func (r *run) stampLogic(ann map[string]string, om childMeta, ch change) {
 	rev, fns, ins := r.revision, r.functions, r.inputs
-	if len(ch.passed) == 0 && om.ann[v1alpha1.AnnotationCompositionRevision] != "" && (len(ch.held) > 0 || r.hasWithheld(om.resName)) {
+	if len(ch.passed) == 0 && om.ann[v1alpha1.AnnotationCompositionRevision] != "" && (len(ch.held) > 0 || ch.withholds()) {
 		rev, fns, ins = om.ann[v1alpha1.AnnotationCompositionRevision], om.ann[v1alpha1.AnnotationFunctionVersions], om.ann[v1alpha1.AnnotationInputVersions]
 	}
 	// What this run does not know (no Functions supplied, say) keeps the

@@ -72,13 +72,10 @@ func withheldOf(m childMeta, verb, path, code, reason string) withheld {
 	return withheld{resource: m.resName, kind: m.child.Kind, name: m.name, verb: verb, path: path, code: code, child: m.child, reason: reason}
 }
 
-func (r *run) withhold(m childMeta, verb, path, code, reason string) {
-	r.withheld = append(r.withheld, withheldOf(m, verb, path, code, reason))
-}
-
-// hasWithheld reports whether something was kept from the resource.
-func (r *run) hasWithheld(resName string) bool {
-	return slices.ContainsFunc(r.withheld, func(w withheld) bool { return w.resource == resName && !w.logOnly })
+// withholds reports whether the change keeps something from its resource
+// (Log mode's reports let everything through).
+func (ch change) withholds() bool {
+	return slices.ContainsFunc(ch.reports, func(w withheld) bool { return !w.logOnly })
 }
 
 // report turns what the run withheld and every input problem into results and

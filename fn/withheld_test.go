@@ -35,15 +35,22 @@ func TestWithheldString(t *testing.T) {
 	}
 }
 
-func TestHasWithheld(t *testing.T) {
-	r := &run{withheld: []withheld{
-		{resource: "a", verb: "Create"},
-		{resource: "b", verb: "Delete", logOnly: true},
-	}}
-	for res, want := range map[string]bool{"a": true, "b": false, "c": false, "": false} {
-		if got := r.hasWithheld(res); got != want {
-			t.Errorf("hasWithheld(%q) = %v, want %v: only what was really kept back counts, never a Log-mode report or another resource", res, got, want)
-		}
+func TestChangeWithholds(t *testing.T) {
+	cases := map[string]struct {
+		reports []withheld
+		want    bool
+	}{
+		"KeptBack":     {reports: []withheld{{resource: "a", verb: "Create"}}, want: true},
+		"LogModeOnly":  {reports: []withheld{{resource: "a", verb: "Delete", logOnly: true}}, want: false},
+		"Nothing":      {want: false},
+		"BothKindsOne": {reports: []withheld{{resource: "a", verb: "Delete", logOnly: true}, {resource: "a", verb: "open gate"}}, want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := (change{reports: tc.reports}).withholds(); got != tc.want {
+				t.Errorf("withholds() = %v, want %v: only what was really kept back counts, never a Log-mode report", got, tc.want)
+			}
+		})
 	}
 }
 
