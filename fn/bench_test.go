@@ -119,7 +119,7 @@ func BenchmarkPropagation(b *testing.B) {
 func fleetRequest(b *testing.B, xrs, perXR int) *fnv1.RunFunctionRequest {
 	b.Helper()
 	next := map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"}
-	key := (&run{revision: "xdatabases-aws-1", functions: logic.FormatFunctions(next)}).logicKey()
+	key := (&run{loaded: loaded{revision: "xdatabases-aws-1", functions: logic.FormatFunctions(next)}}).logicKey()
 	composite := func(i int, updated bool) *structpb.Struct {
 		m := xr(b, 1, 1, nil).AsMap()
 		m["metadata"].(map[string]any)["name"] = fmt.Sprintf("db-%d", i)

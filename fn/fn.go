@@ -104,7 +104,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 
 	now := f.now().UTC()
-	run := &run{cfg: cfg, compiled: f.compiled, now: now, metrics: f.metrics, stampedAt: allowance.Timestamp(now), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}, req: req}
+	run := &run{compiled: f.compiled, metrics: f.metrics, loaded: loaded{cfg: cfg, now: now, stampedAt: allowance.Timestamp(now), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}, req: req}}
 	run.load(req)
 	if ann := composedLogic(observed); ann != nil {
 		run.added = run.upgradeOf(ann)

@@ -48,14 +48,16 @@ func TestRunFunctionCountsDecisions(t *testing.T) {
 func TestRecordRanksOutcomes(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.NewFunction(reg)
-	r := &run{metrics: m, restrictAll: true, xr: &unstructured.Unstructured{Object: map[string]any{"kind": "XDatabase"}},
-		withheld: []withheld{
-			{resource: "a", code: metrics.ReasonUpgradeTurn},
-			{resource: "a", code: metrics.ReasonNoAllowance},
-			{resource: "b", code: metrics.ReasonNoAllowance, logOnly: true},
-			{resource: "c", code: metrics.ReasonRolloutHalted},
+	r := &run{metrics: m, loaded: loaded{restrictAll: true, xr: &unstructured.Unstructured{Object: map[string]any{"kind": "XDatabase"}}},
+		findings: findings{
+			withheld: []withheld{
+				{resource: "a", code: metrics.ReasonUpgradeTurn},
+				{resource: "a", code: metrics.ReasonNoAllowance},
+				{resource: "b", code: metrics.ReasonNoAllowance, logOnly: true},
+				{resource: "c", code: metrics.ReasonRolloutHalted},
+			},
+			holds: []hold{{resource: "c", code: metrics.ReasonBlocker}, {resource: "d", code: metrics.ReasonWindow}},
 		},
-		holds: []hold{{resource: "c", code: metrics.ReasonBlocker}, {resource: "d", code: metrics.ReasonWindow}},
 	}
 	items := []*item{{resName: "c", ok: true}, {resName: "d", ok: true}}
 	r.record(items)

@@ -30,7 +30,7 @@ func permitRun(t *testing.T, phase policy.Phase, allowed bool) *run {
 	x.SetAPIVersion("example.com/v1alpha1")
 	x.SetKind("XDatabase")
 	x.SetName("db")
-	r := &run{xr: x, set: set, phase: phase, revision: "xdatabases-aws-2", rev: policy.Revision{Name: "xdatabases-aws-2"}, logic: logic.Logic{Revision: "xdatabases-aws-2"}}
+	r := &run{loaded: loaded{xr: x, set: set, phase: phase, revision: "xdatabases-aws-2", rev: policy.Revision{Name: "xdatabases-aws-2"}, logic: logic.Logic{Revision: "xdatabases-aws-2"}}}
 	if allowed {
 		as, err := allowance.Parse(xrAllowances)
 		if err != nil {

@@ -25,7 +25,7 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 		v1alpha1.AnnotationFunctionVersions: `{"function-patch-and-transform":"` + ptPackage + `:v0.10.7"}`,
 	}
 	next := map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"}
-	key := (&run{revision: "xdatabases-aws-1", functions: logic.FormatFunctions(next)}).logicKey()
+	key := (&run{loaded: loaded{revision: "xdatabases-aws-1", functions: logic.FormatFunctions(next)}}).logicKey()
 	paced := ptUpgrade + "  rollout: {}\n"
 
 	// composite is XR db-<i>; updated: it applied the upgrade; ready: it

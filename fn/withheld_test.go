@@ -75,7 +75,7 @@ func TestReport(t *testing.T) {
 			cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAnnotationsValid, "", fnv1.Target_TARGET_COMPOSITE),
 			cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAllAllowed, "", fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
 		}}},
-		"Withheld": {reason: "A withheld change is a warning and a False condition the Claim sees too, and Crossplane comes back soon: what releases it (an UpgradeAllowance, a policy) is nothing it watches.", r: run{withheld: []withheld{w}, problems: []string{"bad annotation"}},
+		"Withheld": {reason: "A withheld change is a warning and a False condition the Claim sees too, and Crossplane comes back soon: what releases it (an UpgradeAllowance, a policy) is nothing it watches.", r: run{findings: findings{withheld: []withheld{w}, problems: []string{"bad annotation"}}},
 			want: &fnv1.RunFunctionResponse{
 				Meta:    &fnv1.ResponseMeta{Ttl: durationpb.New(WithheldTTL)},
 				Results: []*fnv1.Result{warn("bad annotation"), warn(w.String())},
@@ -83,7 +83,7 @@ func TestReport(t *testing.T) {
 					cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_FALSE, ReasonMalformed, "bad annotation", fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
 					cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_FALSE, ReasonWithheld, w.String(), fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
 				}}},
-		"Log": {reason: "In Log mode the condition stays True and says what would have been withheld.", r: run{log: true, withheld: []withheld{w}},
+		"Log": {reason: "In Log mode the condition stays True and says what would have been withheld.", r: run{loaded: loaded{log: true}, findings: findings{withheld: []withheld{w}}},
 			want: &fnv1.RunFunctionResponse{
 				Results: []*fnv1.Result{warn(w.String())},
 				Conditions: []*fnv1.Condition{

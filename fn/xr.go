@@ -17,16 +17,30 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
-// run is the state of one RunFunction call: what the XR permits, and what the
-// function withheld.
+// run is the state of one RunFunction call, in three parts: what the
+// request says (loaded, read once by load and never written after), what
+// the run works out once and looks up many times (memos), and what it
+// reports (findings). Decisions are values passed between the stages
+// (item, change, deletion, answer); none of them is kept here.
 type run struct {
-	cfg      config
-	compiled *compiled // the function's, read through by every run
-	now      time.Time
+	loaded
+	memos
+	findings
+
+	compiled *compiled         // the function's, read through by every run
 	metrics  *metrics.Function // where its decisions are counted; nil: nowhere
+}
+
+// loaded is what the request says, as load read it: the Input, the XR and
+// its allowances, trace and freeze, the policies, upgrades and the logic
+// producing the composed resources now.
+type loaded struct {
+	cfg config
+	now time.Time
 	// stampedAt is now as hops record it (allowance.Timestamp).
 	stampedAt string
 	xr        *unstructured.Unstructured
+	req       *fnv1.RunFunctionRequest
 
 	// restrictAll fails closed: set when the policies are unknown (not yet
 	// resolved by Crossplane, or one of them cannot be read), so that every
@@ -39,41 +53,51 @@ type run struct {
 	drift       v1alpha1.DriftPolicy
 	upgrades    []v1alpha1.UpgradeAllowance
 	revision    string
-	rev         policy.Revision     // revision with its Composition and number, when Crossplane supplied its CompositionRevision
-	logic       logic.Logic         // what produces the composed resources now
-	functions   string              // logic.Functions, formatted for kausality.io/function-versions
-	inputs      string              // logic.Inputs, formatted for kausality.io/input-versions
-	upgradesBy  map[string]*upgrade // upgradeOf's, by the logic recorded on a composed resource
+	rev         policy.Revision // revision with its Composition and number, when Crossplane supplied its CompositionRevision
+	logic       logic.Logic     // what produces the composed resources now
+	functions   string          // logic.Functions, formatted for kausality.io/function-versions
+	inputs      string          // logic.Inputs, formatted for kausality.io/input-versions
+	// added is the upgrade a composed resource the pipeline adds is
+	// compared with: that of the logic recorded on those observed (read
+	// right after load, from the observed resources).
+	added *upgrade
+
+	allowances []allowance.Allowance // unconsumed allowances of the XR, sorted
+	xrTrace    allowance.Trace       // the XR's trace, ending with the XR's hop
+	frozen     string                // who froze the XR or its Namespace, empty if not frozen
+	ns         map[string]any        // the Namespace whose mode and freeze apply, nil when unknown
+
+	// creating: the XR is past its first reconcile (Steady) but its
+	// creation is not over (policy.Created), so what the pipeline adds
+	// belongs to its creation.
+	creating bool
+}
+
+// memos are what the run works out once from what it loaded and looks up
+// for many composed resources.
+type memos struct {
+	upgradesBy map[string]*upgrade                // upgradeOf's, by the logic recorded on a composed resource
+	bounds     []mutation.Bounds                  // the XR allowances' mutation bounds, compiled by boundsOf
+	chains     map[[2]int64][]allowance.Allowance // chainOf's, by allowance index and from
+	// children are childOf's, by apiVersion and kind.
+	children map[[2]string]policy.Child
+	viaXR    []allowance.Trace // throughXR's, by allowance index
+}
+
+// findings are what the run reports on the XR: what it withheld and
+// held back, malformed input, and how far an upgrade got.
+type findings struct {
+	withheld []withheld
+	holds    []hold   // changes propagation control holds back
+	problems []string // malformed input, one line each
 	// behind: some composed resource still records older logic (its
 	// upgrade is withheld, held, or waits for its turn).
 	behind bool
 	// waiting says why the XR waits for its turn in an upgrade's roll-out.
 	waiting []string
-	// added is the upgrade a composed resource the pipeline adds is
-	// compared with: that of the logic recorded on those observed.
-	added *upgrade
-
-	allowances []allowance.Allowance              // unconsumed allowances of the XR, sorted
-	bounds     []mutation.Bounds                  // their mutation bounds, compiled by boundsOf
-	chains     map[[2]int64][]allowance.Allowance // chainOf's, by allowance index and from
-	// children are childOf's, by apiVersion and kind.
-	children map[[2]string]policy.Child
-	viaXR    []allowance.Trace // throughXR's, by allowance index
-	xrTrace  allowance.Trace   // the XR's trace, ending with the XR's hop
-	frozen   string            // who froze the XR or its Namespace, empty if not frozen
-	ns       map[string]any    // the Namespace whose mode and freeze apply, nil when unknown
-
-	req *fnv1.RunFunctionRequest
-
-	withheld []withheld
-	holds    []hold   // changes propagation control holds back
-	problems []string // malformed input, one line each
-
-	// creating: the XR is past its first reconcile (Steady) but its
-	// creation is not over (policy.Created), so what the pipeline adds
-	// belongs to its creation; usedCreation: this run let something
-	// through as part of it.
-	creating, usedCreation bool
+	// usedCreation: this run let something through as part of the XR's
+	// creation (loaded.creating).
+	usedCreation bool
 }
 
 // load reads the policies, upgrade allowances and XR annotations. Every
