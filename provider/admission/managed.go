@@ -113,7 +113,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	// is not written through this request); the closed gate is the one the
 	// writer keeps the resource on.
 	as, reconsumed := admit.AgainstStored(as, old)
-	frozen, err := h.frozen(ctx, as, obj)
+	frozen, err := parents.FrozenFor(ctx, h.Reader, obj, as)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -125,17 +125,6 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	warnings = append(warnings, gateWarnings...)
 	return patched(sent, obj).WithWarnings(warnings...)
-}
-
-// frozen names who froze obj or a parent, read only when a freeze can
-// change the gate decision over as (gate.FreezeMatters): a write whose
-// allowances are all used up, the gate controller's closing one among
-// them, costs no reads of the composite and its Claim.
-func (h *Managed) frozen(ctx context.Context, as []allowance.Allowance, obj *unstructured.Unstructured) (string, error) {
-	if !gate.FreezeMatters(as) {
-		return "", nil
-	}
-	return parents.Frozen(ctx, h.Reader, obj)
 }
 
 // gates decides whether a write of a resource without the gated label is

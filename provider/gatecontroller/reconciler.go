@@ -130,11 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var frozen string
-	if gate.FreezeMatters(as) {
-		frozen = r.frozen(ctx, mr)
-	}
-	d := cfg.Decide(mr.Object, mr.Object, as, now, frozen)
+	d := cfg.Decide(mr.Object, mr.Object, as, now, r.frozen(ctx, mr, as))
 
 	var marks []allowance.Allowance
 	if d.Changed || len(revoked) > 0 {
@@ -342,10 +338,11 @@ func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, c
 	return nil
 }
 
-// frozen names who froze the managed resource or a parent. A parent that
-// cannot be read freezes: a gate never opens on a guess.
-func (r *Reconciler) frozen(ctx context.Context, mr *unstructured.Unstructured) string {
-	by, err := parents.Frozen(ctx, r.reader, mr)
+// frozen names who froze the managed resource or a parent, as far as a
+// freeze can change the decision over as (parents.FrozenFor). A parent
+// that cannot be read freezes: a gate never opens on a guess.
+func (r *Reconciler) frozen(ctx context.Context, mr *unstructured.Unstructured, as []allowance.Allowance) string {
+	by, err := parents.FrozenFor(ctx, r.reader, mr, as)
 	if err != nil {
 		return "an unreadable parent (" + err.Error() + ")"
 	}

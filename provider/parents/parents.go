@@ -16,6 +16,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -140,6 +141,18 @@ func Frozen(ctx context.Context, r client.Reader, mr *unstructured.Unstructured)
 		return fmt.Sprintf("%s on Namespace %s", by, ns.GetName()), nil
 	}
 	return "", nil
+}
+
+// FrozenFor is Frozen for a gate deciding over the allowances as: it reads
+// nothing and names nobody when no freeze can change that decision
+// (gate.FreezeMatters), as once every allowance is used up. The gate
+// controller and the managed webhook both ask it, so neither reads the
+// parents of a closed gate.
+func FrozenFor(ctx context.Context, r client.Reader, mr *unstructured.Unstructured, as []allowance.Allowance) (string, error) {
+	if !gate.FreezeMatters(as) {
+		return "", nil
+	}
+	return Frozen(ctx, r, mr)
 }
 
 // Deleting reports whether the deletion above a managed resource is final:
