@@ -38,19 +38,7 @@ func TestS5HandEditOfManagedResource(t *testing.T) {
 	}
 
 	// A policy for Buckets lets Alice initiate exactly such an edit.
-	policyForTest(t, `
-metadata: {name: buckets-by-hand}
-spec:
-  for: {apiGroup: recorder.kausality.io, apiVersion: v1alpha1, kind: Bucket}
-  subjects:
-  - {kind: Group, name: platform-team, mayInitiate: true}
-  rules:
-  - trigger: spec.forProvider.size
-    policies:
-    - target: {external: {apiGroup: recorder.kausality.io, kind: Bucket}}
-      relation: External
-      verbs: [Update]
-`)
+	policyForTest(t, fixture.BucketsPolicyNamed("buckets-by-hand"))
 	logs := buckets(t, key)["logs"]
 	fixture.Eventually(t, 30*time.Second, "the policy to apply to Bucket edits", func() (bool, string) {
 		// Bob is not a subject: with the policy in place his edit is denied.
