@@ -40,11 +40,11 @@ func startReference(name string) (*measure.Process, error) {
 // startProcess starts bin with args and the test's kubeconfig, logging
 // into the test's directory.
 func startProcess(name, bin string, args ...string) (*measure.Process, error) {
-	env := []string{"KUBECONFIG=" + filepath.Join(dir, "kubeconfig")}
+	vars := []string{"KUBECONFIG=" + filepath.Join(dir, "kubeconfig")}
 	// GATEBENCH_PROVIDER_ENV adds variables for the measured processes
 	// alone, to try runtime settings: GATEBENCH_PROVIDER_ENV='GOMEMLIMIT=32MiB GOGC=50'.
-	env = append(env, strings.Fields(os.Getenv("GATEBENCH_PROVIDER_ENV"))...)
-	return measure.Start(bin, filepath.Join(dir, name+".log"), env, args...)
+	vars = append(vars, strings.Fields(os.Getenv("GATEBENCH_PROVIDER_ENV"))...)
+	return measure.Start(bin, filepath.Join(dir, name+".log"), vars, args...)
 }
 
 // controlPlaneCPU is the CPU time kube-apiserver and etcd, which envtest
