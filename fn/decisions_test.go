@@ -100,6 +100,12 @@ func TestDecideReports(t *testing.T) {
 	desired := func(t *testing.T, class string) map[string]any {
 		return observedRDS(t, class, 1, 1, map[string]string{}, "[Observe, LateInitialize]").AsMap()
 	}
+	// moved is the instance the pipeline wants in another region.
+	moved := func() map[string]any {
+		d := desired(t, "db.t3.small")
+		_ = unstructured.SetNestedField(d, "us-east-1", "spec", "forProvider", "region")
+		return d
+	}
 	cases := map[string]struct {
 		reason   string
 		log      bool
@@ -116,13 +122,9 @@ func TestDecideReports(t *testing.T) {
 			want:    []string{"resource rds (RDSInstance db-rds): withheld Create: no unconsumed allowance on XDatabase/db grants Create of rdsinstances; policies: xdatabase-policy"},
 		},
 		"MutationWithheld": {
-			reason:   "Moving the region is no allowance's.",
-			observed: desired(t, "db.t3.small"),
-			desired: func() map[string]any {
-				d := desired(t, "db.t3.small")
-				_ = unstructured.SetNestedField(d, "us-east-1", "spec", "forProvider", "region")
-				return d
-			}(),
+			reason:    "Moving the region is no allowance's.",
+			observed:  desired(t, "db.t3.small"),
+			desired:   moved(),
 			want:      []string{"resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.region: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy"},
 			rewritten: true,
 		},
@@ -130,12 +132,8 @@ func TestDecideReports(t *testing.T) {
 			reason:   "In Log mode the same change goes through, reported.",
 			log:      true,
 			observed: desired(t, "db.t3.small"),
-			desired: func() map[string]any {
-				d := desired(t, "db.t3.small")
-				_ = unstructured.SetNestedField(d, "us-east-1", "spec", "forProvider", "region")
-				return d
-			}(),
-			want: []string{"(Log mode, let through) resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.region: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy"},
+			desired:  moved(),
+			want:     []string{"(Log mode, let through) resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.region: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy"},
 		},
 	}
 	for name, tc := range cases {
