@@ -189,7 +189,7 @@ BENCHCOUNT ?= 6
 GATEBENCH_FLAGS ?=
 bench: tools $(BENCHSTAT)
 	@mkdir -p $(OUT)
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./internal/... ./fn/... ./test/envtest/ | tee $(OUT)/bench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./internal/... ./test/envtest/ | tee $(OUT)/bench.txt
 	$(GO) test -run '^$$' -bench 'GateClose1000' -benchtime 1x ./test/gatebench/ $(GATEBENCH_FLAGS) | tee -a $(OUT)/bench.txt
 	@echo; echo "== the function against a no-op function, admission against its reference: medians, and ratios to the first column"
 	$(BENCHSTAT) -filter '.name:(RunFunction_grpc OR RunFunction)' -col '/impl@(noop kausality transport)' $(OUT)/bench.txt
@@ -200,7 +200,7 @@ bench: tools $(BENCHSTAT)
 ## bench-scale: how Kausality grows from 50 composites with 500 gated MRs to 500 with 5,000, into _output/bench-scale.txt: the function's time for one XR while an upgrade rolls out across a fleet of 50 and of 500 XRs (BENCHCOUNT runs, benchstat's ratio), and one run each of the gate controller and the managed webhook: the webhook's mean latency and Crossplane's write p99 while 16 writers stamp every MR at once, the gate controller's CPU per close, close latency and resident memory against a bare manager (GATEBENCH_FLAGS as for bench).
 bench-scale: tools $(BENCHSTAT)
 	@mkdir -p $(OUT)
-	$(GO) test -run '^$$' -bench 'RunFunctionFleet' -benchmem -count $(BENCHCOUNT) ./fn/ | tee $(OUT)/bench-scale.txt
+	$(GO) test -run '^$$' -bench 'RunFunctionFleet' -benchmem -count $(BENCHCOUNT) ./internal/compose/ | tee $(OUT)/bench-scale.txt
 	$(GO) test -run '^$$' -bench 'GateCloseScale' -benchtime 1x -timeout 60m ./test/gatebench/ $(GATEBENCH_FLAGS) | tee -a $(OUT)/bench-scale.txt
 	@echo; echo "== the function's time for one XR of ten resources in a fleet of 50 and of 500 rolling out an upgrade"
 	$(BENCHSTAT) -filter '.name:RunFunctionFleet' -col '/fleet' $(OUT)/bench-scale.txt

@@ -12,6 +12,7 @@ import (
 
 	function "github.com/crossplane/function-sdk-go"
 
+	"github.com/kausality-io/kausality-crossplane/internal/compose"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 )
 
@@ -37,15 +38,16 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return err
 	}
-	f := NewFunction(log)
+	o := compose.Options{}
 	// The SDK serves the default registry on MetricsAddress, next to its
 	// gRPC metrics.
 	if c.MetricsAddress != "" {
-		f.metrics = metrics.NewFunction(prometheus.DefaultRegisterer)
+		o.Metrics = metrics.NewFunction(prometheus.DefaultRegisterer)
 	}
 	if !c.FixedTime.IsZero() {
-		f.now = func() time.Time { return c.FixedTime }
+		o.Now = func() time.Time { return c.FixedTime }
 	}
+	f := compose.NewFunction(log, o)
 	return function.Serve(f,
 		function.Listen(c.Network, c.Address),
 		function.MTLSCertificates(c.TLSCertsDir),

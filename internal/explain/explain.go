@@ -228,7 +228,7 @@ func (in Input) change(w report.Withheld, set policy.Set, kinds policy.Kinds, in
 }
 
 // causeOf classifies a withheld line by its reason, as the function
-// words it (fn/permit.go, fn/composed.go).
+// words it (internal/compose/permit.go and composed.go).
 func causeOf(w report.Withheld) Cause {
 	switch r := w.Reason; {
 	case strings.HasPrefix(r, "drift:"):

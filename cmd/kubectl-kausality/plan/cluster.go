@@ -27,7 +27,7 @@ var (
 )
 
 // cluster are the cluster-wide objects function-kausality asks Crossplane
-// for on every run (fn/required.go): AllowancePolicies, UpgradeAllowances,
+// for on every run (internal/compose/required.go): AllowancePolicies, UpgradeAllowances,
 // Functions and FunctionRevisions.
 type cluster struct {
 	objects  []*unstructured.Unstructured
@@ -88,7 +88,7 @@ func list(ctx context.Context, r client.Reader, gvk schema.GroupVersionKind, nam
 
 // requiredFor are the required resources for rendering xr: the cluster's,
 // its CompositionRevision and Namespace, and while an UpgradeAllowance
-// paces a roll-out, the XRs of its kind (fn/upgraderollout.go).
+// paces a roll-out, the XRs of its kind (internal/compose/upgraderollout.go).
 func (c cluster) requiredFor(ctx context.Context, o Options, xr *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	out := append([]*unstructured.Unstructured{}, c.objects...)
 	if rev := revisionName(xr); rev != "" {

@@ -1,4 +1,4 @@
-package main
+package compose
 
 import (
 	"context"
@@ -199,7 +199,7 @@ func TestRequirementsNamespace(t *testing.T) {
 }
 
 func newTestFunction() *Function {
-	f := NewFunction(logging.NewNopLogger())
+	f := NewFunction(logging.NewNopLogger(), Options{})
 	f.now = func() time.Time { return testNow }
 	return f
 }

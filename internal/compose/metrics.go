@@ -1,4 +1,4 @@
-package main
+package compose
 
 import (
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"

@@ -1,4 +1,4 @@
-package main
+package compose
 
 import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"

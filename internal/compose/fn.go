@@ -1,4 +1,11 @@
-package main
+// Package compose is the Kausality composition function's body: for one
+// RunFunctionRequest it decides what of the desired composed resources an
+// allowance covers, withholds the rest, paces propagation and upgrade
+// roll-outs, stamps allowances and traces onto each composed resource and
+// sets its gate (docs/DESIGN.md §3 to §6). It reads nothing but the
+// request, so every stage is a table test without a server; fn/ serves it
+// over gRPC.
+package compose
 
 import (
 	"context"
@@ -30,14 +37,27 @@ type Function struct {
 	log      logging.Logger
 	compiled *compiled
 	now      func() time.Time
-	// metrics count what it decides; nil (as NewFunction leaves it)
-	// counts nothing, so tests and renders need no registry.
-	metrics *metrics.Function
+	metrics  *metrics.Function // nil: counts nothing
+}
+
+// Options are what a Function may be given beyond its logger; the zero
+// value counts nothing and reads the wall clock.
+type Options struct {
+	// Metrics count what the function decides; nil counts nothing, so
+	// tests and renders need no registry.
+	Metrics *metrics.Function
+	// Now is the clock hops and gate expiry are read from; nil is
+	// time.Now. crossplane render pins it so golden files do not drift.
+	Now func() time.Time
 }
 
 // NewFunction returns a function that logs to log.
-func NewFunction(log logging.Logger) *Function {
-	return &Function{log: log, compiled: newCompiled(), now: time.Now}
+func NewFunction(log logging.Logger, o Options) *Function {
+	f := &Function{log: log, compiled: newCompiled(), now: o.Now, metrics: o.Metrics}
+	if f.now == nil {
+		f.now = time.Now
+	}
+	return f
 }
 
 // compiled is the CEL the function compiled, kept across runs: every run of

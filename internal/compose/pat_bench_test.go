@@ -1,4 +1,4 @@
-package main
+package compose
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 
 // patchAndTransform is function-patch-and-transform as `make tools` builds
 // it, the step Kausality most often follows.
-var patchAndTransform = filepath.Join("..", ".cache", "bin", "function-patch-and-transform")
+var patchAndTransform = filepath.Join("..", "..", ".cache", "bin", "function-patch-and-transform")
 
 // servePatchAndTransform runs function-patch-and-transform's own binary on
 // a loopback port and returns a client to it; it stops when b ends.
@@ -91,7 +91,7 @@ func patchAndTransformRequest(b *testing.B, n int) *fnv1.RunFunctionRequest {
 // or less, so adding Kausality to a pipeline costs less than half of what
 // the step before it does.
 //
-//	go test ./fn/ -run '^$' -bench 'patchAndTransform' -count 6 > pat.txt
+//	go test ./internal/compose/ -run '^$' -bench 'patchAndTransform' -count 6 > pat.txt
 //	benchstat -col '/impl@(patch-and-transform kausality)' pat.txt
 func BenchmarkRunFunction_patchAndTransform(b *testing.B) {
 	ctx := context.Background()

@@ -1,4 +1,4 @@
-package main
+package compose
 
 import (
 	"context"
@@ -100,7 +100,7 @@ func firstFatal(rsp *fnv1.RunFunctionResponse) *fnv1.Result {
 // grows with their number of Struct values more than with their bytes), the
 // difference to impl=kausality the cost of the function's body.
 //
-//	go test ./fn/ -run '^$' -bench 'grpc/' -benchmem -count 6 > grpc.txt
+//	go test ./internal/compose/ -run '^$' -bench 'grpc/' -benchmem -count 6 > grpc.txt
 //	benchstat -col '/impl@(noop kausality transport)' grpc.txt
 func BenchmarkRunFunction_grpc(b *testing.B) {
 	ctx := context.Background()
