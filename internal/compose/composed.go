@@ -9,6 +9,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
@@ -80,9 +81,25 @@ type change struct {
 	// reports are the changes it withholds (or, in Log mode, would have
 	// withheld), as the XR reports them; decideAll adds them to the run's.
 	reports []withheld
-	// rewritten: this run changed the spec beyond spec.managementPolicies
-	// (kept observed values), so the resource is encoded whole.
+	// rewritten: this run kept observed values in the spec, which is spec
+	// (a copy: the pipeline's desired resource is never edited), so the
+	// resource is encoded whole.
 	rewritten bool
+	spec      any
+}
+
+// object is desired as this change leaves it: with the spec it rewrote, or
+// desired itself. Only the top level is copied; read it, do not write it.
+func (ch change) object(desired map[string]any) map[string]any {
+	if !ch.rewritten {
+		return desired
+	}
+	obj := maps.Clone(desired)
+	obj["spec"] = ch.spec
+	if ch.spec == nil {
+		delete(obj, "spec")
+	}
+	return obj
 }
 
 // desiredRecord is a copy of the record of the desired spec as it leaves
@@ -117,8 +134,9 @@ type item struct {
 }
 
 // decide works out what may change in one desired composed resource
-// against its observed state (nil: not created yet). It edits desired in
-// place (withheld fields keep their observed value).
+// against its observed state (nil: not created yet). It reads both and
+// writes neither: what it withholds keeps its observed value in the
+// change's own copy of the spec (change.object).
 func (r *run) decide(resName string, observed, desired map[string]any) *item {
 	it := &item{resName: resName, observed: observed, desired: desired, dm: r.metaOf(resName, desired), ok: true}
 	if observed != nil {
@@ -150,7 +168,7 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 	if !it.ok {
 		return nil, nil, false
 	}
-	dm, om, observed, desired, ch := it.dm, it.om, it.observed, it.desired, it.ch
+	dm, om, observed, desired, ch := it.dm, it.om, it.observed, it.ch.object(it.desired), it.ch
 	if !ch.create {
 		// Before nextApplied, which edits ch.wanted.
 		it.have, ch.superseded = supersede(it.have, ch.wanted, ch.released)
@@ -169,9 +187,10 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 	}
 	ann[v1alpha1.AnnotationApplied] = ch.applied.String()
 	ann[v1alpha1.AnnotationComposedGeneration] = strconv.FormatInt(r.xr.GetGeneration(), 10)
+	var policies []string
 	switch {
 	case gated:
-		reports = r.gate(dm, om, observed, desired, ann, ch, it.have)
+		reports, policies = r.gate(dm, om, observed, desired, ann, ch, it.have)
 	case restricted:
 		// Without a policy for its cloud resource the pipeline owns this
 		// resource's managementPolicies; Kausality still records what it
@@ -179,7 +198,7 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 		ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
 		r.stampLogic(ann, om, ch)
 	}
-	return &stamp{annotations: ann, gated: gated}, reports, true
+	return &stamp{annotations: ann, gated: gated, policies: policies}, reports, true
 }
 
 // create decides a resource the pipeline wants and that does not exist yet.
@@ -257,25 +276,31 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	return ch
 }
 
-// keepObserved reverts desired's mutations ms to their observed values.
-// When it cannot keep a field as observed it withholds the whole
+// keepObserved makes ch's spec desired's with the mutations ms at their
+// observed values, in a copy: desired is what the pipeline wants and stays
+// so. When it cannot keep a field as observed it withholds the whole
 // resource's spec rather than let the field through.
 func keepObserved(r *run, observed, desired map[string]any, ms []mutation.Mutation, ch *change) {
 	if len(ms) == 0 {
 		return
 	}
+	kept := map[string]any{}
+	if spec, ok := desired["spec"]; ok {
+		kept["spec"] = runtime.DeepCopyJSONValue(spec)
+	}
 	ch.rewritten = true
-	if err := mutation.Revert(desired, observed, ms); err != nil {
+	if err := mutation.Revert(kept, observed, ms); err != nil {
 		r.problem(errors.Wrapf(err, errFmtWithholdChanges, ref(observed)))
-		desired["spec"] = runtimeCopy(observed)["spec"]
+		kept = runtimeCopy(observed)
 		ch.passed = nil
 	}
+	ch.spec = kept["spec"]
 }
 
 // gate stamps the External allowances the change earns onto a gated
-// resource, prunes consumed ones and sets its managementPolicies by the
-// gate formula. It returns what the gate keeps shut, as reported.
-func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) []withheld {
+// resource and prunes consumed ones. It returns what the gate keeps shut,
+// as reported, and the managementPolicies the gate formula sets.
+func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) ([]withheld, []string) {
 	as := r.stampExternal(dm, om, have, ch)
 	g := r.cfg.gate.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied {
 		return appliedSpec(desired, observed, ch.owned, ch.desiredRecord())
@@ -294,9 +319,6 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 	if g.Err != nil {
 		reports = append(reports, withheldOf(dm, "open gate", "", metrics.ReasonGateError, g.Err.Error()))
 	}
-	if err := setManagementPolicies(desired, g.Policies); err != nil {
-		r.problem(errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(desired)))
-	}
 	// Consumed allowances never reopen a gate; the function prunes them.
 	kept := allowance.Unconsumed(g.Allowances, observed)
 	// Those marked consumed in this run stay one write, marked: admission
@@ -312,7 +334,7 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 	// back, the gate's own holds included.
 	ch.reports = slices.Concat(ch.reports, reports)
 	r.stampLogic(ann, om, ch)
-	return reports
+	return reports, g.Policies
 }
 
 // setManagementPolicies is fieldpath's SetValue of spec.managementPolicies
@@ -326,11 +348,7 @@ func setManagementPolicies(obj map[string]any, ps []string) error {
 		spec = map[string]any{}
 		obj["spec"] = spec
 	}
-	l := make([]any, len(ps))
-	for i, p := range ps {
-		l[i] = p
-	}
-	spec["managementPolicies"] = l
+	spec["managementPolicies"] = anySlice(ps)
 	return nil
 }
 

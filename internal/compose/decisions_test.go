@@ -141,7 +141,11 @@ func TestDecideReports(t *testing.T) {
 			r := permitRun(t, policy.PhaseSteady, true)
 			r.log = tc.log
 			r.cfg.gate = r.cfg.gate.Defaulted()
+			before := runtimeCopy(tc.desired)
 			it := r.decide("rds", tc.observed, tc.desired)
+			if diff := cmp.Diff(before, tc.desired); diff != "" {
+				t.Errorf("%s\ndeciding wrote the pipeline's desired resource: -before +after:\n%s", tc.reason, diff)
+			}
 			if len(r.withheld) != 0 {
 				t.Errorf("%s\ndeciding reported %v on the run; the change carries what it reports", tc.reason, r.withheld)
 			}
@@ -154,6 +158,14 @@ func TestDecideReports(t *testing.T) {
 			}
 			if it.ch.rewritten != tc.rewritten {
 				t.Errorf("%s\nrewritten = %v, want %v", tc.reason, it.ch.rewritten, tc.rewritten)
+			}
+			// What the change answers with: the withheld region as observed.
+			wantRegion := "eu-central-1"
+			if tc.log {
+				wantRegion = "us-east-1"
+			}
+			if got, _, _ := unstructured.NestedString(it.ch.object(tc.desired), "spec", "forProvider", "region"); tc.observed != nil && got != wantRegion {
+				t.Errorf("%s\nthe change answers with region %q, want %q", tc.reason, got, wantRegion)
 			}
 		})
 	}

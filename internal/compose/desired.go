@@ -5,6 +5,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,35 +13,78 @@ import (
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
 )
 
-// stamp is what the function adds to the metadata of a composed resource
-// it gates or records: its annotations (the pipeline's and Kausality's) and,
-// when gated, the gated label. It is kept beside the resource, not written
+// stamp is what the function writes onto a composed resource it gates or
+// records: its annotations (the pipeline's and Kausality's), when gated
+// the gated label, and the spec.managementPolicies the gate formula sets
+// (nil: the pipeline's stay). It is kept beside the resource, not written
 // into it, so that a resource answered with the request's own Struct values
-// has its metadata encoded once, from these strings.
+// has only these encoded, from these strings.
 type stamp struct {
 	annotations map[string]string
 	gated       bool
+	policies    []string
 }
 
 // An answer is what the function emits for one composed resource: the
-// resource, whether this run changed its spec beyond
-// spec.managementPolicies (so it is encoded whole), and its stamp (nil:
-// none).
+// resource as the pipeline wants it, the spec this run answers with instead
+// when it kept observed values in it (rewritten; encoded whole), and its
+// stamp (nil: none).
 type answer struct {
 	*resource.DesiredComposed
 	rewritten bool
+	spec      any
 	stamp     *stamp
 }
 
-// apply writes s into obj's metadata.
-func (s stamp) apply(obj map[string]any) {
-	u := &unstructured.Unstructured{Object: obj}
-	u.SetAnnotations(s.annotations)
-	if s.gated {
-		u.SetLabels(s.labels(obj))
+// object is the resource as answered: the pipeline's with the run's spec
+// and the stamp applied. The pipeline's object is not written: the top
+// level, metadata and spec are copied before anything is set in them.
+func (a answer) object() (map[string]any, error) {
+	obj := maps.Clone(a.Resource.Object)
+	if a.rewritten {
+		obj["spec"] = a.spec
+		if a.spec == nil {
+			delete(obj, "spec")
+		}
 	}
+	st := a.stamp
+	if st == nil {
+		return obj, nil
+	}
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		obj["metadata"] = maps.Clone(md)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetAnnotations(st.annotations)
+	if st.gated {
+		u.SetLabels(st.labels(obj))
+	}
+	if st.policies == nil {
+		return obj, nil
+	}
+	spec, ok := obj["spec"].(map[string]any)
+	if !ok && obj["spec"] != nil {
+		return nil, errors.Errorf(errFmtSetField, gate.PathManagementPolicies, ref(obj))
+	}
+	spec = maps.Clone(spec)
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	spec["managementPolicies"] = anySlice(st.policies)
+	obj["spec"] = spec
+	return obj, nil
+}
+
+// anySlice is ss as JSON holds a list.
+func anySlice(ss []string) []any {
+	l := make([]any, len(ss))
+	for i, s := range ss {
+		l[i] = s
+	}
+	return l
 }
 
 // labels are obj's labels with the gated label.
@@ -63,7 +107,7 @@ func (s stamp) labels(obj map[string]any) map[string]string {
 // values: only metadata and spec.managementPolicies are encoded, into
 // shallow copies, so the request itself is never modified. Every other
 // resource, rewritten, kept against deletion or created here, is encoded
-// whole.
+// whole (answer.object).
 func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out map[resource.Name]answer) error {
 	in := req.GetDesired().GetResources()
 	// rsp.Desired is the request's State (response.To shares it): answer with
@@ -83,10 +127,11 @@ func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out
 			}
 		}
 		if !patchable {
-			if st != nil {
-				st.apply(d.Resource.Object)
+			obj, err := a.object()
+			if err != nil {
+				return errors.Wrapf(err, errFmtEncodeDesiredComposedResource, n)
 			}
-			whole[n] = d
+			whole[n] = &resource.DesiredComposed{Resource: &composed.Unstructured{Unstructured: unstructured.Unstructured{Object: obj}}, Ready: d.Ready}
 			continue
 		}
 		desired.Resources[string(n)] = &fnv1.Resource{Resource: s, Ready: k.GetReady(), ConnectionDetails: k.GetConnectionDetails()}
@@ -104,10 +149,10 @@ func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out
 	return nil
 }
 
-// patched is in with metadata and spec.managementPolicies taken from obj,
-// and st (nil: none) applied to the metadata, sharing every other value
-// with in. ok is false when in's shape does not allow that (obj has a spec
-// in has not), and the caller encodes obj whole.
+// patched is in with metadata taken from obj and st (nil: none) applied to
+// it and to spec.managementPolicies, sharing every other value with in. ok
+// is false when in's shape does not allow that (its spec is not an
+// object), and the caller encodes the answer whole.
 func patched(in *structpb.Struct, obj map[string]any, st *stamp) (*structpb.Struct, bool, error) {
 	fields := maps.Clone(in.GetFields())
 	if fields == nil {
@@ -129,30 +174,28 @@ func patched(in *structpb.Struct, obj map[string]any, st *stamp) (*structpb.Stru
 		}
 		fields["metadata"] = v
 	}
-	spec, _ := obj["spec"].(map[string]any)
-	mp, set := spec["managementPolicies"]
-	inSpec := fields["spec"].GetStructValue()
-	switch {
-	case !set && (spec == nil) == (fields["spec"] == nil):
-	case !set || inSpec == nil:
-		return nil, false, nil
-	default:
-		v, err := structpb.NewValue(mp)
-		if err != nil {
-			return nil, false, errors.Wrap(err, errEncodeSpecManagementPolicies)
-		}
-		sf := maps.Clone(inSpec.GetFields())
-		if sf == nil {
-			sf = map[string]*structpb.Value{}
-		}
-		sf["managementPolicies"] = v
-		fields["spec"] = structpb.NewStructValue(&structpb.Struct{Fields: sf})
+	if st == nil || st.policies == nil {
+		return &structpb.Struct{Fields: fields}, true, nil
 	}
+	inSpec := fields["spec"].GetStructValue()
+	if inSpec == nil && fields["spec"] != nil {
+		return nil, false, nil
+	}
+	sf := maps.Clone(inSpec.GetFields())
+	if sf == nil {
+		sf = map[string]*structpb.Value{}
+	}
+	ps := make([]*structpb.Value, len(st.policies))
+	for i, p := range st.policies {
+		ps[i] = structpb.NewStringValue(p)
+	}
+	sf["managementPolicies"] = structpb.NewListValue(&structpb.ListValue{Values: ps})
+	fields["spec"] = structpb.NewStructValue(&structpb.Struct{Fields: sf})
 	return &structpb.Struct{Fields: fields}, true, nil
 }
 
 // stampedMetadata encodes md, obj's metadata, with st applied: what
-// structpb.NewValue gives for md after st.apply, without building the
+// structpb.NewValue gives for md after answer.object, without building the
 // annotations and labels as maps of interfaces first.
 func stampedMetadata(md, obj map[string]any, st stamp) (*structpb.Value, error) {
 	fs := make(map[string]*structpb.Value, len(md)+2)

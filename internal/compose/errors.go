@@ -5,7 +5,6 @@ package compose
 const (
 	errEncodeInputPropagation           = "cannot encode input propagation"
 	errEncodeMetadata                   = "cannot encode metadata"
-	errEncodeSpecManagementPolicies     = "cannot encode spec.managementPolicies"
 	errFmtBlockerIncomplete             = "input propagation.blockers[%d] (%s) needs apiVersion, kind and matchName"
 	errFmtBlockerWhen                   = "input propagation.blockers[%d] (%s) when"
 	errFmtCollection                    = "input propagation.collections[%d] (%s)"

@@ -442,8 +442,11 @@ func TestHeldBack(t *testing.T) {
 	if len(held.passed) != 0 || !cmp.Equal(held.held, []mutation.Mutation{size}) || !held.rewritten {
 		t.Errorf("held change: passed %v held %v rewritten %v; want nothing passed, size held, the spec rewritten", held.passed, held.held, held.rewritten)
 	}
-	if got, _, _ := unstructured.NestedInt64(desired, "spec", "forProvider", "size"); got != 1 {
-		t.Errorf("desired size after holding back = %d, want the observed 1", got)
+	if got, _, _ := unstructured.NestedInt64(held.object(desired), "spec", "forProvider", "size"); got != 1 {
+		t.Errorf("size the held change answers with = %d, want the observed 1", got)
+	}
+	if got, _, _ := unstructured.NestedInt64(desired, "spec", "forProvider", "size"); got != 2 {
+		t.Errorf("the pipeline's desired size after holding back = %d, want its own 2 untouched", got)
 	}
 	if _, ok := held.pending["spec.forProvider.size"]; !ok {
 		t.Errorf("held change pending %v, want the wanted size recorded", held.pending)
