@@ -107,44 +107,46 @@ func BenchmarkRunFunction_grpc(b *testing.B) {
 	noopClient := serveLoopback(b, noopServer{})
 	kausalityClient := serveLoopback(b, newTestFunction())
 
-	for _, n := range []int{100, 1000} {
-		req := benchRequest(b, n)
-		canned, err := newTestFunction().RunFunction(ctx, req)
-		if err != nil {
-			b.Fatal(err)
+	for _, sh := range benchShapes {
+		for _, n := range []int{100, sh.large} {
+			req := sh.request(b, n)
+			canned, err := newTestFunction().RunFunction(ctx, req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			transportClient := serveLoopback(b, cannedServer{rsp: canned})
+			b.Run(fmt.Sprintf("shape=%s/impl=transport/n=%d", sh.name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := transportClient.RunFunction(ctx, req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("shape=%s/impl=noop/n=%d", sh.name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					rsp, err := noopClient.RunFunction(ctx, req)
+					if err != nil || len(rsp.GetDesired().GetResources()) != n {
+						b.Fatalf("noop RunFunction() = %d resources, %v", len(rsp.GetDesired().GetResources()), err)
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("shape=%s/impl=kausality/n=%d", sh.name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					rsp, err := kausalityClient.RunFunction(ctx, req)
+					if err != nil || len(rsp.GetDesired().GetResources()) != n {
+						b.Fatalf("kausality RunFunction() = %d resources, %v", len(rsp.GetDesired().GetResources()), err)
+					}
+					if r := firstFatal(rsp); r != nil {
+						b.Fatalf("kausality RunFunction() is fatal: %s", r.GetMessage())
+					}
+					if !benchGateOpened(rsp, fmt.Sprintf("rds-%d", n-1)) {
+						b.Fatalf("kausality RunFunction() kept the gate of rds-%d closed", n-1)
+					}
+				}
+			})
 		}
-		transportClient := serveLoopback(b, cannedServer{rsp: canned})
-		b.Run(fmt.Sprintf("impl=transport/n=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := transportClient.RunFunction(ctx, req); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(fmt.Sprintf("impl=noop/n=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				rsp, err := noopClient.RunFunction(ctx, req)
-				if err != nil || len(rsp.GetDesired().GetResources()) != n {
-					b.Fatalf("noop RunFunction() = %d resources, %v", len(rsp.GetDesired().GetResources()), err)
-				}
-			}
-		})
-		b.Run(fmt.Sprintf("impl=kausality/n=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				rsp, err := kausalityClient.RunFunction(ctx, req)
-				if err != nil || len(rsp.GetDesired().GetResources()) != n {
-					b.Fatalf("kausality RunFunction() = %d resources, %v", len(rsp.GetDesired().GetResources()), err)
-				}
-				if r := firstFatal(rsp); r != nil {
-					b.Fatalf("kausality RunFunction() is fatal: %s", r.GetMessage())
-				}
-				if !benchGateOpened(rsp, fmt.Sprintf("rds-%d", n-1)) {
-					b.Fatalf("kausality RunFunction() kept the gate of rds-%d closed", n-1)
-				}
-			}
-		})
 	}
 }
