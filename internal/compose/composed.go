@@ -236,7 +236,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	var ch change
 	var withheld []mutation.Mutation
 	up := r.upgradeOf(om.ann)
-	for _, m := range mutation.Diff("spec", observed["spec"], desired["spec"], mutation.WithOwned(applied.Owns), mutation.WithSkip(skipManaged)) {
+	for _, m := range mutation.Diff("spec", observed["spec"], desired["spec"], mutation.WithOwned(applied.Owner()), mutation.WithSkip(skipManaged)) {
 		v, present := mutation.Value(desired, m.Path)
 		d := r.permitMutation(dm.child, om.from, m, applied.Unchanged(m.Path, v, present), up)
 		if !d.ok {
@@ -372,8 +372,9 @@ func appliedSpec(desired, observed map[string]any, owned mutation.Applied, rec m
 		_, set := rec[p]
 		return set || gate.IsGatePath(p)
 	})
+	owns := owned.Owner()
 	for k, h := range kept {
-		if !owned.Owns(k) {
+		if !owns(k) {
 			rec[k] = h
 		}
 	}

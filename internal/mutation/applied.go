@@ -126,6 +126,47 @@ func (a Applied) Owns(path string) bool {
 	return false
 }
 
+// Owner is a's Owns for many questions: it indexes a once, so each answer
+// is a lookup instead of a pass over the record. A composed resource's
+// diff asks once for every field the provider late-initialized, and a
+// real provider's spec has dozens.
+func (a Applied) Owner() func(path string) bool {
+	if len(a) <= smallRecord {
+		return a.Owns
+	}
+	// Every path some leaf is Under: the leaf itself and each of its
+	// prefixes that ends on a segment boundary, as Under decides it.
+	above := make(map[string]struct{}, 3*len(a))
+	for k := range a {
+		above[k] = struct{}{}
+		open, closed := -1, -1 // the last '[' and ']' before i
+		for i := 0; i < len(k); i++ {
+			switch c := k[i]; c {
+			case '.', '[':
+				if open <= closed {
+					above[k[:i]] = struct{}{}
+				}
+				if c == '[' {
+					open = i
+				}
+			case ']':
+				closed = i
+			}
+		}
+	}
+	return func(path string) bool {
+		if path == "" {
+			return true
+		}
+		_, ok := above[path]
+		return ok
+	}
+}
+
+// smallRecord is the size up to which a pass over a record answers Owns
+// faster than building an index.
+const smallRecord = 8
+
 // Unchanged reports whether desired's value at path (present false when
 // desired lacks it) is exactly what was last applied there: every recorded
 // leaf under path matches desired's leaves there, and desired has no others.

@@ -3,6 +3,7 @@ package mutation
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
@@ -128,5 +129,35 @@ func checkWriteString(t *testing.T, k, v string) {
 	a := Applied{k: v, "spec.z": k, "spec.a": v}
 	if want, _ := json.Marshal(map[string]string(a)); a.String() != string(want) {
 		t.Fatalf("%#v.String() = %s, encoding/json writes %s", a, a.String(), want)
+	}
+}
+
+// TestAppliedOwner: Owner answers what Owns does, for every pair of seed
+// paths, on a record large enough to be indexed.
+func TestAppliedOwner(t *testing.T) {
+	for _, leaf := range pathSeeds {
+		for _, path := range pathSeeds {
+			checkAppliedOwner(t, leaf, path)
+		}
+	}
+}
+
+// FuzzAppliedOwner: as TestAppliedOwner, for any leaf and path.
+func FuzzAppliedOwner(f *testing.F) {
+	for _, p := range pathSeeds {
+		f.Add(p, "a")
+		f.Add("spec.forProvider.tags[kausality.io/x].y", p)
+	}
+	f.Fuzz(checkAppliedOwner)
+}
+
+func checkAppliedOwner(t *testing.T, leaf, path string) {
+	t.Helper()
+	a := Applied{leaf: "000000000000"}
+	for i := range smallRecord {
+		a[fmt.Sprintf("zz.filler[%d]", i)] = "000000000000"
+	}
+	if got, want := a.Owner()(path), a.Owns(path); got != want {
+		t.Fatalf("with leaf %q, Owner()(%q) = %t, Owns = %t", leaf, path, got, want)
 	}
 }
