@@ -81,9 +81,9 @@ type change struct {
 	// reports are the changes it withholds (or, in Log mode, would have
 	// withheld), as the XR reports them; decideAll adds them to the run's.
 	reports []withheld
-	// rewritten: this run kept observed values in the spec, which is spec
-	// (a copy: the pipeline's desired resource is never edited), so the
-	// resource is encoded whole.
+	// rewritten: this run kept observed values in the spec. spec is that
+	// spec, a copy (the pipeline's desired resource is never edited), and
+	// the resource is encoded whole.
 	rewritten bool
 	spec      any
 }
@@ -170,7 +170,6 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 	}
 	dm, om, observed, desired, ch := it.dm, it.om, it.observed, it.ch.object(it.desired), it.ch
 	if !ch.create {
-		// Before nextApplied, which edits ch.wanted.
 		it.have, ch.superseded = supersede(it.have, ch.wanted, ch.released)
 		ch.applied = nextApplied(ch.owned, ch.wanted, append(slices.Clone(ch.withheld), ch.held...))
 	}
@@ -387,8 +386,12 @@ var skipManaged = gate.IsGatePath
 
 // nextApplied is the record after this run: what the pipeline wanted for the
 // fields let through, and the previous record for the fields withheld, so a
-// withheld change is still recognised as propagation next time.
+// withheld change is still recognised as propagation next time. next is
+// the decision's and stays as it is; what is withheld is edited in a copy.
 func nextApplied(prev mutation.Applied, next mutation.Applied, withheld []mutation.Mutation) mutation.Applied {
+	if len(withheld) > 0 {
+		next = maps.Clone(next)
+	}
 	for _, m := range withheld {
 		for k := range next {
 			if mutation.Under(k, m.Path) {

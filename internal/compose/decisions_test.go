@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"maps"
 	"slices"
 	"testing"
 
@@ -253,9 +254,13 @@ func TestFinish(t *testing.T) {
 			}
 			desired := tc.desired(t)
 			it := r.decide("rds", observed, desired)
-			beforeObserved, beforeDesired := runtimeCopy(observed), runtimeCopy(desired)
+			beforeObserved, beforeDesired, beforeWanted := runtimeCopy(observed), runtimeCopy(desired), maps.Clone(it.ch.wanted)
 
 			st, reports, ok := r.finish(it)
+
+			if diff := cmp.Diff(beforeWanted, it.ch.wanted); diff != "" {
+				t.Errorf("%s\nstamping edited the decision's record of what the pipeline wants: -before +after:\n%s", tc.reason, diff)
+			}
 
 			if ok != tc.want.ok {
 				t.Fatalf("%s\nok = %v, want %v", tc.reason, ok, tc.want.ok)
