@@ -68,6 +68,7 @@ type change struct {
 	upgrade  *upgrade             // the logic change whose UpgradeAllowances let upgrades (or the creation) through
 	applied  mutation.Applied     // the record of what was let through, after this run
 	owned    mutation.Applied     // the record before this run: what Crossplane's apply owns
+	owns     func(string) bool    // owned.Owner(), indexed once for the diff and the gate
 
 	wanted   mutation.Applied      // what the pipeline wants, before anything is withheld
 	withheld []mutation.Mutation   // mutations no allowance covers
@@ -235,7 +236,8 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	var ch change
 	var withheld []mutation.Mutation
 	up := r.upgradeOf(om.ann)
-	for _, m := range mutation.Diff("spec", observed["spec"], desired["spec"], mutation.WithOwned(applied.Owner()), mutation.WithSkip(skipManaged)) {
+	owns := applied.Owner()
+	for _, m := range mutation.Diff("spec", observed["spec"], desired["spec"], mutation.WithOwned(owns), mutation.WithSkip(skipManaged)) {
 		v, present := mutation.Value(desired, m.Path)
 		d := r.permitMutation(dm.child, om.from, m, applied.Unchanged(m.Path, v, present), up)
 		if !d.ok {
@@ -271,7 +273,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 		}
 	}
 	keepObserved(r, observed, desired, withheld, &ch)
-	ch.wanted, ch.withheld, ch.owned = wanted, withheld, applied
+	ch.wanted, ch.withheld, ch.owned, ch.owns = wanted, withheld, applied, owns
 	return ch
 }
 
@@ -302,7 +304,7 @@ func keepObserved(r *run, observed, desired map[string]any, ms []mutation.Mutati
 func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) ([]withheld, []string) {
 	as := r.stampExternal(dm, om, have, ch)
 	g := r.cfg.gate.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied {
-		return appliedSpec(desired, observed, ch.owned, ch.desiredRecord())
+		return appliedSpec(desired, observed, ch.owns, ch.desiredRecord())
 	}, as, r.now, r.frozen)
 	var reports []withheld
 	if len(g.Withheld) > 0 {
@@ -353,25 +355,27 @@ func setManagementPolicies(obj map[string]any, ps []string) error {
 
 // appliedSpec is the record of the spec Crossplane's server-side apply of
 // desired leaves on observed: desired's fields, and those of observed's the
-// pipeline never set (owned is what it last applied), such as defaults the
+// pipeline never set (owns: what it last applied), such as defaults the
 // API server filled in, which the apply does not remove. The gate compares
 // it with what was approved, so those fields are not pending changes.
 //
 // rec is the record of desired's spec when the caller has it (see
 // change.desiredRecord), nil to record it here.
-func appliedSpec(desired, observed map[string]any, owned mutation.Applied, rec mutation.Applied) mutation.Applied {
+func appliedSpec(desired, observed map[string]any, owns func(string) bool, rec mutation.Applied) mutation.Applied {
 	if rec == nil {
 		rec = gate.SpecRecord(desired)
 	}
 	if observed == nil {
 		return rec
 	}
+	if owns == nil { // nothing recorded: the pipeline owns nothing yet
+		owns = mutation.Applied(nil).Owns
+	}
 	// Only observed's leaves desired lacks are read (and hashed).
 	kept := mutation.Record("spec", observed["spec"], func(p string) bool {
 		_, set := rec[p]
 		return set || gate.IsGatePath(p)
 	})
-	owns := owned.Owner()
 	for k, h := range kept {
 		if !owns(k) {
 			rec[k] = h

@@ -201,8 +201,11 @@ func (a Applied) Unchanged(path string, value any, present bool) bool {
 
 // hashOf is the short hash of the canonical JSON of v.
 func hashOf(v any) string {
-	var b bytes.Buffer
-	writeCanonical(&b, v)
+	// Most leaves are short scalars: write them into a buffer on the
+	// stack, not one allocated for each leaf.
+	var small [128]byte
+	b := bytes.NewBuffer(small[:0])
+	writeCanonical(b, v)
 	sum := sha256.Sum256(b.Bytes())
 	return hex.EncodeToString(sum[:hashLen/2])
 }
@@ -253,7 +256,9 @@ func writeCanonical(b *bytes.Buffer, v any) {
 			b.Write(j)
 			return
 		}
-		fmt.Fprintf(b, "%#v", v)
+		// Sprintf, not Fprintf: a writer behind an interface would move
+		// every hash's buffer to the heap (hashOf).
+		b.WriteString(fmt.Sprintf("%#v", v)) //nolint:staticcheck // see above
 	}
 }
 

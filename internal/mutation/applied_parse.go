@@ -86,7 +86,10 @@ func parseAppliedPlain(s string) (Applied, bool) {
 	if i == len(s) || s[i] != '{' {
 		return nil, false
 	}
-	a := Applied{}
+	// One entry per comma and one more, or fewer: sized once, not grown
+	// through every power of two of a real provider's spec. Capped, so a
+	// value of commas does not buy a large map before it fails to parse.
+	a := make(Applied, min(strings.Count(s, ",")+1, maxSizeHint))
 	i = skipSpace(s, i+1)
 	if i < len(s) && s[i] == '}' {
 		return a, skipSpace(s, i+1) == len(s)
@@ -120,6 +123,10 @@ func parseAppliedPlain(s string) (Applied, bool) {
 		}
 	}
 }
+
+// maxSizeHint bounds the entries a record's map is made for before it is
+// parsed.
+const maxSizeHint = 256
 
 // skipSpace returns the index of the first byte at or after i that is not
 // JSON white space.
