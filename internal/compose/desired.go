@@ -19,7 +19,8 @@ import (
 // stamp is what the function writes onto a composed resource it gates or
 // records: its annotations (the pipeline's and Kausality's), when gated
 // the gated label, and the spec.managementPolicies the gate formula sets
-// (nil: the pipeline's stay). It is kept beside the resource, not written
+// (nil: the pipeline's stay, for a resource Kausality records but does not
+// gate; a gated one always has them, as gate.Compute never answers nil). It is kept beside the resource, not written
 // into it, so that a resource answered with the request's own Struct values
 // has only these encoded, from these strings.
 type stamp struct {

@@ -47,6 +47,10 @@ func TestComputeEveryResultIsAccepted(t *testing.T) {
 	for _, ro := range [][]string{DefaultReadOnly, {Observe}} {
 		for _, verbs := range verbSets {
 			got, err := Compute(ro, verbs)
+			if got == nil {
+				// The function leaves a nil gate to the pipeline.
+				t.Errorf("Compute(%v, %v) = nil, want a gate", ro, verbs)
+			}
 			if !resolverAccepts(got) {
 				t.Errorf("Compute(%v, %v) = %v, which crossplane-runtime rejects", ro, verbs, got)
 			}
