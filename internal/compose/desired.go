@@ -20,9 +20,10 @@ import (
 // records: its annotations (the pipeline's and Kausality's), when gated
 // the gated label, and the spec.managementPolicies the gate formula sets
 // (nil: the pipeline's stay, for a resource Kausality records but does not
-// gate; a gated one always has them, as gate.Compute never answers nil). It is kept beside the resource, not written
-// into it, so that a resource answered with the request's own Struct values
-// has only these encoded, from these strings.
+// gate; a gated one always has them, as gate.Compute never answers nil).
+// It is kept beside the resource, not written into it, so that a resource
+// answered with the request's own Struct values has only these encoded,
+// from these strings.
 type stamp struct {
 	annotations map[string]string
 	gated       bool
