@@ -102,7 +102,7 @@ build:
 unit: tools xpkg
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -timeout 30m ./...
 
 ## lint: golangci-lint with .golangci.yml (linters and gofmt/goimports).
 lint: $(GOLANGCI_LINT)
@@ -174,7 +174,7 @@ examples: tools
 
 ## e2e: the accident scenarios S1-S8 on real Crossplane core (also part of make test).
 e2e: tools xpkg
-	$(GO) test -count=1 -timeout 20m ./test/e2e/
+	$(GO) test -count=1 -timeout 30m ./test/e2e/
 
 FUZZTIME ?= 20s
 ## fuzz: run every fuzz target for FUZZTIME each.
