@@ -1,23 +1,22 @@
 package compose
 
 import (
-	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
-	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
+
+// The deciding stage: what may change in each composed resource, as a
+// change that carries its own copy of what it keeps (stamp.go stamps it).
 
 // childMeta reads what the function needs of a composed resource.
 type childMeta struct {
@@ -162,45 +161,6 @@ func (r *run) decide(resName string, observed, desired map[string]any) *item {
 	return it
 }
 
-// finish works out the stamp the change earns for one decided composed
-// resource (nil: none) and what its gate keeps shut, as reported, and
-// returns false when it must not be created at all.
-func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
-	if !it.ok {
-		return nil, nil, false
-	}
-	dm, om, observed, desired, ch := it.dm, it.om, it.observed, it.ch.object(it.desired), it.ch
-	if !ch.create {
-		it.have, ch.superseded = supersede(it.have, ch.wanted, ch.released)
-		ch.applied = nextApplied(ch.owned, ch.wanted, append(slices.Clone(ch.withheld), ch.held...))
-	}
-
-	restricted := r.restricted(dm.child)
-	gated := r.gated(dm)
-	if !restricted && !gated {
-		return nil, nil, true
-	}
-	// dm.ann is metaOf's copy of desired's annotations: stamp that.
-	ann := dm.ann
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[v1alpha1.AnnotationApplied] = ch.applied.String()
-	ann[v1alpha1.AnnotationComposedGeneration] = strconv.FormatInt(r.xr.GetGeneration(), 10)
-	var policies []string
-	switch {
-	case gated:
-		reports, policies = r.gate(dm, om, observed, desired, ann, ch, it.have)
-	case restricted:
-		// Without a policy for its cloud resource the pipeline owns this
-		// resource's managementPolicies; Kausality still records what it
-		// let through.
-		ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
-		r.stampLogic(ann, om, ch)
-	}
-	return &stamp{annotations: ann, gated: gated, policies: policies}, reports, true
-}
-
 // create decides a resource the pipeline wants and that does not exist yet.
 func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
 	d := r.permitAdded(dm.child)
@@ -298,118 +258,9 @@ func keepObserved(r *run, observed, desired map[string]any, ms []mutation.Mutati
 	ch.spec = kept["spec"]
 }
 
-// gate stamps the External allowances the change earns onto a gated
-// resource and prunes consumed ones. It returns what the gate keeps shut,
-// as reported, and the managementPolicies the gate formula sets.
-func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) ([]withheld, []string) {
-	as := r.stampExternal(dm, om, have, ch)
-	g := r.cfg.gate.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied {
-		return appliedSpec(desired, observed, ch.owns, ch.desiredRecord())
-	}, as, r.now, r.frozen)
-	var reports []withheld
-	if len(g.Withheld) > 0 {
-		reports = append(reports, withheldOf(dm, "open gate", "", metrics.ReasonFrozen, fmt.Sprintf("%s is frozen by %s", ref(r.xr.Object), r.frozen)))
-	}
-	for _, p := range g.Uncovered {
-		reports = append(reports, withheldOf(dm, "open gate", p, metrics.ReasonUncovered, fmt.Sprintf("changed since generation %d was let through to the cloud and no open allowance covers it; it would ride along with the allowed change", g.Approved.Generation)))
-	}
-	if g.Approves {
-		// Otherwise admission keeps the stored approval.
-		maps.Copy(ann, g.Approved.Annotations())
-	}
-	if g.Err != nil {
-		reports = append(reports, withheldOf(dm, "open gate", "", metrics.ReasonGateError, g.Err.Error()))
-	}
-	// Consumed allowances never reopen a gate; the function prunes them.
-	kept := allowance.Unconsumed(g.Allowances, observed)
-	// Those marked consumed in this run stay one write, marked: admission
-	// puts back an allowance a write drops while it is stored unconsumed.
-	for _, a := range ch.superseded {
-		if !slices.ContainsFunc(kept, a.Same) {
-			kept = append(kept, a)
-		}
-	}
-	ann[v1alpha1.AnnotationAllowances] = allowance.Format(kept)
-	ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
-	// The logic record stays put while anything of the change is kept
-	// back, the gate's own holds included.
-	ch.reports = slices.Concat(ch.reports, reports)
-	r.stampLogic(ann, om, ch)
-	return reports, g.Policies
-}
-
-// setManagementPolicies is fieldpath's SetValue of spec.managementPolicies
-// without parsing the path or a JSON round trip.
-func setManagementPolicies(obj map[string]any, ps []string) error {
-	spec, ok := obj["spec"].(map[string]any)
-	if !ok {
-		if obj["spec"] != nil {
-			return fieldpath.Pave(obj).SetValue(gate.PathManagementPolicies, ps)
-		}
-		spec = map[string]any{}
-		obj["spec"] = spec
-	}
-	spec["managementPolicies"] = anySlice(ps)
-	return nil
-}
-
-// appliedSpec is the record of the spec Crossplane's server-side apply of
-// desired leaves on observed: desired's fields, and those of observed's the
-// pipeline never set (owns: what it last applied), such as defaults the
-// API server filled in, which the apply does not remove. The gate compares
-// it with what was approved, so those fields are not pending changes.
-//
-// rec is the record of desired's spec when the caller has it (see
-// change.desiredRecord), nil to record it here.
-func appliedSpec(desired, observed map[string]any, owns func(string) bool, rec mutation.Applied) mutation.Applied {
-	if rec == nil {
-		rec = gate.SpecRecord(desired)
-	}
-	if observed == nil {
-		return rec
-	}
-	if owns == nil { // nothing recorded: the pipeline owns nothing yet
-		owns = mutation.Applied(nil).Owns
-	}
-	// Only observed's leaves desired lacks are read (and hashed).
-	kept := mutation.Record("spec", observed["spec"], func(p string) bool {
-		_, set := rec[p]
-		return set || gate.IsGatePath(p)
-	})
-	for k, h := range kept {
-		if !owns(k) {
-			rec[k] = h
-		}
-	}
-	return rec
-}
-
 // skipManaged leaves the gate out of diffs and applied records: Kausality
 // owns it.
 var skipManaged = gate.IsGatePath
-
-// nextApplied is the record after this run: what the pipeline wanted for the
-// fields let through, and the previous record for the fields withheld, so a
-// withheld change is still recognised as propagation next time. next is
-// the decision's and stays as it is; what is withheld is edited in a copy.
-func nextApplied(prev mutation.Applied, next mutation.Applied, withheld []mutation.Mutation) mutation.Applied {
-	if len(withheld) > 0 {
-		next = maps.Clone(next)
-	}
-	for _, m := range withheld {
-		for k := range next {
-			if mutation.Under(k, m.Path) {
-				delete(next, k)
-			}
-		}
-		for k, v := range prev {
-			if mutation.Under(k, m.Path) {
-				next[k] = v
-			}
-		}
-	}
-	return next
-}
 
 func runtimeCopy(obj map[string]any) map[string]any {
 	return (&unstructured.Unstructured{Object: obj}).DeepCopy().Object
