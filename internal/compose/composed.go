@@ -94,12 +94,7 @@ func (ch change) object(desired map[string]any) map[string]any {
 	if !ch.rewritten {
 		return desired
 	}
-	obj := maps.Clone(desired)
-	obj["spec"] = ch.spec
-	if ch.spec == nil {
-		delete(obj, "spec")
-	}
-	return obj
+	return withSpec(desired, true, ch.spec)
 }
 
 // desiredRecord is a copy of the record of the desired spec as it leaves

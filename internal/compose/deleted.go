@@ -6,6 +6,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"github.com/crossplane/function-sdk-go/resource/composed"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
@@ -58,7 +59,9 @@ func (r *run) deleted(resName string, observed map[string]any) deletion {
 	// Emit the resource as observed so Crossplane keeps it; close its gate.
 	kept := keptAsObserved(m, observed)
 	if r.gated(m) {
-		_ = fieldpath.Pave(kept.Object).SetValue(gate.PathManagementPolicies, r.cfg.gate.ReadOnly)
+		if err := setManagementPolicies(kept.Object, r.cfg.gate.ReadOnly); err != nil {
+			r.problem(errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(observed)))
+		}
 	}
 	return deletion{kept: kept, withheld: &w}
 }
@@ -136,7 +139,7 @@ func keptAsObserved(m childMeta, observed map[string]any) *composed.Unstructured
 	}
 	kept.SetAnnotations(ann)
 	if spec, ok := observed["spec"]; ok {
-		kept.Object["spec"] = runtimeCopy(map[string]any{"spec": spec})["spec"]
+		kept.Object["spec"] = runtime.DeepCopyJSONValue(spec)
 	}
 	return kept
 }

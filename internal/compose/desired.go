@@ -4,6 +4,7 @@ import (
 	"maps"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
@@ -45,13 +46,7 @@ type answer struct {
 // and the stamp applied. The pipeline's object is not written: the top
 // level, metadata and spec are copied before anything is set in them.
 func (a answer) object() (map[string]any, error) {
-	obj := maps.Clone(a.Resource.Object)
-	if a.rewritten {
-		obj["spec"] = a.spec
-		if a.spec == nil {
-			delete(obj, "spec")
-		}
-	}
+	obj := withSpec(a.Resource.Object, a.rewritten, a.spec)
 	st := a.stamp
 	if st == nil {
 		return obj, nil
@@ -67,17 +62,43 @@ func (a answer) object() (map[string]any, error) {
 	if st.policies == nil {
 		return obj, nil
 	}
-	spec, ok := obj["spec"].(map[string]any)
-	if !ok && obj["spec"] != nil {
-		return nil, errors.Errorf(errFmtSetField, gate.PathManagementPolicies, ref(obj))
+	if spec, ok := obj["spec"].(map[string]any); ok {
+		obj["spec"] = maps.Clone(spec)
 	}
-	spec = maps.Clone(spec)
-	if spec == nil {
-		spec = map[string]any{}
+	if err := setManagementPolicies(obj, st.policies); err != nil {
+		return nil, errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(obj))
 	}
-	spec["managementPolicies"] = anySlice(st.policies)
-	obj["spec"] = spec
 	return obj, nil
+}
+
+// withSpec is a copy of obj's top level with spec in place of its own when
+// rewritten (an absent spec when spec is nil), shared by a change's view of
+// what it leaves and the answer built from it.
+func withSpec(obj map[string]any, rewritten bool, spec any) map[string]any {
+	out := maps.Clone(obj)
+	if !rewritten {
+		return out
+	}
+	out["spec"] = spec
+	if spec == nil {
+		delete(out, "spec")
+	}
+	return out
+}
+
+// setManagementPolicies is fieldpath's SetValue of spec.managementPolicies
+// without parsing the path or a JSON round trip.
+func setManagementPolicies(obj map[string]any, ps []string) error {
+	spec, ok := obj["spec"].(map[string]any)
+	if !ok {
+		if obj["spec"] != nil {
+			return fieldpath.Pave(obj).SetValue(gate.PathManagementPolicies, ps)
+		}
+		spec = map[string]any{}
+		obj["spec"] = spec
+	}
+	spec["managementPolicies"] = anySlice(ps)
+	return nil
 }
 
 // anySlice is ss as JSON holds a list.

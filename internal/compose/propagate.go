@@ -155,7 +155,7 @@ func (r *run) check(rules map[string]rollout.Rule, vars map[string]any, h *hold)
 // heldBack is the item's change as propagation control holds it back: it
 // keeps from the cloud what the decision let through, a new decision
 // rather than an edit of the first. An update keeps the observed values
-// (in the desired resource), and a creation creates the resource in
+// (in the change's copy of the spec), and a creation creates the resource in
 // Kubernetes only, behind a closed gate; either is recorded as pending on
 // the resource, so its cause outlasts the XR's allowance or lifecycle
 // phase.

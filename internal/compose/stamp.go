@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
-
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
@@ -96,21 +94,6 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 	ch.reports = slices.Concat(ch.reports, reports)
 	r.stampLogic(ann, om, ch)
 	return reports, g.Policies
-}
-
-// setManagementPolicies is fieldpath's SetValue of spec.managementPolicies
-// without parsing the path or a JSON round trip.
-func setManagementPolicies(obj map[string]any, ps []string) error {
-	spec, ok := obj["spec"].(map[string]any)
-	if !ok {
-		if obj["spec"] != nil {
-			return fieldpath.Pave(obj).SetValue(gate.PathManagementPolicies, ps)
-		}
-		spec = map[string]any{}
-		obj["spec"] = spec
-	}
-	spec["managementPolicies"] = anySlice(ps)
-	return nil
 }
 
 // appliedSpec is the record of the spec Crossplane's server-side apply of
