@@ -111,19 +111,12 @@ func appliedSpec(desired, observed map[string]any, owns func(string) bool, rec m
 	if observed == nil {
 		return rec
 	}
-	if owns == nil { // nothing recorded: the pipeline owns nothing yet
-		owns = mutation.Applied(nil).Owns
+	var unowned func(string) bool // nil: nothing recorded, the pipeline owns nothing yet
+	if owns != nil {
+		unowned = func(p string) bool { return !owns(p) }
 	}
 	// Only observed's leaves desired lacks are read (and hashed).
-	kept := mutation.Record("spec", observed["spec"], func(p string) bool {
-		_, set := rec[p]
-		return set || gate.IsGatePath(p)
-	})
-	for k, h := range kept {
-		if !owns(k) {
-			rec[k] = h
-		}
-	}
+	rec.Add("spec", observed["spec"], gate.IsGatePath, unowned)
 	return rec
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // MaxAppliedBytes bounds what ParseApplied reads. The API server caps all of
@@ -38,25 +39,55 @@ type Applied map[string]string
 // nil. A nil desired (absent) records nothing.
 func Record(prefix string, desired any, skip func(string) bool) Applied {
 	a := Applied{}
-	if desired == nil || (skip != nil && skip(prefix)) {
-		return a
-	}
-	a.record(prefix, desired, skip)
+	a.Add(prefix, desired, skip, nil)
 	return a
 }
 
-func (a Applied) record(path string, v any, skip func(string) bool) {
+// Add records into a the leaves of v, the value at prefix, as Record
+// does, leaving out those keep rejects (nil: none) or a already has. It
+// is how a record grows by the leaves of another value without a record
+// of its own for them.
+//
+// skip and keep read the path they are given during the call only: it
+// shares a buffer the walk reuses.
+func (a Applied) Add(prefix string, v any, skip, keep func(string) bool) {
+	w := recorder{out: a, skip: skip, keep: keep, path: append(make(pathBuf, 0, 128), prefix...)}
+	if v == nil || w.skipped() {
+		return
+	}
+	w.record(v)
+}
+
+// recorder walks a value for Record and Add; path is the field it is at.
+type recorder struct {
+	out        Applied
+	skip, keep func(string) bool
+	path       pathBuf
+}
+
+func (w *recorder) skipped() bool {
+	if w.skip != nil && w.skip(w.path.view()) {
+		return true
+	}
+	if len(w.out) == 0 {
+		return false
+	}
+	_, have := w.out[w.path.view()]
+	return have
+}
+
+func (w *recorder) record(v any) {
 	switch x := v.(type) {
 	case map[string]any:
 		if len(x) == 0 || !allNameable(x) {
 			break
 		}
 		for k, e := range x {
-			child := childField(path, k)
-			if skip != nil && skip(child) {
-				continue
+			parent := w.path.field(k)
+			if !w.skipped() {
+				w.record(e)
 			}
-			a.record(child, e, skip)
+			w.path.cut(parent)
 		}
 		return
 	case []any:
@@ -64,15 +95,17 @@ func (a Applied) record(path string, v any, skip func(string) bool) {
 			break
 		}
 		for i, e := range x {
-			child := childIndex(path, i)
-			if skip != nil && skip(child) {
-				continue
+			parent := w.path.index(i)
+			if !w.skipped() {
+				w.record(e)
 			}
-			a.record(child, e, skip)
+			w.path.cut(parent)
 		}
 		return
 	}
-	a[path] = hashOf(v)
+	if w.keep == nil || w.keep(w.path.view()) {
+		w.out[w.path.String()] = hashOf(v)
+	}
 }
 
 func allNameable(m map[string]any) bool {
@@ -99,16 +132,20 @@ func (a Applied) String() string {
 		n += len(k) + len(v) + 6
 	}
 	slices.Sort(keys)
-	var b bytes.Buffer
+	// A strings.Builder hands over the bytes it was grown to: the value is
+	// allocated once, where a bytes.Buffer would copy it. Each string is
+	// quoted in a buffer on the stack first.
+	var b strings.Builder
 	b.Grow(n)
+	var quoted [256]byte
 	b.WriteByte('{')
 	for i, k := range keys {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		writeString(&b, k)
+		b.Write(appendString(quoted[:0], k))
 		b.WriteByte(':')
-		writeString(&b, a[k])
+		b.Write(appendString(quoted[:0], a[k]))
 	}
 	b.WriteByte('}')
 	return b.String()
@@ -184,7 +221,7 @@ func (a Applied) Unchanged(path string, value any, present bool) bool {
 	var now Applied
 	if present {
 		now = Applied{}
-		now.record(path, value, nil)
+		now.Add(path, value, nil, nil)
 	}
 	n := 0
 	for k, h := range a {
@@ -219,7 +256,7 @@ func writeCanonical(b *bytes.Buffer, v any) {
 	case bool:
 		b.WriteString(strconv.FormatBool(x))
 	case string:
-		writeString(b, x)
+		b.Write(appendString(b.AvailableBuffer(), x))
 	case map[string]any:
 		keys := make([]string, 0, len(x))
 		for k := range x {
@@ -231,7 +268,7 @@ func writeCanonical(b *bytes.Buffer, v any) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			writeString(b, k)
+			b.Write(appendString(b.AvailableBuffer(), k))
 			b.WriteByte(':')
 			writeCanonical(b, x[k])
 		}
@@ -262,16 +299,13 @@ func writeCanonical(b *bytes.Buffer, v any) {
 	}
 }
 
-// writeString writes s as encoding/json encodes a string.
-func writeString(b *bytes.Buffer, s string) {
+// appendString appends s to dst as encoding/json encodes a string.
+func appendString(dst []byte, s string) []byte {
 	if jsonSafe(s) {
-		b.WriteByte('"')
-		b.WriteString(s)
-		b.WriteByte('"')
-		return
+		return append(append(append(dst, '"'), s...), '"')
 	}
 	j, _ := json.Marshal(s) //nolint:errchkjson // a string cannot fail to encode
-	b.Write(j)
+	return append(dst, j...)
 }
 
 // jsonSafe reports whether encoding/json writes s between quotes unchanged:

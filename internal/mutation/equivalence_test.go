@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
@@ -13,7 +14,7 @@ import (
 
 // These tests check the fast paths of this package against the library code
 // they stand in for: parsePath and formatSegments against fieldpath,
-// parseAppliedPlain against parseAppliedJSON, writeString against
+// parseAppliedPlain against parseAppliedJSON, appendString against
 // encoding/json.
 
 // pathSeeds are paths at the edges of fieldpath's grammar.
@@ -104,7 +105,7 @@ func checkParseAppliedPlain(t *testing.T, s string) {
 	}
 }
 
-// TestWriteString: writeString and Applied.String write what
+// TestWriteString: appendString and Applied.String write what
 // encoding/json does.
 func TestWriteString(t *testing.T) {
 	for _, s := range []string{"", "a", "spec.a[0]", `"`, `\`, "<", ">", "&", "\x00", "\x1f", "\x7f", "\xff", "ä", "\u2028", "a b~"} {
@@ -121,10 +122,9 @@ func FuzzWriteString(f *testing.F) {
 
 func checkWriteString(t *testing.T, k, v string) {
 	t.Helper()
-	var b bytes.Buffer
-	writeString(&b, k)
-	if want, _ := json.Marshal(k); b.String() != string(want) {
-		t.Fatalf("writeString(%q) = %s, encoding/json writes %s", k, b.String(), want)
+	j, _ := json.Marshal(k)
+	if got, want := appendString([]byte("x"), k), append([]byte("x"), j...); !bytes.Equal(got, want) {
+		t.Fatalf("appendString(x, %q) = %s, encoding/json writes x%s", k, got, j)
 	}
 	a := Applied{k: v, "spec.z": k, "spec.a": v}
 	if want, _ := json.Marshal(map[string]string(a)); a.String() != string(want) {
@@ -159,5 +159,46 @@ func checkAppliedOwner(t *testing.T, leaf, path string) {
 	}
 	if got, want := a.Owner()(path), a.Owns(path); got != want {
 		t.Fatalf("with leaf %q, Owner()(%q) = %t, Owns = %t", leaf, path, got, want)
+	}
+}
+
+// TestAppliedAdd: Add grows a record as recording the value on its own and
+// copying the leaves the record lacks and keep accepts, the two steps it
+// stands in for, whatever the two values are.
+func TestAppliedAdd(t *testing.T) {
+	checkAppliedAdd(t, []byte(`{"a":1,"m":{"k":1},"l":[1]}`), []byte(`{"a":2,"b":3,"m":{"k":2,"j":4,"k.x":5},"l":[1,2],"skip":1}`), "b")
+	checkAppliedAdd(t, []byte(`{"m":{"k":{}}}`), []byte(`{"m":{"k":{"deep":1},"[":1},"n":{}}`), "m")
+	checkAppliedAdd(t, []byte(`null`), []byte(`{"a":[{"b":1}]}`), "")
+}
+
+// FuzzAppliedAdd: as TestAppliedAdd, for any two values and any kept path.
+func FuzzAppliedAdd(f *testing.F) {
+	f.Add([]byte(`{"a":1,"m":{"k":1}}`), []byte(`{"a":2,"b":3,"m":{"k":2,"j":4}}`), "m.j")
+	f.Add([]byte(`{"l":[1,{"x":1}]}`), []byte(`{"l":[2,{"x":2,"y":3}],"*":{"0":1}}`), "l[1]")
+	f.Fuzz(checkAppliedAdd)
+}
+
+func checkAppliedAdd(t *testing.T, firstJSON, nextJSON []byte, dropUnder string) {
+	t.Helper()
+	first, ok := decode(firstJSON, false)
+	if !ok {
+		return
+	}
+	next, ok := decode(nextJSON, false)
+	if !ok {
+		return
+	}
+	skip := func(p string) bool { return p == "spec.skip" }
+	keep := func(p string) bool { return dropUnder == "" || !Under(p, "spec."+dropUnder) }
+	got := Record("spec", first, skip)
+	want := maps.Clone(got)
+	got.Add("spec", next, skip, keep)
+	for k, h := range Record("spec", next, func(p string) bool { _, set := want[p]; return set || skip(p) }) {
+		if keep(k) {
+			want[k] = h
+		}
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Add(%s) onto the record of %s, keeping all but %q: -want, +got:\n%s", nextJSON, firstJSON, dropUnder, diff)
 	}
 }

@@ -16,7 +16,6 @@ package mutation
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -90,89 +89,91 @@ func WithSkip(skip func(path string) bool) DiffOption {
 // The result is in path order: map keys by byte order, array indices
 // numerically, parents before children.
 func Diff(prefix string, observed, desired any, opts ...DiffOption) []Mutation {
-	d := &differ{}
+	d := &differ{path: append(make(pathBuf, 0, 128), prefix...)}
 	for _, o := range opts {
 		o(&d.diffOptions)
 	}
-	if d.skipped(prefix) {
+	if d.skipped() {
 		return nil
 	}
-	d.node(prefix, observed, observed != nil, desired, desired != nil, false)
+	d.node(observed, observed != nil, desired, desired != nil, false)
 	return d.out
 }
 
+// differ walks observed and desired together; path is the field it is at.
 type differ struct {
 	diffOptions
-	out []Mutation
+	path pathBuf
+	out  []Mutation
 }
 
-func (d *differ) skipped(path string) bool {
-	return d.skip != nil && d.skip(path)
+func (d *differ) skipped() bool {
+	return d.skip != nil && d.skip(d.path.view())
 }
 
-func (d *differ) isOwned(path string) bool {
-	return d.owned != nil && d.owned(path)
+func (d *differ) isOwned() bool {
+	return d.owned != nil && d.owned(d.path.view())
 }
 
-func (d *differ) emit(path string, v v1alpha1.MutationVerb) {
-	d.out = append(d.out, Mutation{Path: path, Verb: v})
+func (d *differ) emit(v v1alpha1.MutationVerb) {
+	d.out = append(d.out, Mutation{Path: d.path.String(), Verb: v})
 }
 
 // node compares one field. atomic is true inside arrays, where server-side
 // apply replaces whatever it finds.
-func (d *differ) node(path string, o any, oOK bool, v any, vOK bool, atomic bool) {
+func (d *differ) node(o any, oOK bool, v any, vOK bool, atomic bool) {
 	switch {
 	case !vOK:
-		if oOK && (atomic || d.isOwned(path)) {
-			d.emit(path, v1alpha1.MutationDelete)
+		if oOK && (atomic || d.isOwned()) {
+			d.emit(v1alpha1.MutationDelete)
 		}
 	case !oOK:
-		d.emit(path, v1alpha1.MutationInsert)
+		d.emit(v1alpha1.MutationInsert)
 	default:
-		d.compare(path, o, v, atomic)
+		d.compare(o, v, atomic)
 	}
 }
 
-func (d *differ) compare(path string, o, v any, atomic bool) {
+func (d *differ) compare(o, v any, atomic bool) {
 	switch vv := v.(type) {
 	case map[string]any:
 		if om, ok := o.(map[string]any); ok {
-			d.maps(path, om, vv, atomic)
+			d.maps(om, vv, atomic)
 			return
 		}
 	case []any:
 		if oa, ok := o.([]any); ok {
-			d.arrays(path, oa, vv)
+			d.arrays(oa, vv)
 			return
 		}
 	}
 	if !Equal(o, v) {
-		d.emit(path, v1alpha1.MutationMutate)
+		d.emit(v1alpha1.MutationMutate)
 	}
 }
 
-func (d *differ) maps(path string, o, v map[string]any, atomic bool) {
-	if d.unnamedChanged(path, o, v, atomic) {
-		d.emit(path, v1alpha1.MutationMutate)
+func (d *differ) maps(o, v map[string]any, atomic bool) {
+	if d.unnamedChanged(o, v, atomic) {
+		d.emit(v1alpha1.MutationMutate)
 		return
 	}
 	for _, k := range unionKeys(o, v) {
 		if !nameable(k) {
 			continue // handled by unnamedChanged
 		}
-		child := childField(path, k)
-		if d.skipped(child) {
-			continue
+		parent := d.path.field(k)
+		if !d.skipped() {
+			ov, oOK := o[k]
+			vv, vOK := v[k]
+			d.node(ov, oOK, vv, vOK, atomic)
 		}
-		ov, oOK := o[k]
-		vv, vOK := v[k]
-		d.node(child, ov, oOK, vv, vOK, atomic)
+		d.path.cut(parent)
 	}
 }
 
 // unnamedChanged reports whether a key without a path of its own differs in
 // a way that Diff would report for a named key.
-func (d *differ) unnamedChanged(path string, o, v map[string]any, atomic bool) bool {
+func (d *differ) unnamedChanged(o, v map[string]any, atomic bool) bool {
 	unnamedObserved := false
 	for k, vv := range v {
 		if nameable(k) {
@@ -198,12 +199,18 @@ func (d *differ) unnamedChanged(path string, o, v map[string]any, atomic bool) b
 	// Record stores a map with unnamed keys as one leaf at the map's own path,
 	// so the caller applied the unnamed key only if it owns the map but none
 	// of its named children.
-	if !d.isOwned(path) {
+	if !d.isOwned() {
 		return false
 	}
 	for _, m := range []map[string]any{o, v} {
 		for k := range m {
-			if nameable(k) && d.isOwned(childField(path, k)) {
+			if !nameable(k) {
+				continue
+			}
+			parent := d.path.field(k)
+			owned := d.isOwned()
+			d.path.cut(parent)
+			if owned {
 				return false
 			}
 		}
@@ -211,21 +218,21 @@ func (d *differ) unnamedChanged(path string, o, v map[string]any, atomic bool) b
 	return true
 }
 
-func (d *differ) arrays(path string, o, v []any) {
+func (d *differ) arrays(o, v []any) {
 	n := min(len(o), len(v))
 	for i := range max(len(o), len(v)) {
-		child := childIndex(path, i)
-		if d.skipped(child) {
-			continue
+		parent := d.path.index(i)
+		if !d.skipped() {
+			switch {
+			case i < n:
+				d.compare(o[i], v[i], true)
+			case i < len(v):
+				d.emit(v1alpha1.MutationInsert)
+			default:
+				d.emit(v1alpha1.MutationDelete)
+			}
 		}
-		switch {
-		case i < n:
-			d.compare(child, o[i], v[i], true)
-		case i < len(v):
-			d.emit(child, v1alpha1.MutationInsert)
-		default:
-			d.emit(child, v1alpha1.MutationDelete)
-		}
+		d.path.cut(parent)
 	}
 }
 
@@ -254,24 +261,6 @@ func nameable(k string) bool {
 }
 
 func isQuote(c byte) bool { return c == '\'' || c == '"' }
-
-// childField appends map key k to path the way fieldpath.Segments.String
-// formats a field segment: in brackets when it contains a period or is the
-// wildcard, after a period otherwise. k must be nameable.
-func childField(path, k string) string {
-	if k == "*" || strings.IndexByte(k, '.') >= 0 {
-		return path + "[" + k + "]"
-	}
-	if path == "" {
-		return k
-	}
-	return path + "." + k
-}
-
-// childIndex appends array index i to path.
-func childIndex(path string, i int) string {
-	return path + "[" + strconv.Itoa(i) + "]"
-}
 
 // Under reports whether path equals prefix or lies below it on a segment
 // boundary: spec.forProvider.tags[0] is under spec.forProvider, and

@@ -286,14 +286,19 @@ func TestPathsAreFieldpaths(t *testing.T) {
 			if !nameable(k) {
 				t.Fatalf("nameable(%q) = false", k)
 			}
-			got := childField(prefix, k)
+			p := pathBuf(prefix)
+			parent := p.field(k)
+			got := p.String()
+			if p.cut(parent); p.String() != prefix {
+				t.Errorf("cutting %q back gives %q, want %q", got, p.String(), prefix)
+			}
 			segs, err := fieldpath.Parse(prefix)
 			if err != nil {
 				t.Fatal(err)
 			}
 			segs = append(segs, fieldpath.Segment{Type: fieldpath.SegmentField, Field: k})
 			if want := segs.String(); got != want {
-				t.Errorf("childField(%q, %q) = %q, fieldpath formats %q", prefix, k, got, want)
+				t.Errorf("field(%q) after %q = %q, fieldpath formats %q", k, prefix, got, want)
 			}
 			back, err := fieldpath.Parse(got)
 			if err != nil {
@@ -304,10 +309,11 @@ func TestPathsAreFieldpaths(t *testing.T) {
 				t.Errorf("fieldpath.Parse(%q): -want, +got:\n%s", got, diff)
 			}
 		}
-		got := childIndex(prefix, 7)
+		p := pathBuf(prefix)
+		p.index(7)
 		base, _ := fieldpath.Parse(prefix)
-		if want := append(base, fieldpath.Segment{Type: fieldpath.SegmentIndex, Index: 7}).String(); got != want {
-			t.Errorf("childIndex(%q, 7) = %q, fieldpath formats %q", prefix, got, want)
+		if want := append(base, fieldpath.Segment{Type: fieldpath.SegmentIndex, Index: 7}).String(); p.String() != want {
+			t.Errorf("index(7) after %q = %q, fieldpath formats %q", prefix, p.String(), want)
 		}
 	}
 	for _, k := range []string{"", "a]", "[a", "a[0]", "'a'", `"a`, `a"`} {
@@ -315,7 +321,8 @@ func TestPathsAreFieldpaths(t *testing.T) {
 			t.Errorf("nameable(%q) = true, but fieldpath cannot name it", k)
 		}
 	}
-	if strings.Contains(childField("", "x"), ".") {
+	var top pathBuf
+	if top.field("x"); strings.Contains(top.String(), ".") {
 		t.Errorf("a top-level field has no leading period")
 	}
 }
