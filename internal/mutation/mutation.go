@@ -18,6 +18,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 )
 
@@ -97,7 +99,23 @@ func Diff(prefix string, observed, desired any, opts ...DiffOption) []Mutation {
 		return nil
 	}
 	d.node(observed, observed != nil, desired, desired != nil, false)
+	sortByPath(d.out)
 	return d.out
+}
+
+// sortByPath puts mutations in path order. Diff visits map keys in the
+// map's order, not sorted, and sorts only what it reports: a spec has
+// dozens of fields and a diff of it a few mutations.
+func sortByPath(ms []Mutation) {
+	if len(ms) < 2 {
+		return
+	}
+	segs := make(map[string]fieldpath.Segments, len(ms))
+	for _, m := range ms {
+		// Diff builds canonical paths, which parse.
+		segs[m.Path], _ = parsePath(m.Path)
+	}
+	slices.SortFunc(ms, func(a, b Mutation) int { return compareSegments(segs[a.Path], segs[b.Path]) })
 }
 
 // differ walks observed and desired together; path is the field it is at.
@@ -157,18 +175,26 @@ func (d *differ) maps(o, v map[string]any, atomic bool) {
 		d.emit(v1alpha1.MutationMutate)
 		return
 	}
-	for _, k := range unionKeys(o, v) {
-		if !nameable(k) {
-			continue // handled by unnamedChanged
-		}
-		parent := d.path.field(k)
-		if !d.skipped() {
+	for k, vv := range v {
+		if nameable(k) { // unnamed keys are handled by unnamedChanged
 			ov, oOK := o[k]
-			vv, vOK := v[k]
-			d.node(ov, oOK, vv, vOK, atomic)
+			d.child(k, ov, oOK, vv, true, atomic)
 		}
-		d.path.cut(parent)
 	}
+	for k, ov := range o {
+		if _, set := v[k]; !set && nameable(k) {
+			d.child(k, ov, true, nil, false, atomic)
+		}
+	}
+}
+
+// child compares the map field k, unless it is skipped.
+func (d *differ) child(k string, o any, oOK bool, v any, vOK bool, atomic bool) {
+	parent := d.path.field(k)
+	if !d.skipped() {
+		d.node(o, oOK, v, vOK, atomic)
+	}
+	d.path.cut(parent)
 }
 
 // unnamedChanged reports whether a key without a path of its own differs in
@@ -234,20 +260,6 @@ func (d *differ) arrays(o, v []any) {
 		}
 		d.path.cut(parent)
 	}
-}
-
-func unionKeys(o, v map[string]any) []string {
-	keys := make([]string, 0, max(len(o), len(v)))
-	for k := range v {
-		keys = append(keys, k)
-	}
-	for k := range o {
-		if _, ok := v[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // nameable reports whether a map key has a fieldpath that parses back to the
