@@ -1,7 +1,6 @@
 package compose
 
 import (
-	"maps"
 	"slices"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -97,20 +96,19 @@ func (ch change) object(desired map[string]any) map[string]any {
 	return withSpec(desired, true, ch.spec)
 }
 
-// desiredRecord is a copy of the record of the desired spec as it leaves
-// this run (gate.SpecRecord), when the run already made it: nothing was
-// withheld or held, so desired is what the pipeline wanted. Nil otherwise.
-// Hashing every leaf again is the largest cost of deciding a gate.
+// desiredRecord is the record of the desired spec as it leaves this run
+// (gate.SpecRecord), when the run already made it: nothing was withheld
+// or held, so desired is what the pipeline wanted. Nil otherwise. It is
+// the change's own: read it, do not write it. Hashing every leaf again is
+// the largest cost of deciding a gate.
 func (ch change) desiredRecord() mutation.Applied {
 	switch {
 	case len(ch.withheld) > 0 || len(ch.held) > 0:
 		return nil
 	case ch.create:
-		return maps.Clone(ch.applied)
-	case ch.wanted != nil:
-		return maps.Clone(ch.wanted)
+		return ch.applied
 	}
-	return nil
+	return ch.wanted
 }
 
 // item is one desired composed resource between deciding its change and

@@ -62,7 +62,7 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) ([]withheld, []string) {
 	as := r.stampExternal(dm, om, have, ch)
 	g := r.cfg.gate.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied {
-		return appliedSpec(desired, observed, ch.owns, ch.desiredRecord())
+		return appliedSpec(desired, observed, ch.owns, ch.desiredRecord(), leavesApproved(om))
 	}, as, r.now, r.frozen)
 	var reports []withheld
 	if len(g.Withheld) > 0 {
@@ -103,21 +103,31 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 // it with what was approved, so those fields are not pending changes.
 //
 // rec is the record of desired's spec when the caller has it (see
-// change.desiredRecord), nil to record it here.
-func appliedSpec(desired, observed map[string]any, owns func(string) bool, rec mutation.Applied) mutation.Applied {
+// change.desiredRecord; it is not written), nil to record it here. size
+// is how many leaves the result likely has, to make it once.
+func appliedSpec(desired, observed map[string]any, owns func(string) bool, rec mutation.Applied, size int) mutation.Applied {
 	if rec == nil {
 		rec = gate.SpecRecord(desired)
 	}
 	if observed == nil {
 		return rec
 	}
+	out := make(mutation.Applied, max(size, len(rec)))
+	maps.Copy(out, rec)
 	var unowned func(string) bool // nil: nothing recorded, the pipeline owns nothing yet
 	if owns != nil {
 		unowned = func(p string) bool { return !owns(p) }
 	}
 	// Only observed's leaves desired lacks are read (and hashed).
-	rec.Add("spec", observed["spec"], gate.IsGatePath, unowned)
-	return rec
+	out.Add("spec", observed["spec"], gate.IsGatePath, unowned)
+	return out
+}
+
+// leavesApproved is about how many leaves the spec the gate last approved
+// has: a spec rarely gains or loses fields, so it sizes the record that
+// replaces it.
+func leavesApproved(om childMeta) int {
+	return mutation.SizeHint(om.ann[v1alpha1.AnnotationApproved])
 }
 
 // nextApplied is the record after this run: what the pipeline wanted for the

@@ -86,10 +86,9 @@ func parseAppliedPlain(s string) (Applied, bool) {
 	if i == len(s) || s[i] != '{' {
 		return nil, false
 	}
-	// One entry per comma and one more, or fewer: sized once, not grown
-	// through every power of two of a real provider's spec. Capped, so a
-	// value of commas does not buy a large map before it fails to parse.
-	a := make(Applied, min(strings.Count(s, ",")+1, maxSizeHint))
+	// Sized once, not grown through every power of two of a real
+	// provider's spec.
+	a := make(Applied, SizeHint(s))
 	i = skipSpace(s, i+1)
 	if i < len(s) && s[i] == '}' {
 		return a, skipSpace(s, i+1) == len(s)
@@ -124,8 +123,14 @@ func parseAppliedPlain(s string) (Applied, bool) {
 	}
 }
 
-// maxSizeHint bounds the entries a record's map is made for before it is
-// parsed.
+// SizeHint is how many entries the record s, an annotation's value, holds
+// at most, read off it without parsing it: one per comma and one more.
+// It is capped, so a value of commas does not buy a large map.
+func SizeHint(s string) int {
+	return min(strings.Count(s, ",")+1, maxSizeHint)
+}
+
+// maxSizeHint bounds SizeHint.
 const maxSizeHint = 256
 
 // skipSpace returns the index of the first byte at or after i that is not
