@@ -128,6 +128,9 @@ func TestObservedGeneration(t *testing.T) {
 			map[string]any{"type": "Ready", "status": "True", "observedGeneration": int64(9)},
 			map[string]any{"type": "Synced", "status": "True", "observedGeneration": int64(2)},
 		}}}, want: 2, wantOK: true},
+		"SyncedJSONFloat": {obj: map[string]any{"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "Synced", "status": "True", "observedGeneration": float64(7)},
+		}}}, want: 7, wantOK: true},
 		"TopLevelWins": {obj: map[string]any{"status": map[string]any{"observedGeneration": int64(6), "conditions": []any{
 			map[string]any{"type": "Synced", "status": "True", "observedGeneration": int64(2)},
 		}}}, want: 6, wantOK: true},

@@ -111,10 +111,13 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 
 	// The SDK decodes numbers as float64; Kubernetes objects hold int64.
-	// Of composed resources only metadata.generation and status are read
-	// as integers; specs are compared and hashed by numeric value
-	// (mutation.Equal, Record) and encoded back as numbers either way, so
-	// their leaves are left as decoded.
+	// Of composed resources only metadata.generation is read as an
+	// integer through unstructured's getters. Their status is read for
+	// its observed generation only (allowance.ObservedGeneration), which
+	// takes either form; specs are compared and hashed by numeric value
+	// (mutation.Equal, Record) and encoded back as numbers either way. So
+	// the rest is left as decoded: a real provider reports dozens of
+	// status fields.
 	integers(oxr.Resource.Object)
 	for _, o := range observed {
 		composedIntegers(o.Resource.Object)
@@ -221,15 +224,12 @@ func integers(obj map[string]any) {
 }
 
 // composedIntegers is integers for what the function reads of a composed
-// resource as integers: metadata.generation and its status.
+// resource as an integer: metadata.generation.
 func composedIntegers(obj map[string]any) {
 	if md, ok := obj["metadata"].(map[string]any); ok {
 		if n, ok := integer(md["generation"]); ok {
 			md["generation"] = n
 		}
-	}
-	if st, ok := obj["status"].(map[string]any); ok {
-		integers(st)
 	}
 }
 
