@@ -36,7 +36,8 @@ type Applied map[string]string
 // leaf, where leaves are scalars and empty maps and arrays. A map with a key
 // the fieldpath syntax cannot name is recorded as one leaf, as Diff treats
 // it as one value. Paths for which skip is true are left out; skip may be
-// nil. A nil desired (absent) records nothing.
+// nil, and reads the path during its call only (see Add). A nil desired
+// (absent) records nothing.
 func Record(prefix string, desired any, skip func(string) bool) Applied {
 	a := Applied{}
 	a.Add(prefix, desired, skip, nil)
@@ -51,7 +52,7 @@ func Record(prefix string, desired any, skip func(string) bool) Applied {
 // skip and keep read the path they are given during the call only: it
 // shares a buffer the walk reuses.
 func (a Applied) Add(prefix string, v any, skip, keep func(string) bool) {
-	w := recorder{out: a, skip: skip, keep: keep, path: append(make(pathBuf, 0, 128), prefix...)}
+	w := recorder{out: a, skip: skip, keep: keep, path: newPath(prefix)}
 	if v == nil || w.skipped() {
 		return
 	}

@@ -52,14 +52,16 @@ type diffOptions struct {
 // WithOwned tells Diff which paths the caller applied before (a recorded leaf
 // or a prefix of one, e.g. Applied.Owns). Server-side apply removes a field
 // its manager owned and no longer sets, so an observed field desired lacks is
-// a Delete only when owned reports it.
+// a Delete only when owned reports it. owned reads the path during its call
+// only: the string shares a buffer Diff reuses.
 func WithOwned(owned func(path string) bool) DiffOption {
 	return func(o *diffOptions) { o.owned = owned }
 }
 
 // WithSkip tells Diff to ignore paths, and everything below them, for which
 // skip is true: fields the caller manages itself, such as
-// spec.managementPolicies.
+// spec.managementPolicies. skip reads the path during its call only, as
+// owned does (WithOwned).
 func WithSkip(skip func(path string) bool) DiffOption {
 	return func(o *diffOptions) { o.skip = skip }
 }
@@ -91,7 +93,7 @@ func WithSkip(skip func(path string) bool) DiffOption {
 // The result is in path order: map keys by byte order, array indices
 // numerically, parents before children.
 func Diff(prefix string, observed, desired any, opts ...DiffOption) []Mutation {
-	d := &differ{path: append(make(pathBuf, 0, 128), prefix...)}
+	d := &differ{path: newPath(prefix)}
 	for _, o := range opts {
 		o(&d.diffOptions)
 	}

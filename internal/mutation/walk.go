@@ -51,3 +51,10 @@ func (p pathBuf) String() string { return string(p) }
 func (p pathBuf) view() string {
 	return unsafe.String(unsafe.SliceData(p), len(p))
 }
+
+// newPath is a walk's buffer, starting at prefix, with room for the paths
+// of a typical spec (spec.forProvider.vpcSecurityGroupIds[0] is 39 bytes)
+// so it rarely grows.
+func newPath(prefix string) pathBuf {
+	return append(make(pathBuf, 0, max(64, 2*len(prefix))), prefix...)
+}
