@@ -126,7 +126,9 @@ func (a Applied) String() string {
 	}
 	// Keys sorted by byte order, strings escaped, as encoding/json encodes
 	// a map of strings.
-	keys := make([]string, 0, len(a))
+	// The keys of most records fit in an array on the stack.
+	var small [64]string
+	keys := small[:0]
 	n := 2
 	for k, v := range a {
 		keys = append(keys, k)
