@@ -168,7 +168,7 @@ func checkAppliedOwner(t *testing.T, leaf, path string) {
 func TestAppliedAdd(t *testing.T) {
 	checkAppliedAdd(t, []byte(`{"a":1,"m":{"k":1},"l":[1]}`), []byte(`{"a":2,"b":3,"m":{"k":2,"j":4,"k.x":5},"l":[1,2],"skip":1}`), "b")
 	checkAppliedAdd(t, []byte(`{"m":{"k":{}}}`), []byte(`{"m":{"k":{"deep":1},"[":1},"n":{}}`), "m")
-	checkAppliedAdd(t, []byte(`null`), []byte(`{"a":[{"b":1}]}`), "")
+	checkAppliedAdd(t, []byte(`{}`), []byte(`{"a":[{"b":1}]}`), "")
 }
 
 // FuzzAppliedAdd: as TestAppliedAdd, for any two values and any kept path.
