@@ -52,7 +52,9 @@ func Record(prefix string, desired any, skip func(string) bool) Applied {
 // skip and keep read the path they are given during the call only: it
 // shares a buffer the walk reuses.
 func (a Applied) Add(prefix string, v any, skip, keep func(string) bool) {
-	w := recorder{out: a, skip: skip, keep: keep, path: newPath(prefix)}
+	// Only what a held before can be met again: a walk of one value
+	// visits each path once, and never below a leaf it recorded.
+	w := recorder{out: a, had: len(a) > 0, skip: skip, keep: keep, path: newPath(prefix)}
 	if v == nil || w.skipped() {
 		return
 	}
@@ -62,6 +64,7 @@ func (a Applied) Add(prefix string, v any, skip, keep func(string) bool) {
 // recorder walks a value for Record and Add; path is the field it is at.
 type recorder struct {
 	out        Applied
+	had        bool // out held entries before the walk
 	skip, keep func(string) bool
 	path       pathBuf
 }
@@ -70,7 +73,7 @@ func (w *recorder) skipped() bool {
 	if w.skip != nil && w.skip(w.path.view()) {
 		return true
 	}
-	if len(w.out) == 0 {
+	if !w.had {
 		return false
 	}
 	_, have := w.out[w.path.view()]
