@@ -62,7 +62,9 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) ([]withheld, []string) {
 	as := r.stampExternal(dm, om, have, ch)
 	g := r.cfg.gate.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied {
-		return appliedSpec(desired, observed, ch.owns, ch.desiredRecord(), leavesApproved(om))
+		// A spec rarely gains or loses fields: the approval it replaces
+		// sizes its record.
+		return appliedSpec(desired, observed, ch.owns, ch.desiredRecord(), mutation.SizeHint(om.ann[v1alpha1.AnnotationApproved]))
 	}, as, r.now, r.frozen)
 	var reports []withheld
 	if len(g.Withheld) > 0 {
@@ -121,13 +123,6 @@ func appliedSpec(desired, observed map[string]any, owns func(string) bool, rec m
 	// Only observed's leaves desired lacks are read (and hashed).
 	out.Add("spec", observed["spec"], gate.IsGatePath, unowned)
 	return out
-}
-
-// leavesApproved is about how many leaves the spec the gate last approved
-// has: a spec rarely gains or loses fields, so it sizes the record that
-// replaces it.
-func leavesApproved(om childMeta) int {
-	return mutation.SizeHint(om.ann[v1alpha1.AnnotationApproved])
 }
 
 // nextApplied is the record after this run: what the pipeline wanted for the
