@@ -190,7 +190,11 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	var withheld []mutation.Mutation
 	up := r.upgradeOf(om.ann)
 	owns := applied.Owner()
-	for _, m := range mutation.Diff("spec", observed["spec"], desired["spec"], mutation.WithOwned(owns), mutation.WithSkip(skipManaged)) {
+	opts := []mutation.DiffOption{mutation.WithOwned(owns), mutation.WithSkip(skipManaged)}
+	if policy.BuiltIn(dm.child.APIGroup) {
+		opts = append(opts, mutation.WithMergedLists())
+	}
+	for _, m := range mutation.Diff("spec", observed["spec"], desired["spec"], opts...) {
 		v, present := mutation.Value(desired, m.Path)
 		d := r.permitMutation(dm.child, om.from, m, applied.Unchanged(m.Path, v, present), up)
 		if !d.ok {

@@ -122,7 +122,7 @@ func upgradeDelete(a allowance.Allowance) bool {
 
 // gated reports whether the resource's gate is Kausality's.
 func (r *run) gated(m childMeta) bool {
-	return !m.child.Composite && !admit.IsComposite(m.obj.Object) && !admit.IsClaim(m.obj.Object) && (r.restrictAll || r.set.RestrictsExternal(m.child))
+	return m.child.Class.Gated() && !admit.IsComposite(m.obj.Object) && !admit.IsClaim(m.obj.Object) && (r.restrictAll || r.set.RestrictsExternal(m.child))
 }
 
 // keptAsObserved is the resource as observed, for Crossplane to keep.

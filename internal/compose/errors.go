@@ -8,6 +8,7 @@ const (
 	errFmtBlockerIncomplete             = "input propagation.blockers[%d] (%s) needs apiVersion, kind and matchName"
 	errFmtBlockerWhen                   = "input propagation.blockers[%d] (%s) when"
 	errFmtCollection                    = "input propagation.collections[%d] (%s)"
+	errFmtPanic                         = "function-kausality failed deciding %s (%v); nothing of this run is applied, and the next run tries again"
 	errFmtCollectionMatchResourceName   = "input propagation.collections[%d].matchResourceName %q"
 	errFmtCollectionSelectsNothing      = "input propagation.collections[%d] (%s) selects nothing: set matchResourceName or matchLabels"
 	errFmtDecodeRequired                = "cannot decode %s %q"

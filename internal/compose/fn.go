@@ -9,7 +9,9 @@ package compose
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"runtime/debug"
 	"sort"
 	"time"
 
@@ -75,7 +77,27 @@ func newCompiled() *compiled {
 }
 
 // RunFunction gates the desired composed resources of one XR.
-func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+//
+// A panic while deciding one XR fails that XR's run, not the server: gRPC
+// does not recover a handler's panic, so the process would exit and every
+// XR's composition would wait for a restart. The run answers a Fatal
+// result instead, on which Crossplane applies nothing of it (fail closed).
+func (f *Function) RunFunction(ctx context.Context, req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionResponse, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			xr := "the XR"
+			if s := req.GetObserved().GetComposite().GetResource(); s != nil {
+				xr = ref(s.AsMap())
+			}
+			f.log.Info("Recovered from a panic: nothing of this run is applied", "tag", req.GetMeta().GetTag(), "xr", xr, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			rsp, err = response.To(req, response.DefaultTTL), nil
+			response.Fatal(rsp, errors.Errorf(errFmtPanic, xr, p))
+		}
+	}()
+	return f.runFunction(ctx, req)
+}
+
+func (f *Function) runFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
 	rsp := response.To(req, response.DefaultTTL)
 	log := f.log.WithValues("tag", req.GetMeta().GetTag())
 

@@ -499,3 +499,24 @@ func TestDefaultsAreNotPending(t *testing.T) {
 		t.Errorf("gate = %v, want [Observe Update LateInitialize]", mp)
 	}
 }
+
+// TestRunFunctionRecovers: a panic while deciding one XR answers that XR
+// with a Fatal result, on which Crossplane applies nothing, and leaves the
+// server serving the next request.
+func TestRunFunctionRecovers(t *testing.T) {
+	f := newTestFunction()
+	f.now = func() time.Time { panic("boom") }
+	req := newRequest(t, xr(t, 2, 1, nil), observedRDS(t, "db.t3.small", 1, 1, nil, "[Observe, LateInitialize]"), obj(t, rds("db.t3.large", "")), policyDB)
+	rsp, err := f.RunFunction(context.Background(), req)
+	if err != nil {
+		t.Fatalf("RunFunction(...): %v, want a Fatal result", err)
+	}
+	want := []*fnv1.Result{{Severity: fnv1.Severity_SEVERITY_FATAL, Message: "function-kausality failed deciding XDatabase/db (boom); nothing of this run is applied, and the next run tries again", Target: fnv1.Target_TARGET_COMPOSITE.Enum()}}
+	if diff := cmp.Diff(want, rsp.GetResults(), protocmp.Transform()); diff != "" {
+		t.Errorf("results: -want +got:\n%s", diff)
+	}
+	f.now = func() time.Time { return testNow }
+	if rsp, err := f.RunFunction(context.Background(), req); err != nil || len(rsp.GetDesired().GetResources()) != 1 {
+		t.Errorf("the next run after a panic: %v, %d resources; want it decided", err, len(rsp.GetDesired().GetResources()))
+	}
+}

@@ -131,7 +131,7 @@ func edgesOf(m *Model, r Resolver) ([]edge, error) {
 		if err != nil {
 			return nil, errors.Wrapf(err, "Composition %s resource %s", m.Name, f.Template.Name)
 		}
-		c := policy.Child{APIGroup: f.Template.GVK.Group, APIVersion: f.Template.GVK.Version, Kind: f.Template.GVK.Kind, Resource: k.Resource, Composite: k.Composite}
+		c := policy.Child{APIGroup: f.Template.GVK.Group, APIVersion: f.Template.GVK.Version, Kind: f.Template.GVK.Kind, Resource: k.Resource, Class: k.Class}
 		for _, from := range f.From {
 			if root(from) == "spec" {
 				out = append(out, edge{from: from, flow: f, child: c})
@@ -165,7 +165,7 @@ func uncovered(xr string, edges []edge, ps []v1alpha1.AllowancePolicy, set polic
 					(len(pe.Mutations) == 0 || mutation.CoveredBy(m, pe.Mutations))
 			})
 		})
-		external := e.child.Composite || !set.RestrictsExternal(e.child) || slices.ContainsFunc(rs, func(rl v1alpha1.Rule) bool {
+		external := !e.child.Class.Gated() || !set.RestrictsExternal(e.child) || slices.ContainsFunc(rs, func(rl v1alpha1.Rule) bool {
 			return len(rl.Policies) == 0 || slices.ContainsFunc(rl.Policies, func(pe v1alpha1.PolicyEntry) bool {
 				return isExternal(pe) && policy.MatchesExternal(pe.Target, e.child) && len(pe.Verbs) > 0
 			})
@@ -218,7 +218,7 @@ func unused(edges []edge, ps []v1alpha1.AllowancePolicy) []Finding {
 // unusedParts says what of the entry no patch hit by its rule uses.
 func unusedParts(pe v1alpha1.PolicyEntry, hit []edge) []string {
 	if isExternal(pe) {
-		if !slices.ContainsFunc(hit, func(e edge) bool { return !e.child.Composite && policy.MatchesExternal(pe.Target, e.child) }) {
+		if !slices.ContainsFunc(hit, func(e edge) bool { return e.child.Class.Gated() && policy.MatchesExternal(pe.Target, e.child) }) {
 			return []string{fmt.Sprintf("grants %v on external %v, which no patch from the trigger reaches", pe.Verbs, pe.Target.External)}
 		}
 		return nil

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // AnnotationDerivedFrom names the Composition a derived policy was derived
@@ -105,9 +106,10 @@ func Derive(m *Model, o Options) (*Result, error) {
 			Mutations: []v1alpha1.MutationBound{{JSONPath: "*", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationInsert, v1alpha1.MutationMutate}}},
 		})
 		del.Policies = append(del.Policies, v1alpha1.PolicyEntry{Target: childTarget(k), Relation: v1alpha1.RelationControllerChild, Verbs: []string{v1alpha1.VerbAll}})
-		if k.Composite {
-			// A composed XR has no external resource: its own policies
-			// bound what reaches the cloud below it.
+		if !k.Class.Gated() {
+			// A composed XR, a Deployment, a ProviderConfig have no
+			// external resource: a composed XR's own policies bound what
+			// reaches the cloud below it.
 			continue
 		}
 		init.Policies = append(init.Policies, externalEntry(k, v1alpha1.VerbCreate))
@@ -153,9 +155,9 @@ func resolveOne(gvk schema.GroupVersionKind, r Resolver, res *Result) (Kind, err
 			return k, nil
 		}
 	}
-	k := Kind{Resource: Guess(gvk)}
+	k := Kind{Resource: Guess(gvk), Class: policy.ClassOf(gvk.Group, nil, false)}
 	if res != nil {
-		res.Notes = append(res.Notes, fmt.Sprintf("the plural of %s is guessed as %s, and it is taken for a managed resource: pass its CRD to be sure", gvk.GroupKind(), k.Resource))
+		res.Notes = append(res.Notes, fmt.Sprintf("the plural of %s is guessed as %s, and the kind is taken as %s: pass its CRD to be sure", gvk.GroupKind(), k.Resource, k.Class))
 	}
 	return k, nil
 }

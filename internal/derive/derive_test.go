@@ -198,7 +198,7 @@ func outcomes(t *testing.T, m *Model, defs *Definitions, ps []v1alpha1.Allowance
 	for _, tp := range m.Templates {
 		c := childOf(t, defs, tp)
 		ext := ""
-		if !c.Composite {
+		if c.Class.Gated() {
 			ext = fmt.Sprintf(", external Create %t", set.CreationGrantsExternal(c))
 		}
 		out["create "+c.Kind] = outcome{group: "create " + c.Kind, value: fmt.Sprintf("create %t%s", set.CreationCovers(c), ext)}
@@ -214,7 +214,7 @@ func childOf(t *testing.T, defs *Definitions, tp *Template) policy.Child {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return policy.Child{APIGroup: tp.GVK.Group, APIVersion: tp.GVK.Version, Kind: tp.GVK.Kind, Resource: k.Resource, Composite: k.Composite}
+	return policy.Child{APIGroup: tp.GVK.Group, APIVersion: tp.GVK.Version, Kind: tp.GVK.Kind, Resource: k.Resource, Class: k.Class}
 }
 
 // xrChange is an XR past its creation before and after a change of field.
@@ -255,7 +255,7 @@ func decided(set policy.Set, as []allowance.Allowance, c policy.Child, m mutatio
 	if child {
 		s = "permitted"
 	}
-	if c.Composite {
+	if !c.Class.Gated() {
 		return s
 	}
 	if !set.RestrictsExternal(c) {

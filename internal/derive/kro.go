@@ -10,6 +10,8 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // kro's ResourceGraphDefinition, and the group its instances get when the
@@ -225,18 +227,17 @@ func pathOr(segs fieldpath.Segments) string {
 	return segs.String()
 }
 
-// KubernetesKinds resolves kinds of Kubernetes' own API groups (core,
-// apps, batch, the *.k8s.io groups), which a kro graph composes more often
-// than managed resources. Their plurals are regular, and they have no
-// external resource, which Kind.Composite says, so their rules carry no
-// External entry. Other kinds are left to the next resolver.
+// KubernetesKinds resolves kinds of Kubernetes' own API groups
+// (policy.BuiltIn), which a kro graph composes more often than managed
+// resources. Their plurals are regular, and they have no external
+// resource (policy.ClassUnmanaged), so their rules carry no External
+// entry. Other kinds are left to the next resolver.
 type KubernetesKinds struct{}
 
 // Resolve implements Resolver.
 func (KubernetesKinds) Resolve(gvk schema.GroupVersionKind) (Kind, bool, error) {
-	switch g := gvk.Group; {
-	case g == "", !strings.Contains(g, "."), strings.HasSuffix(g, ".k8s.io"):
-		return Kind{Resource: Guess(gvk), Composite: true}, true, nil
+	if policy.BuiltIn(gvk.Group) {
+		return Kind{Resource: Guess(gvk), Class: policy.ClassUnmanaged}, true, nil
 	}
 	return Kind{}, false, nil
 }

@@ -2,21 +2,22 @@ package derive
 
 import (
 	"encoding/json"
-	"slices"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // Kind is what the API server (or a CRD) says about a composed kind.
 type Kind struct {
 	// Resource is the kind's plural, as policy targets name it.
 	Resource string
-	// Composite says the kind is an XR or Claim: it has no external
-	// resource, so a policy grants it no External verbs.
-	Composite bool
+	// Class says whether the kind has an external resource: a policy
+	// grants External verbs for a managed kind only (policy.ClassOf).
+	Class policy.Class
 }
 
 // A Resolver tells the plural of a composed kind and whether it is a
@@ -43,9 +44,6 @@ type Definitions struct {
 	// schemas are the XRDs' and CRDs' OpenAPI schemas by kind and version.
 	schemas map[schema.GroupVersionKind]*Schema
 }
-
-// The categories Crossplane gives composite and claim CRDs.
-var compositeCategories = []string{"composite", "claim"}
 
 // NewDefinitions reads CRDs and XRDs; other objects are ignored, so a
 // directory of mixed manifests can be passed whole.
@@ -77,15 +75,16 @@ func (d *Definitions) add(o *unstructured.Unstructured) error {
 	}
 	cats, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "names", "categories")
 	xrd := o.GetKind() == "CompositeResourceDefinition"
-	d.kinds[schema.GroupKind{Group: group, Kind: kind}] = Kind{
-		Resource:  plural,
-		Composite: xrd || slices.ContainsFunc(cats, func(c string) bool { return slices.Contains(compositeCategories, c) }),
+	class := policy.ClassOf(group, cats, true)
+	if xrd {
+		class = policy.ClassComposite
 	}
+	d.kinds[schema.GroupKind{Group: group, Kind: kind}] = Kind{Resource: plural, Class: class}
 	if xrd {
 		// A v1 XRD's claim kind is a composite too.
 		if ck, _, _ := unstructured.NestedString(o.Object, "spec", "claimNames", "kind"); ck != "" {
 			cp, _, _ := unstructured.NestedString(o.Object, "spec", "claimNames", "plural")
-			d.kinds[schema.GroupKind{Group: group, Kind: ck}] = Kind{Resource: cp, Composite: true}
+			d.kinds[schema.GroupKind{Group: group, Kind: ck}] = Kind{Resource: cp, Class: policy.ClassComposite}
 		}
 	}
 	vs, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")

@@ -71,7 +71,7 @@ func rules(m *Model, kinds []kindOf, xr *Schema, res *Result) ([]v1alpha1.Rule, 
 				Target: childTarget(k), Relation: v1alpha1.RelationControllerChild,
 				Verbs: []string{v1alpha1.VerbUpdate}, Mutations: pk.mutations,
 			})
-			if !k.Composite {
+			if k.Class.Gated() {
 				// A changed spec field of a managed resource reaches the
 				// cloud as an update. A field the provider can change only
 				// by replacing the resource needs Delete and Create

@@ -45,8 +45,9 @@ func (m Mutation) String() string {
 type DiffOption func(*diffOptions)
 
 type diffOptions struct {
-	owned func(string) bool
-	skip  func(string) bool
+	owned  func(string) bool
+	skip   func(string) bool
+	merged bool
 }
 
 // WithOwned tells Diff which paths the caller applied before (a recorded leaf
@@ -56,6 +57,17 @@ type diffOptions struct {
 // only: the string shares a buffer Diff reuses.
 func WithOwned(owned func(path string) bool) DiffOption {
 	return func(o *diffOptions) { o.owned = owned }
+}
+
+// WithMergedLists tells Diff that arrays merge under server-side apply,
+// as Kubernetes' own kinds declare theirs (x-kubernetes-list-type map or
+// set, such as a Deployment's containers): a key of an observed array item
+// that desired lacks, such as a container's imagePullPolicy the API server
+// defaulted, is left in place and is a Delete only when owned reports it,
+// as for a map key. Without it arrays are atomic, as a CRD's are unless
+// its schema says otherwise.
+func WithMergedLists() DiffOption {
+	return func(o *diffOptions) { o.merged = true }
 }
 
 // WithSkip tells Diff to ignore paths, and everything below them, for which
@@ -253,7 +265,7 @@ func (d *differ) arrays(o, v []any) {
 		if !d.skipped() {
 			switch {
 			case i < n:
-				d.compare(o[i], v[i], true)
+				d.compare(o[i], v[i], !d.merged)
 			case i < len(v):
 				d.emit(v1alpha1.MutationInsert)
 			default:

@@ -21,11 +21,12 @@ type Child struct {
 	// kind. Such a kind counts as restricted wherever a target of its
 	// apiGroup is unresolved, since that target may name it.
 	Guessed bool
-	// Composite says the kind is a Claim or XR (a policy is for it, or its
-	// CRD says so): a nested XR composed by another. Its changes chain
-	// through admission on it, never through a gate: a composite has no
-	// managementPolicies.
-	Composite bool
+	// Class says whether the kind has a gate: only a managed resource
+	// does. A Claim or XR (a policy is for it, or its CRD says so) is a
+	// nested composite whose changes chain through admission on it; any
+	// other kind has no managementPolicies, and only the function's
+	// withholding keeps an uncaused change from it.
+	Class Class
 }
 
 // MatchesChild reports whether a ControllerChild target names the child's

@@ -19,14 +19,11 @@ import (
 type Kinds struct {
 	plural map[schema.GroupKind]string
 	kind   map[schema.GroupResource]string
-	// composite are Claim and XR kinds: those whose CRD is in a
-	// Crossplane composite or claim category, and those a policy is for
-	// that the policies do not show to be managed (KindsOf).
-	composite map[schema.GroupKind]bool
+	// class is each resolved kind's Class, from its CRD's categories
+	// (ClassOf), and ClassComposite for the kinds a policy is for that
+	// the policies do not show to be managed (KindsOf).
+	class map[schema.GroupKind]Class
 }
-
-// Crossplane's CRD categories of composites and Claims.
-var compositeCategories = []string{"composite", "claim"}
 
 // KindsOf collects the resolved targets of ps, and the kinds they are for.
 //
@@ -39,7 +36,7 @@ var compositeCategories = []string{"composite", "claim"}
 // admission gated it closed at creation with no allowance to open it,
 // and it never reached the cloud.
 func KindsOf(ps []v1alpha1.AllowancePolicy) Kinds {
-	k := Kinds{plural: map[schema.GroupKind]string{}, kind: map[schema.GroupResource]string{}, composite: map[schema.GroupKind]bool{}}
+	k := Kinds{plural: map[schema.GroupKind]string{}, kind: map[schema.GroupResource]string{}, class: map[schema.GroupKind]Class{}}
 	managed := map[schema.GroupKind]bool{}
 	for i := range ps {
 		for _, t := range ps[i].Status.Targets {
@@ -49,10 +46,9 @@ func KindsOf(ps []v1alpha1.AllowancePolicy) Kinds {
 			gk := schema.GroupKind{Group: t.APIGroup, Kind: t.Kind}
 			k.plural[gk] = t.Resource
 			k.kind[schema.GroupResource{Group: t.APIGroup, Resource: t.Resource}] = t.Kind
-			switch {
-			case slices.ContainsFunc(t.Categories, func(c string) bool { return slices.Contains(compositeCategories, c) }):
-				k.composite[gk] = true
-			case slices.Contains(t.Categories, categoryManaged):
+			c := ClassOf(t.APIGroup, t.Categories, true)
+			k.class[gk] = c
+			if c == ClassManaged {
 				managed[gk] = true
 			}
 		}
@@ -67,14 +63,21 @@ func KindsOf(ps []v1alpha1.AllowancePolicy) Kinds {
 	for i := range ps {
 		f := ps[i].Spec.For
 		if gk := (schema.GroupKind{Group: f.APIGroup, Kind: f.Kind}); !managed[gk] {
-			k.composite[gk] = true
+			k.class[gk] = ClassComposite
 		}
 	}
 	return k
 }
 
-// categoryManaged is Crossplane's CRD category of managed resources.
-const categoryManaged = "managed"
+// ClassOf is the Class of group and kind: as its resolved target's CRD
+// says, a composite when a policy is for it, else as ClassOf guesses
+// from the group alone.
+func (k Kinds) ClassOf(group, kind string) Class {
+	if c, ok := k.class[schema.GroupKind{Group: group, Kind: kind}]; ok {
+		return c
+	}
+	return ClassOf(group, nil, false)
+}
 
 // Plural returns the resource name of group and kind, when a policy's
 // status records it.
@@ -94,7 +97,7 @@ func (k Kinds) ChildOf(apiVersion, kind string) Child {
 		// matches it by accident.
 		gv = schema.GroupVersion{Group: apiVersion}
 	}
-	c := Child{APIGroup: gv.Group, APIVersion: gv.Version, Kind: kind, Composite: k.composite[schema.GroupKind{Group: gv.Group, Kind: kind}]}
+	c := Child{APIGroup: gv.Group, APIVersion: gv.Version, Kind: kind, Class: k.ClassOf(gv.Group, kind)}
 	if p, ok := k.Plural(gv.Group, kind); ok {
 		c.Resource = p
 		return c

@@ -28,7 +28,7 @@ spec:
 const meshResolved = `
 status:
   targets:
-  - {apiGroup: appmesh.aws.upbound.io, resource: meshes, kind: Mesh, versions: [v1beta1, v1beta2]}
+  - {apiGroup: appmesh.aws.upbound.io, resource: meshes, kind: Mesh, versions: [v1beta1, v1beta2], categories: [crossplane, managed, aws]}
 `
 
 func TestKindsChildOf(t *testing.T) {
@@ -77,11 +77,11 @@ spec:
       verbs: [Update]
 `
 
-// TestKindsComposite: which composed kinds count as composites, never
+// TestKindsClass: which composed kinds count as composites, never
 // gated. A policy for a managed kind once made that kind a composite, so
 // every XR composed it ungated while the policy existed and admission
 // gated it closed with nothing to open it: it never reached the cloud.
-func TestKindsComposite(t *testing.T) {
+func TestKindsClass(t *testing.T) {
 	xr := func(targets string) string {
 		return `
 metadata: {name: xdatabases}
@@ -113,21 +113,31 @@ spec:
 	cases := map[string]struct {
 		reason   string
 		policies []string
+		group    string
 		kind     string
-		want     bool
+		want     Class
 	}{
 		"ManagedByCategory": {reason: "A policy for Bucket does not make it a composite when a target resolves it as managed.",
-			policies: []string{xr(child) + resolved("[crossplane, managed]"), bucketPolicy}, kind: "Bucket", want: false},
+			policies: []string{xr(child) + resolved("[crossplane, managed]"), bucketPolicy}, kind: "Bucket", want: ClassManaged},
 		"ManagedByExternalTarget": {reason: "An External target names a managed kind, resolved or not.",
-			policies: []string{xr(external), bucketPolicy}, kind: "Bucket", want: false},
+			policies: []string{xr(external), bucketPolicy}, kind: "Bucket", want: ClassManaged},
 		"ManagedOwnExternalTarget": {reason: "The managed kind's own policy names it as External.",
-			policies: []string{bucketPolicy}, kind: "Bucket", want: false},
+			policies: []string{bucketPolicy}, kind: "Bucket", want: ClassManaged},
 		"ForKind": {reason: "A kind a policy is for, with nothing saying it is managed, is a composite (a nested XR).",
-			policies: []string{xr(child), nested}, kind: "XStore", want: true},
+			policies: []string{xr(child), nested}, group: "example.com/v1", kind: "XStore", want: ClassComposite},
 		"CompositeCategory": {reason: "A resolved target in Crossplane's composite category is a composite.",
-			policies: []string{xr(child) + resolved("[crossplane, composite]")}, kind: "Bucket", want: true},
-		"Unnamed": {reason: "A kind nothing names is no composite.",
-			policies: []string{xr(child)}, kind: "Bucket", want: false},
+			policies: []string{xr(child) + resolved("[crossplane, composite]")}, kind: "Bucket", want: ClassComposite},
+		"ResolvedNotManaged": {reason: "A resolved CRD outside the managed category (a ProviderConfig) has no gate, even when an External target names it.",
+			policies: []string{xr(child+external) + resolved("[crossplane, provider]")}, kind: "Bucket", want: ClassUnmanaged},
+		"Unnamed": {reason: "A kind nothing names is managed: gated, failing closed.",
+			policies: []string{xr(child)}, kind: "Bucket", want: ClassManaged},
+		"KubernetesKind": {reason: "A kind of Kubernetes' own groups is never managed, whatever a policy's External target says of it.",
+			policies: []string{xr(`    - target: {external: {apiGroup: apps, kind: Deployment}}
+      relation: External
+      verbs: [Create]
+`)}, group: "apps/v1", kind: "Deployment", want: ClassUnmanaged},
+		"CoreKind": {reason: "The core group is Kubernetes' own.",
+			policies: []string{xr(child)}, group: "v1", kind: "Service", want: ClassUnmanaged},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -135,12 +145,12 @@ spec:
 			for _, y := range tc.policies {
 				ps = append(ps, *decode[v1alpha1.AllowancePolicy](t, y))
 			}
-			group := "recorder.kausality.io/v1alpha1"
-			if tc.kind == "XStore" {
-				group = "example.com/v1"
+			group := tc.group
+			if group == "" {
+				group = "recorder.kausality.io/v1alpha1"
 			}
-			if got := KindsOf(ps).ChildOf(group, tc.kind).Composite; got != tc.want {
-				t.Errorf("%s\nChildOf(%s).Composite = %t, want %t", tc.reason, tc.kind, got, tc.want)
+			if got := KindsOf(ps).ChildOf(group, tc.kind).Class; got != tc.want {
+				t.Errorf("%s\nChildOf(%s).Class = %s, want %s", tc.reason, tc.kind, got, tc.want)
 			}
 		})
 	}

@@ -160,7 +160,7 @@ func (h *Deletion) openComposed(ctx context.Context, d deletion, xr *unstructure
 		// by listing every managed kind: a provider may serve hundreds.
 		child := d.kinds.ChildOf(mr.GetAPIVersion(), mr.GetKind())
 		isManaged := slices.Contains(managed, mr.GroupVersionKind())
-		if !isManaged && (depth >= maxNesting || !child.Composite || !bound.AllowsChild(child, v1alpha1.VerbDelete)) {
+		if !isManaged && (depth >= maxNesting || child.Class != policy.ClassComposite || !bound.AllowsChild(child, v1alpha1.VerbDelete)) {
 			continue
 		}
 		if err := h.Reader.Get(ctx, client.ObjectKeyFromObject(mr), mr); err != nil {

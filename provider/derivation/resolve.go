@@ -2,7 +2,6 @@ package derivation
 
 import (
 	"context"
-	"slices"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/internal/derive"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // Definitions tells a derivation what it cannot read from the Composition:
@@ -54,11 +54,14 @@ func (c Cluster) Resolve(gvk schema.GroupVersionKind) (derive.Kind, bool, error)
 	err = c.Reader.Get(context.Background(), client.ObjectKey{Name: k.Resource + "." + gvk.Group}, crd)
 	switch {
 	case err == nil:
-		k.Composite = slices.Contains(crd.Spec.Names.Categories, "composite") || slices.Contains(crd.Spec.Names.Categories, "claim")
-	case !kerrors.IsNotFound(err):
+		k.Class = policy.ClassOf(gvk.Group, crd.Spec.Names.Categories, true)
+	case kerrors.IsNotFound(err):
+		// A kind the API server serves without a CRD (a built-in or
+		// aggregated one) is no managed resource.
+		k.Class = policy.ClassOf(gvk.Group, nil, true)
+	default:
 		return derive.Kind{}, false, errors.Wrapf(err, errFmtGetCustomResourceDefinition, k.Resource, gvk.Group)
 	}
-	// A built-in kind has no CRD: it is no composite.
 	return k, true, nil
 }
 

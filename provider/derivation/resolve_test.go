@@ -12,16 +12,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/kausality-io/kausality-crossplane/internal/derive"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 func TestCluster(t *testing.T) {
 	mesh := schema.GroupVersionKind{Group: "appmesh.example.org", Version: "v1", Kind: "Mesh"}
 	xstore := schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: "XStore"}
 	unknown := schema.GroupVersionKind{Group: "nowhere.example.org", Version: "v1", Kind: "Thing"}
+	deployment := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	pc := schema.GroupVersionKind{Group: "aws.m.upbound.io", Version: "v1beta1", Kind: "ProviderConfig"}
 	mapper := meta.NewDefaultRESTMapper(nil)
 	// Mesh is served as meshes, which no guess from the kind gives.
 	mapper.AddSpecific(mesh, mesh.GroupVersion().WithResource("meshes"), mesh.GroupVersion().WithResource("mesh"), meta.RESTScopeNamespace)
 	mapper.Add(xstore, meta.RESTScopeRoot)
+	mapper.Add(deployment, meta.RESTScopeNamespace)
+	mapper.Add(pc, meta.RESTScopeNamespace)
 
 	s := scheme(t)
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
@@ -41,6 +46,10 @@ func TestCluster(t *testing.T) {
 	kube := fake.NewClientBuilder().WithScheme(s).WithObjects(
 		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "xstores.example.com"},
 			Spec: apiextensionsv1.CustomResourceDefinitionSpec{Names: apiextensionsv1.CustomResourceDefinitionNames{Categories: []string{"composite"}}}},
+		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "meshes.appmesh.example.org"},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{Names: apiextensionsv1.CustomResourceDefinitionNames{Categories: []string{"crossplane", "managed", "aws"}}}},
+		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "providerconfigs.aws.m.upbound.io"},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{Names: apiextensionsv1.CustomResourceDefinitionNames{Categories: []string{"crossplane", "provider", "aws"}}}},
 		xrd,
 	).Build()
 	c := Cluster{Reader: kube, Mapper: mapper}
@@ -51,9 +60,11 @@ func TestCluster(t *testing.T) {
 		want   derive.Kind
 		ok     bool
 	}{
-		"Plural":    {reason: "The plural is the API server's, not a guess.", gvk: mesh, want: derive.Kind{Resource: "meshes"}, ok: true},
-		"Composite": {reason: "A kind whose CRD is in the composite category gets no External verbs.", gvk: xstore, want: derive.Kind{Resource: "xstores", Composite: true}, ok: true},
-		"Unknown":   {reason: "A kind the API server does not serve is unknown, and the derivation notes its guess.", gvk: unknown},
+		"Plural":         {reason: "The plural is the API server's, not a guess; a CRD in the managed category is managed.", gvk: mesh, want: derive.Kind{Resource: "meshes", Class: policy.ClassManaged}, ok: true},
+		"Composite":      {reason: "A kind whose CRD is in the composite category gets no External verbs.", gvk: xstore, want: derive.Kind{Resource: "xstores", Class: policy.ClassComposite}, ok: true},
+		"Unknown":        {reason: "A kind the API server does not serve is unknown, and the derivation notes its guess.", gvk: unknown},
+		"Builtin":        {reason: "A kind served without a CRD (Kubernetes' own) has no external resource.", gvk: deployment, want: derive.Kind{Resource: "deployments", Class: policy.ClassUnmanaged}, ok: true},
+		"ProviderConfig": {reason: "A CRD outside the managed category has no external resource.", gvk: pc, want: derive.Kind{Resource: "providerconfigs", Class: policy.ClassUnmanaged}, ok: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

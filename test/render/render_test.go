@@ -382,6 +382,38 @@ func TestBehaviour(t *testing.T) {
 			noWarnings(t, r)
 			allowedTrue(t, r)
 		},
+		"app/1-create": func(t *testing.T, r rendering) {
+			for _, n := range []string{"deployment", "service"} {
+				ungated(t, r.mr(t, n))
+			}
+			expectSlice(t, "trace", traceKinds(t, r.mr(t, "deployment")), []string{"App", "Deployment"})
+			expect(t, "image", str(t, r.mr(t, "deployment"), "spec.template.spec.containers[0].image"), "nginx:1.27")
+			noWarnings(t, r)
+		},
+		"app/2-allowed-image": func(t *testing.T, r rendering) {
+			d := r.mr(t, "deployment")
+			ungated(t, d)
+			expect(t, "image", str(t, d, "spec.template.spec.containers[0].image"), "nginx:1.28")
+			expectSlice(t, "trace", traceKinds(t, d), []string{"App", "Deployment"})
+			tr, err := allowance.ParseTrace(d.GetAnnotations()[v1alpha1.AnnotationTrace])
+			if err != nil || tr.Initiator() != "alice@example.com" {
+				t.Errorf("Deployment trace %v (%v) does not start with alice", tr, err)
+			}
+			noWarnings(t, r)
+			allowedTrue(t, r)
+		},
+		"app/3-withheld-image": func(t *testing.T, r rendering) {
+			d := r.mr(t, "deployment")
+			ungated(t, d)
+			expect(t, "image", str(t, d, "spec.template.spec.containers[0].image"), "nginx:1.27")
+			expectWarnings(t, r, []string{"withheld Mutate spec.template.spec.containers[0].image", "no unconsumed allowance on App/my-app"})
+		},
+		"app/4-composition-change": func(t *testing.T, r rendering) {
+			d := r.mr(t, "deployment")
+			ungated(t, d)
+			expect(t, "replicas", str(t, d, "spec.replicas"), "2")
+			expectWarnings(t, r, []string{"withheld Mutate spec.replicas", "Composition revision app-yaml-1 → app-yaml-2", "UpgradeAllowance"})
+		},
 		"cluster/3-gpu-scale-with-drift": func(t *testing.T, r rendering) {
 			gpu, sys := r.mr(t, "gpu-pool"), r.mr(t, "system-pool")
 			expect(t, "gpu desiredSize", str(t, gpu, "spec.forProvider.scalingConfig.desiredSize"), "4")
@@ -402,6 +434,19 @@ func TestBehaviour(t *testing.T) {
 	}
 	for id := range checks {
 		t.Errorf("behaviour check for %s has no example case", id)
+	}
+}
+
+// ungated fails unless u, a kind without managementPolicies, was left
+// without a gate: a real API server refuses a field its schema does not
+// declare.
+func ungated(t *testing.T, u *unstructured.Unstructured) {
+	t.Helper()
+	if _, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "managementPolicies"); ok {
+		t.Errorf("%s got spec.managementPolicies", Sprint(u))
+	}
+	if l, ok := u.GetLabels()[v1alpha1.LabelGated]; ok {
+		t.Errorf("%s is labelled %s=%s", Sprint(u), v1alpha1.LabelGated, l)
 	}
 }
 

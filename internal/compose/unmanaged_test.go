@@ -1,0 +1,115 @@
+package compose
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+)
+
+// policyApp restricts the Deployment an App composes, as an older
+// `policy derive` wrote it: with an External entry for a kind that has no
+// external resource.
+const policyApp = `apiVersion: kausality.io/v1alpha1
+kind: AllowancePolicy
+metadata: {name: xdatabase-policy, uid: p-1, generation: 1}
+spec:
+  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
+  rules:
+  - trigger: spec.image
+    policies:
+    - target: {apiGroup: apps, apiVersion: v1, resource: deployments}
+      relation: ControllerChild
+      verbs: [Update]
+      mutations:
+      - {jsonPath: "spec.template.spec.containers[*].image", verbs: [Mutate]}
+    - target: {external: {apiGroup: apps, kind: Deployment}}
+      relation: External
+      verbs: [Update]
+`
+
+func deployment(image string) map[string]any {
+	return map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "app", "namespace": "default"},
+		"spec": map[string]any{
+			"replicas": int64(1),
+			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": image}}}},
+		},
+	}
+}
+
+// TestUnmanagedKind: a composed kind without managementPolicies (a
+// Deployment) never gets a gate, which a real API server would refuse;
+// an uncaused change of it is withheld by keeping the observed object,
+// and a permitted one goes through.
+func TestUnmanagedKind(t *testing.T) {
+	imageAllowance := allowance.Allowance{
+		Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{APIGroup: "apps", APIVersion: "v1", Resource: "deployments"},
+		Verbs: []string{v1alpha1.VerbUpdate}, Generation: 2, Initiator: "alice",
+		Mutations: []v1alpha1.MutationBound{{JSONPath: "spec.template.spec.containers[*].image", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}},
+		Trace:     allowance.Trace{{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 2, Field: "spec.image", User: "alice", Timestamp: "2026-11-22T11:59:01Z"}},
+	}
+	cases := map[string]struct {
+		reason    string
+		xrAnn     map[string]string
+		policies  []string
+		unknown   bool // Crossplane has not resolved the policy requirement yet
+		wantImage string
+		withheld  bool
+	}{
+		"Withheld": {reason: "No allowance covers the image change: the Deployment keeps its observed image, and the XR says so.",
+			policies: []string{policyApp}, wantImage: "nginx:1", withheld: true},
+		"Permitted": {reason: "An XR allowance for the Deployment's image lets it through, with no gate.",
+			xrAnn: map[string]string{v1alpha1.AnnotationAllowances: allowance.Format([]allowance.Allowance{imageAllowance})}, policies: []string{policyApp}, wantImage: "nginx:2"},
+		"PoliciesUnknown": {reason: "With the policies unknown every change is withheld, and still no gate is written.",
+			unknown: true, wantImage: "nginx:1", withheld: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			req := newRequest(t, xr(t, 2, 1, tc.xrAnn), nil, nil, tc.policies...)
+			req.Observed.Resources = map[string]*fnv1.Resource{"app": {Resource: mustStruct(t, deployment("nginx:1"))}}
+			req.Desired.Resources["app"] = &fnv1.Resource{Resource: mustStruct(t, deployment("nginx:2")), Ready: fnv1.Ready_READY_TRUE}
+			if tc.unknown {
+				req.RequiredResources = nil
+			}
+			rsp, err := newTestFunction().RunFunction(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rsp.GetDesired().GetResources()["app"].GetResource().AsMap()
+			if _, ok, _ := unstructured.NestedFieldNoCopy(got, "spec", "managementPolicies"); ok {
+				t.Errorf("%s\nthe Deployment got spec.managementPolicies, which its schema does not declare", tc.reason)
+			}
+			if l, _, _ := unstructured.NestedString(got, "metadata", "labels", v1alpha1.LabelGated); l != "" {
+				t.Errorf("%s\nthe Deployment is labelled %s=%s; it has no gate", tc.reason, v1alpha1.LabelGated, l)
+			}
+			cs, _, _ := unstructured.NestedSlice(got, "spec", "template", "spec", "containers")
+			var image string
+			if len(cs) == 1 {
+				image, _ = cs[0].(map[string]any)["image"].(string)
+			}
+			if diff := cmp.Diff(tc.wantImage, image); diff != "" {
+				t.Errorf("%s\nimage: -want +got:\n%s", tc.reason, diff)
+			}
+			if w := hasWarning(rsp); w != tc.withheld {
+				t.Errorf("%s\na Warning result: %t, want %t (%v)", tc.reason, w, tc.withheld, rsp.GetResults())
+			}
+		})
+	}
+}
+
+func hasWarning(rsp *fnv1.RunFunctionResponse) bool {
+	for _, r := range rsp.GetResults() {
+		if r.GetSeverity() == fnv1.Severity_SEVERITY_WARNING {
+			return true
+		}
+	}
+	return false
+}
