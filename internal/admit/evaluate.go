@@ -9,6 +9,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -20,7 +21,17 @@ import (
 func Evaluate(set policy.Set, r policy.Request, obj *unstructured.Unstructured, note string) (policy.Decision, Verdict) {
 	d, err := set.Evaluate(r)
 	if err != nil {
-		return d, Deny(metrics.ReasonPolicyError, "%s", errors.Wrapf(err, "cannot evaluate AllowancePolicies %s", strings.Join(set.Names(), ", ")).Error())
+		err = errors.Wrapf(err, "cannot evaluate AllowancePolicies %s", strings.Join(set.Names(), ", "))
+		if specUnchanged(r) {
+			// As for a policy that does not compile (RefuseBroken): what
+			// the policy permits is unknown, so the write earns nothing,
+			// but one that leaves the spec alone (setting
+			// kausality.io/allow-delete, a finalizer, Crossplane's own
+			// references) passes, so a policy that fails on every object
+			// of its kind locks none of them.
+			return policy.Decision{}, Allow(fmt.Sprintf("%s: %v; the write leaves the spec alone, so it passes and earns nothing", Describe(obj), err))
+		}
+		return d, Deny(metrics.ReasonPolicyError, "%s: %s; only writes that leave the spec alone pass until the policy is fixed", Describe(obj), err.Error())
 	}
 	audit := map[string]string{AuditMode: string(d.Mode)}
 	if len(d.Violations) == 0 {
@@ -39,4 +50,19 @@ func Evaluate(set policy.Set, r policy.Request, obj *unstructured.Unstructured, 
 		return d, Verdict{Reason: metrics.ReasonPolicyViolation, Message: msg, Warnings: d.Warnings, Audit: audit}
 	}
 	return d, Verdict{Warnings: append(d.Warnings, "Log mode, would be denied: "+msg), Audit: audit}
+}
+
+// specUnchanged reports whether r's write leaves the spec as stored. The
+// spec fields Crossplane manages count as unchanged when Crossplane writes
+// them to a composite (the composites webhook watches neither selection
+// nor every field only for Crossplane's own writes).
+func specUnchanged(r policy.Request) bool {
+	if r.OldObject == nil {
+		return false
+	}
+	var skip func(string) bool
+	if !r.WatchSelection && !r.WatchAll {
+		skip = CrossplaneField
+	}
+	return len(mutation.Diff("spec", r.OldObject["spec"], r.Object["spec"], mutation.WithSkip(skip))) == 0
 }

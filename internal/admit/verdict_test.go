@@ -104,3 +104,82 @@ func TestEvaluate(t *testing.T) {
 		})
 	}
 }
+
+// TestEvaluateRuntimeError: a policy that compiles but fails on every
+// object of its kind (a v2 XR has no top-level status.observedGeneration)
+// locks none of them: the phase is taken as Steady, the strictest, with a
+// warning, and the rules decide. An error that leaves the policies
+// undecidable (the Namespace's mode is malformed) lets through only a
+// write that leaves the spec alone, which earns nothing.
+func TestEvaluateRuntimeError(t *testing.T) {
+	p := v1alpha1.AllowancePolicy{}
+	if err := yaml.Unmarshal([]byte(`
+metadata: {name: xstores}
+spec:
+  for: {apiGroup: example.org, kind: XStore}
+  subjects: [{kind: User, name: alice@example.com, mayInitiate: true}]
+  initializing:
+    when: "object.status.observedGeneration < 1"
+  rules:
+  - trigger: spec.size
+    policies:
+    - target: {apiGroup: example.org, resource: buckets}
+      verbs: [Update]
+`), &p); err != nil {
+		t.Fatal(err)
+	}
+	set, errs := policy.NewCache().For("example.org/v1", "XStore", []v1alpha1.AllowancePolicy{p})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	xstore := func(size, comp string, ann map[string]string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "example.org/v1", "kind": "XStore",
+			"metadata": map[string]any{"name": "shop", "namespace": "team-a", "generation": int64(3)},
+			"spec":     map[string]any{"size": size, "crossplane": map[string]any{"compositionRef": map[string]any{"name": comp}}},
+			"status":   map[string]any{"conditions": []any{map[string]any{"type": "Synced", "status": "True", "observedGeneration": int64(3)}}},
+		}}
+		u.SetAnnotations(ann)
+		return u
+	}
+	badMode := map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "team-a", "annotations": map[string]any{v1alpha1.AnnotationMode: "Off"}}}
+	old := xstore("small", "xstores", nil)
+	cases := map[string]struct {
+		reason     string
+		obj        *unstructured.Unstructured
+		user       string
+		crossplane bool
+		namespace  map[string]any
+		wantReason string
+		want       string // "" allowed
+		earns      bool
+	}{
+		"MetadataOnly": {reason: "Setting kausality.io/allow-delete changes nothing the rules watch: it passes.",
+			obj: xstore("small", "xstores", map[string]string{v1alpha1.AnnotationAllowDelete: "true"}), user: alice},
+		"PermittedChange": {reason: "The rules decide in the Steady phase: Alice may change the size.",
+			obj: xstore("large", "xstores", nil), user: alice, earns: true},
+		"UnpermittedChange": {reason: "Bob, no subject, may not.",
+			obj: xstore("large", "xstores", nil), user: bob, wantReason: metrics.ReasonPolicyViolation, want: "spec.size"},
+		"CrossplaneReferences": {reason: "Crossplane writing the fields it manages passes.",
+			obj: xstore("small", "xstores-2", nil), user: alice, crossplane: true},
+		"UserSwitchesComposition": {reason: "A user switching the Composition is still refused.",
+			obj: xstore("small", "xstores-2", nil), user: alice, wantReason: metrics.ReasonPolicyViolation, want: "spec.crossplane.compositionRef.name"},
+		"UndecidableMetadataOnly": {reason: "With the Namespace's mode malformed, a write that leaves the spec alone passes and earns nothing.",
+			obj: xstore("small", "xstores", map[string]string{v1alpha1.AnnotationAllowDelete: "true"}), user: alice, namespace: badMode},
+		"UndecidableSpecChange": {reason: "With the Namespace's mode malformed, a spec change is refused, naming the object and the annotation.",
+			obj: xstore("large", "xstores", nil), user: alice, namespace: badMode, wantReason: metrics.ReasonPolicyError, want: "XStore team-a/shop: cannot evaluate AllowancePolicies xstores: XStore shop: annotation kausality.io/mode on Namespace team-a"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := policy.Request{Object: tc.obj.Object, OldObject: old.Object, Namespace: tc.namespace, User: policy.Identity{Username: tc.user}, Now: now, WatchSelection: !tc.crossplane}
+			d, v := Evaluate(set, r, tc.obj, "")
+			checkVerdict(t, tc.reason, "Evaluate(...)", v, tc.wantReason, tc.want)
+			if tc.want == "" && (len(d.Allowances) > 0) != tc.earns {
+				t.Errorf("%s\nEvaluate(...) earned %v, want allowances: %t", tc.reason, d.Allowances, tc.earns)
+			}
+			if tc.want == "" && len(v.Warnings) == 0 {
+				t.Errorf("%s\nEvaluate(...) warns nothing; the error must be named", tc.reason)
+			}
+		})
+	}
+}

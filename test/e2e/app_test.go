@@ -1,0 +1,208 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
+)
+
+// appDir is Crossplane v2's get-started App: an XR composing a Deployment
+// and a Service, Kubernetes' own kinds.
+var appDir = filepath.Join("..", "..", "examples", "app")
+
+var appGVK = schema.GroupVersionKind{Group: "example.crossplane.io", Version: "v1", Kind: "App"}
+
+// installApp installs the App's XRD and the policy `kubectl kausality
+// policy derive` wrote for it, as an administrator would, and waits until
+// the provider has resolved the policy's targets as unmanaged kinds and
+// its webhooks cover Apps.
+func installApp(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if err := cp.ApplyFile(ctx, filepath.Join(appDir, "xrd.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Established(ctx, 90*time.Second, "apps.example.crossplane.io"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.ApplyFile(ctx, filepath.Join(appDir, "policies.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := controlplane.WaitForRules(ctx, cp.AdminClient(), "apps"); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, settleTimeout, "the App policy's targets to resolve", func() (bool, string) {
+		p := &v1alpha1.AllowancePolicy{}
+		if err := cp.AdminClient().Get(ctx, client.ObjectKey{Name: "apps"}, p); err != nil {
+			return false, err.Error()
+		}
+		k := policy.KindsOf([]v1alpha1.AllowancePolicy{*p})
+		for _, c := range []policy.Child{k.ChildOf("apps/v1", "Deployment"), k.ChildOf("v1", "Service")} {
+			if c.Guessed || c.Class != policy.ClassUnmanaged {
+				return false, fmt.Sprintf("%s: %+v", c.Kind, c)
+			}
+		}
+		return true, ""
+	})
+}
+
+// appDeployment is the App's Deployment, nil until it exists.
+func appDeployment(t *testing.T, key client.ObjectKey) *appsv1.Deployment {
+	t.Helper()
+	ds := &appsv1.DeploymentList{}
+	if err := cp.AdminClient().List(context.Background(), ds, client.InNamespace(key.Namespace), client.MatchingLabels{"crossplane.io/composite": key.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(ds.Items) != 1 {
+		return nil
+	}
+	return &ds.Items[0]
+}
+
+func image(d *appsv1.Deployment) string {
+	if d == nil || len(d.Spec.Template.Spec.Containers) == 0 {
+		return ""
+	}
+	return d.Spec.Template.Spec.Containers[0].Image
+}
+
+// TestV2GetStartedApp: the App of Crossplane v2's get-started guide under
+// Kausality on real core. The Deployment and the Service are created
+// (a real API server refuses spec.managementPolicies on them, so neither
+// gets a gate), traced to Alice. Alice's permitted image change reaches
+// the Deployment once; Bob's is denied; a Composition edit no rule and no
+// UpgradeAllowance covers leaves the Deployment as it is, and the App
+// says why.
+func TestV2GetStartedApp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	installApp(t)
+	comp := compositionFrom(t, filepath.Join(appDir, "composition.yaml"))
+	ns := "v2-app"
+	namespace(t, ns)
+	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"image": "nginx:1.27"}}}
+	app.SetGroupVersionKind(appGVK)
+	app.SetNamespace(ns)
+	app.SetName("my-app")
+	_ = unstructured.SetNestedField(app.Object, comp, "spec", "crossplane", "compositionRef", "name")
+	if err := alice(t).Create(ctx, app); err != nil {
+		t.Fatalf("alice creates App %s/%s: %v", ns, app.GetName(), err)
+	}
+	key := client.ObjectKeyFromObject(app)
+
+	var d *appsv1.Deployment
+	fixture.Eventually(t, settleTimeout, "the Deployment and the Service to be composed", func() (bool, string) {
+		d = appDeployment(t, key)
+		svcs := &corev1.ServiceList{}
+		if err := cp.AdminClient().List(ctx, svcs, client.InNamespace(ns), client.MatchingLabels{"crossplane.io/composite": key.Name}); err != nil {
+			return false, err.Error()
+		}
+		return d != nil && len(svcs.Items) == 1, describeApp(ctx, key)
+	})
+	if d.Annotations[v1alpha1.AnnotationTrace] == "" || !strings.Contains(d.Annotations[v1alpha1.AnnotationTrace], controlplane.Alice) {
+		t.Errorf("Deployment trace %q does not name %s", d.Annotations[v1alpha1.AnnotationTrace], controlplane.Alice)
+	}
+	if _, ok := d.Labels[v1alpha1.LabelGated]; ok {
+		t.Errorf("the Deployment is labelled %s: it has no gate", v1alpha1.LabelGated)
+	}
+	// No kubelet runs here: the administrator reports the Deployment
+	// Available, as the deployment controller would once its pods run, so
+	// the App becomes Ready and leaves its creation.
+	available(t, key)
+	fixture.Eventually(t, settleTimeout, "the App to be Ready and created", func() (bool, string) {
+		x, err := cp.Object(ctx, appGVK, key)
+		if err != nil || x == nil {
+			return false, fmt.Sprint(err)
+		}
+		return policy.Ready(x.Object) && policy.ConditionTrue(x.Object, v1alpha1.ConditionCreated), describeApp(ctx, key)
+	})
+	gen := appDeployment(t, key).Generation
+
+	// Alice's permitted change reaches the Deployment, once.
+	if err := controlplane.Update(alice(t), app, func() { _ = unstructured.SetNestedField(app.Object, "nginx:1.28", "spec", "image") }); err != nil {
+		t.Fatalf("alice changes the image: %v", err)
+	}
+	fixture.Eventually(t, settleTimeout, "the new image to reach the Deployment", func() (bool, string) {
+		d = appDeployment(t, key)
+		return image(d) == "nginx:1.28", describeApp(ctx, key)
+	})
+	if d.Generation != gen+1 {
+		t.Errorf("Deployment generation %d after Alice's change, want %d: one write", d.Generation, gen+1)
+	}
+	gen = d.Generation
+
+	// Bob, whom no policy names, cannot change it.
+	err := controlplane.Update(as(t, controlplane.Bob), app, func() { _ = unstructured.SetNestedField(app.Object, "evil:latest", "spec", "image") })
+	fixture.ErrorContains(t, err, "spec.image", "AllowancePolicy apps")
+
+	// A Composition edit nobody approved: three replicas instead of two.
+	edited := compositionFrom(t, filepath.Join(appDir, "cases", "4-composition-change", "composition.yaml"))
+	if edited != comp {
+		t.Fatalf("the edited Composition is %s, want it to replace %s", edited, comp)
+	}
+	fixture.Eventually(t, settleTimeout, "the App to withhold the new revision's replicas", func() (bool, string) {
+		x, err := cp.Object(ctx, appGVK, key)
+		if err != nil || x == nil {
+			return false, fmt.Sprint(err)
+		}
+		c := policy.Condition(x.Object, v1alpha1.ConditionAllowed)
+		m, _ := c["message"].(string)
+		return c["status"] == "False" && strings.Contains(m, "spec.replicas") && strings.Contains(m, "UpgradeAllowance"), describeApp(ctx, key)
+	})
+	time.Sleep(2 * controlplane.Poll)
+	d = appDeployment(t, key)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 || d.Generation != gen || image(d) != "nginx:1.28" {
+		t.Errorf("Deployment after the unapproved Composition edit: replicas %v, generation %d, image %s; want 2, %d, nginx:1.28", d.Spec.Replicas, d.Generation, image(d), gen)
+	}
+}
+
+// available reports the App's Deployment Available through its status.
+func available(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	d := appDeployment(t, key)
+	if err := controlplane.UpdateStatus(cp.AdminClient(), d, func() {
+		d.Status.ObservedGeneration = d.Generation
+		d.Status.Replicas, d.Status.AvailableReplicas, d.Status.ReadyReplicas = 2, 2, 2
+		d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastTransitionTime: metav1.Now(), LastUpdateTime: metav1.Now()}}
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// describeApp is the App's conditions and its Deployment's image and
+// replicas, for a failure message.
+func describeApp(ctx context.Context, key client.ObjectKey) string {
+	x, err := cp.Object(ctx, appGVK, key)
+	if err != nil || x == nil {
+		return fmt.Sprintf("App %s: %v", key, err)
+	}
+	cs, _, _ := unstructured.NestedSlice(x.Object, "status", "conditions")
+	var b strings.Builder
+	fmt.Fprintf(&b, "App %s conditions:", key)
+	for _, c := range cs {
+		m, _ := c.(map[string]any)
+		fmt.Fprintf(&b, " %v=%v (%v)", m["type"], m["status"], m["message"])
+	}
+	ds := &appsv1.DeploymentList{}
+	if err := cp.AdminClient().List(ctx, ds, client.InNamespace(key.Namespace), client.MatchingLabels{"crossplane.io/composite": key.Name}); err == nil {
+		for _, d := range ds.Items {
+			fmt.Fprintf(&b, "; Deployment %s generation %d replicas %v image %s", d.Name, d.Generation, d.Spec.Replicas, image(&d))
+		}
+	}
+	return b.String()
+}
