@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -80,6 +81,15 @@ func (h *Deletion) Handle(ctx context.Context, req admission.Request) admission.
 	}
 	if (req.DryRun != nil && *req.DryRun) || h.Kube == nil {
 		return admission.Allowed("")
+	}
+	if orphaning(req) && !admit.IsClaim(old.Object) {
+		// The garbage collector keeps what the composite composed: a
+		// Delete gate opened now would outlive the deletion it was for,
+		// and let anyone who may delete the kept resource delete its
+		// cloud resource. (A Claim's composite is deleted by Crossplane,
+		// whatever the Claim's propagation policy, so a Claim's deletion
+		// opens as usual.)
+		return admission.Allowed("").WithWarnings(fmt.Sprintf("%s is deleted orphaning what it composed: their gates stay closed and their cloud resources are kept", admit.Describe(old)))
 	}
 	opened, err := h.openDeleteGates(ctx, old, req.UserInfo)
 	if err != nil {
@@ -382,4 +392,20 @@ func (h *Deletion) regate(ctx context.Context, mr *unstructured.Unstructured, ed
 		}
 		return h.Kube.Update(ctx, mr)
 	})
+}
+
+// orphaning reports whether the deletion req asks for keeps the object's
+// dependents (propagationPolicy Orphan, or the deprecated
+// orphanDependents). Options that cannot be read are taken as not
+// orphaning: the deletion then opens only what its policies permit, as
+// any other.
+func orphaning(req admission.Request) bool {
+	if len(req.Options.Raw) == 0 {
+		return false
+	}
+	o := &metav1.DeleteOptions{}
+	if err := json.Unmarshal(req.Options.Raw, o); err != nil {
+		return false
+	}
+	return (o.PropagationPolicy != nil && *o.PropagationPolicy == metav1.DeletePropagationOrphan) || (o.OrphanDependents != nil && *o.OrphanDependents)
 }

@@ -235,6 +235,22 @@ spec:
 					opened(logs, allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 3, User: alice, Timestamp: ts(0)}), ungated, other),
 			},
 		},
+		"OrphaningCompositeDeletion": {
+			reason: "Deleting a composite with propagationPolicy Orphan keeps its Buckets: no Delete gate opens, which would outlive the deletion and let anyone who may delete a kept Bucket delete its cloud resource.",
+			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: orphan(remove(asAlice, composite(unset("spec.claimRef"))))},
+			want: want{
+				result:  result{Allowed: true, Warnings: []string{"XDatabase orders-x1 is deleted orphaning what it composed: their gates stay closed and their cloud resources are kept"}},
+				buckets: untouched,
+			},
+		},
+		"OrphaningClaimDeletion": {
+			reason: "A Claim's composite is deleted by Crossplane whatever the Claim's propagation policy: the Claim's deletion opens as its policies allow.",
+			args:   args{objs: append([]client.Object{claims, deletesCloud}, all...), req: orphan(remove(asAlice, deletable))},
+			want: want{
+				result:  result{Allowed: true, Warnings: []string{opensBoth}},
+				buckets: byName(opened(data, byAlice), opened(logs, byAlice), ungated, other),
+			},
+		},
 		"MalformedAllowancesDenied": {
 			reason: "When a Bucket's allowances cannot be read, what the deletion does to the cloud cannot be decided, so it is denied.",
 			args: args{objs: []client.Object{claims, deletesCloud, composite(), bucket(t, annotate(v1alpha1.AnnotationAllowances, "["))},

@@ -519,6 +519,12 @@ func remove(user authenticationv1.UserInfo, old *unstructured.Unstructured) admi
 	return request(admissionv1.Delete, user, old, nil)
 }
 
+// orphan asks for r's deletion with propagationPolicy Orphan.
+func orphan(r admission.Request) admission.Request {
+	r.Options.Raw = []byte(`{"kind":"DeleteOptions","apiVersion":"meta.k8s.io/v1","propagationPolicy":"Orphan"}`)
+	return r
+}
+
 func dryRun(r admission.Request) admission.Request {
 	r.DryRun = ptr.To(true)
 	return r
