@@ -136,6 +136,12 @@ func appliedFor(t testing.TB, class string) string {
 
 func observedRDS(t testing.TB, class string, gen, observedGen int, ann map[string]string, policies string) *structpb.Struct {
 	t.Helper()
+	// Its provider created it in the cloud, as crossplane-runtime records.
+	ann = maps.Clone(ann)
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[annotationExternalCreateSucceeded] = "2026-11-22T11:00:00Z"
 	b, _ := yaml.Marshal(map[string]any{"annotations": ann, "generation": gen})
 	y := rds(class, indent(string(b), "  ")) + "  managementPolicies: " + policies + "\nstatus:\n  conditions:\n  - {type: Synced, status: \"True\", reason: ReconcileSuccess, observedGeneration: " + itoa(observedGen) + "}\n"
 	return obj(t, y)

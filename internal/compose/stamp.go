@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
@@ -79,6 +81,10 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 	}
 	if g.Err != nil {
 		reports = append(reports, withheldOf(dm, "open gate", "", metrics.ReasonGateError, g.Err.Error()))
+	}
+	if len(g.Withheld) == 0 && shutAtCreation(ch, observed, have, g.Policies) {
+		reports = append(reports, withheldOf(dm, v1alpha1.VerbCreate, "", metrics.ReasonNoAllowance,
+			fmt.Sprintf("its gate stays closed: no unconsumed External allowance grants Create of %s %s, so it is not created in the cloud", dm.child.APIGroup, dm.child.Kind)))
 	}
 	// Consumed allowances never reopen a gate; the function prunes them.
 	kept := allowance.Unconsumed(g.Allowances, observed)
@@ -328,3 +334,31 @@ func (r *run) traceFor(dm, om childMeta, ch change) string {
 func inserts(ms []mutation.Mutation) []mutation.Mutation {
 	return slices.DeleteFunc(slices.Clone(ms), func(m mutation.Mutation) bool { return m.Verb != v1alpha1.MutationInsert })
 }
+
+// shutAtCreation reports whether a gated resource that does not exist in
+// the cloud yet is left with a gate that does not open Create: composed
+// now, or composed earlier behind a closed gate and never created by its
+// provider (crossplane-runtime records a creation with
+// crossplane.io/external-create-succeeded). Such a resource would wait
+// for ever with nothing saying why. A creation propagation control holds
+// back is reported as held, not here.
+func shutAtCreation(ch change, observed map[string]any, have []allowance.Allowance, policies []string) bool {
+	if slices.Contains(policies, gate.Create) || slices.Contains(policies, v1alpha1.VerbAll) || len(ch.held) > 0 {
+		return false
+	}
+	if slices.ContainsFunc(have, func(a allowance.Allowance) bool { return a.IsPending() && !a.Consumed && a.HasVerb(v1alpha1.VerbCreate) }) {
+		return false
+	}
+	if ch.create {
+		return true
+	}
+	if observed == nil || policy.Ready(observed) {
+		return false
+	}
+	_, created := (&unstructured.Unstructured{Object: observed}).GetAnnotations()[annotationExternalCreateSucceeded]
+	return !created
+}
+
+// annotationExternalCreateSucceeded is where crossplane-runtime's managed
+// reconciler records that it created the external resource.
+const annotationExternalCreateSucceeded = "crossplane.io/external-create-succeeded"

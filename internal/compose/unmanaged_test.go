@@ -11,6 +11,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
 // policyApp restricts the Deployment an App composes, as an older
@@ -112,4 +113,78 @@ func hasWarning(rsp *fnv1.RunFunctionResponse) bool {
 		}
 	}
 	return false
+}
+
+// TestShutAtCreation: a gated resource composed, or composed earlier and
+// never created in the cloud, whose gate does not open Create is reported
+// as withheld, so the XR does not say all is allowed while it waits.
+func TestShutAtCreation(t *testing.T) {
+	// The initializing phase lets the RDS instance be composed, but no
+	// entry grants its external Create; a rule's External entry makes its
+	// gate Kausality's.
+	policy := `apiVersion: kausality.io/v1alpha1
+kind: AllowancePolicy
+metadata: {name: xdatabase-policy, uid: p-1, generation: 1}
+spec:
+  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
+  initializing:
+    policies:
+    - target: {apiGroup: rds.aws.crossplane.io, apiVersion: v1alpha1, resource: rdsinstances}
+      relation: ControllerChild
+      verbs: [Create]
+  rules:
+  - trigger: spec.size
+    policies:
+    - target: {external: {kind: RDSInstance}}
+      relation: External
+      verbs: [Update]
+`
+	initializing := obj(t, "apiVersion: example.com/v1alpha1\nkind: XDatabase\nmetadata: {name: db, uid: 0d0b0e0f-0000-4000-8000-000000000001, generation: 1}\nspec: {size: large}\n")
+	rsp, err := newTestFunction().RunFunction(context.Background(), newRequest(t, initializing, nil, obj(t, rds("db.t3.small", "")), policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rsp.GetDesired().GetResources()["rds"].GetResource().AsMap()
+	ps, _, _ := unstructured.NestedStringSlice(got, "spec", "managementPolicies")
+	if diff := cmp.Diff([]string{"Observe", "LateInitialize"}, ps); diff != "" {
+		t.Errorf("gate: -want +got:\n%s", diff)
+	}
+	var msgs []string
+	for _, r := range rsp.GetResults() {
+		msgs = append(msgs, r.GetMessage())
+	}
+	want := "resource rds (RDSInstance db-rds): withheld Create: its gate stays closed: no unconsumed External allowance grants Create of rds.aws.crossplane.io RDSInstance, so it is not created in the cloud"
+	if diff := cmp.Diff([]string{want}, msgs); diff != "" {
+		t.Errorf("results: -want +got:\n%s", diff)
+	}
+	for _, c := range rsp.GetConditions() {
+		if c.GetType() == v1alpha1.ConditionAllowed && c.GetStatus() != fnv1.Status_STATUS_CONDITION_FALSE {
+			t.Errorf("%s = %s, want False while the creation waits", c.GetType(), c.GetStatus())
+		}
+	}
+
+	cases := map[string]struct {
+		reason   string
+		ch       change
+		observed map[string]any
+		have     []allowance.Allowance
+		policies []string
+		want     bool
+	}{
+		"CreatedNow":         {reason: "Composed now with a closed gate.", ch: change{create: true}, policies: []string{"Observe", "LateInitialize"}, want: true},
+		"CreateOpen":         {reason: "Its gate opens Create.", ch: change{create: true}, policies: []string{"Observe", "Create", "LateInitialize"}},
+		"Held":               {reason: "Propagation control holds it, and says so.", ch: change{create: true, held: []mutation.Mutation{{Path: "spec"}}}, policies: []string{"Observe", "LateInitialize"}},
+		"NeverCreated":       {reason: "Composed earlier, never created by its provider, not Ready.", observed: map[string]any{"metadata": map[string]any{"name": "x"}}, policies: []string{"Observe", "LateInitialize"}, want: true},
+		"CreatedInTheCloud":  {reason: "Its provider recorded the creation.", observed: map[string]any{"metadata": map[string]any{"name": "x", "annotations": map[string]any{annotationExternalCreateSucceeded: "t"}}}, policies: []string{"Observe", "LateInitialize"}},
+		"ReadyWithoutRecord": {reason: "Ready (imported, observed) though nothing recorded a creation.", observed: map[string]any{"status": map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}}, policies: []string{"Observe", "LateInitialize"}},
+		"PendingCreate": {reason: "Its creation is held back as a pending allowance.", observed: map[string]any{"metadata": map[string]any{"name": "x"}},
+			have: []allowance.Allowance{{Relation: v1alpha1.RelationExternal, Verbs: []string{v1alpha1.VerbCreate}, Pending: map[string]string{"spec": allowance.Absent}}}, policies: []string{"Observe", "LateInitialize"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := shutAtCreation(tc.ch, tc.observed, tc.have, tc.policies); got != tc.want {
+				t.Errorf("%s\nshutAtCreation(...) = %t, want %t", tc.reason, got, tc.want)
+			}
+		})
+	}
 }

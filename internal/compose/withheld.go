@@ -125,7 +125,8 @@ func (r *run) reportCreated(rsp *fnv1.RunFunctionResponse) {
 	if r.xr == nil || r.phase == policy.PhaseDeleting {
 		return
 	}
-	if policy.Created(r.xr.Object) || (policy.Ready(r.xr.Object) && !r.usedCreation && !r.restrictAll) {
+	shut := slices.ContainsFunc(r.withheld, func(w withheld) bool { return w.verb == v1alpha1.VerbCreate && !w.logOnly })
+	if policy.Created(r.xr.Object) || (policy.Ready(r.xr.Object) && !r.usedCreation && !r.restrictAll && !shut) {
 		response.ConditionTrue(rsp, v1alpha1.ConditionCreated, ReasonCreated).
 			WithMessage("the XR was Ready with nothing left to add; what the pipeline adds from now on is a change that needs a cause").TargetComposite()
 		return
