@@ -147,18 +147,37 @@ func (t Writers) References(user policy.Identity, old, obj *unstructured.Unstruc
 			describeRef(oc), describeRef(nc), Describe(obj), user.Username)
 	}
 	for _, path := range resourceRefPaths {
-		var was any
-		if old != nil {
-			was, _, _ = unstructured.NestedFieldNoCopy(old.Object, path...)
-		}
-		is, _, _ := unstructured.NestedFieldNoCopy(obj.Object, path...)
-		if !equality.Semantic.DeepEqual(was, is) {
+		if changed(old, obj, path) {
 			return Deny(metrics.ReasonReferences, "%s of %s: user %q may not change it; only Crossplane records what a composite composed, and a deletion acts on what it records",
+				strings.Join(path, "."), Describe(obj), user.Username)
+		}
+	}
+	for _, path := range bindingPaths {
+		if changed(old, obj, path) {
+			return Deny(metrics.ReasonReferences, "%s of %s: user %q may not change it; only Crossplane binds a Claim and its composite, and the composite a Claim names is the one its changes, its creation and its deletion reach (a platform administrator binds a Claim to an existing composite)",
 				strings.Join(path, "."), Describe(obj), user.Username)
 		}
 	}
 	return Allow()
 }
+
+// changed reports whether the field at path differs between old (nil: a
+// creation) and obj.
+func changed(old, obj *unstructured.Unstructured, path []string) bool {
+	var was any
+	if old != nil {
+		was, _, _ = unstructured.NestedFieldNoCopy(old.Object, path...)
+	}
+	is, _, _ := unstructured.NestedFieldNoCopy(obj.Object, path...)
+	return !equality.Semantic.DeepEqual(was, is)
+}
+
+// bindingPaths bind a legacy Claim and its composite: the Claim's
+// spec.resourceRef, which the claim controller follows (and creates the
+// composite it names when there is none), and the composite's
+// spec.claimRef. Repointed by a user, a Claim would take over another
+// composite, or have Crossplane create one under the Claim's trace.
+var bindingPaths = [][]string{{"spec", "resourceRef"}, {"spec", "claimRef"}}
 
 // resourceRefPaths are where composites keep references to what they
 // composed: legacy and modern.

@@ -166,6 +166,20 @@ func TestReferences(t *testing.T) {
 			user: policy.Identity{Username: "system:serviceaccount:kube-system:generic-garbage-collector"}, old: controlled(xr()), obj: xr()},
 		"CrossplaneRecords": {reason: "Crossplane records what it composed.",
 			user: policy.Identity{Username: crossplane}, old: xr(), obj: xr("orders-data")},
+		"BobRepointsAClaim": {reason: "A Claim's spec.resourceRef is what the claim controller follows: repointed, it takes over another composite or has Crossplane create one.",
+			user: policy.Identity{Username: bob}, old: boundClaim("orders-x1"), obj: boundClaim("ghost"), want: "spec.resourceRef of DatabaseClaim team-a/orders"},
+		"BobBindsAtCreation": {reason: "A Claim created bound to an existing composite takes it over.",
+			user: policy.Identity{Username: bob}, obj: boundClaim("orders-x1"), want: "only Crossplane binds a Claim and its composite"},
+		"BobRepointsAComposite": {reason: "A composite's spec.claimRef is the other half of the binding.",
+			user: policy.Identity{Username: bob}, old: xr(), obj: func() *unstructured.Unstructured {
+				u := xr()
+				_ = unstructured.SetNestedMap(u.Object, map[string]any{"namespace": "team-b", "name": "bobs"}, "spec", "claimRef")
+				return u
+			}(), want: "spec.claimRef of XDatabase orders-x1"},
+		"CrossplaneBinds": {reason: "The claim controller binds a Claim.",
+			user: policy.Identity{Username: crossplane}, old: boundClaim(""), obj: boundClaim("orders-x1")},
+		"AdministratorBinds": {reason: "A platform administrator may bind a Claim to an existing composite (static provisioning).",
+			user: policy.Identity{Username: "admin", Groups: []string{GroupMasters}}, obj: boundClaim("orders-x1")},
 		"AliceEditsSpec": {reason: "Other spec changes are the policies' business.",
 			user: policy.Identity{Username: alice}, old: xr("orders-data"), obj: func() *unstructured.Unstructured {
 				u := xr("orders-data")
@@ -178,4 +192,18 @@ func TestReferences(t *testing.T) {
 			checkVerdict(t, tc.reason, "References("+tc.user.Username+")", writers.References(tc.user, tc.old, tc.obj), metrics.ReasonReferences, tc.want)
 		})
 	}
+}
+
+// boundClaim is the Claim team-a/orders bound to the composite xr, or
+// unbound for "".
+func boundClaim(xr string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": "small"}}}
+	u.SetAPIVersion("example.com/v1alpha1")
+	u.SetKind("DatabaseClaim")
+	u.SetNamespace("team-a")
+	u.SetName("orders")
+	if xr != "" {
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"apiVersion": "example.com/v1alpha1", "kind": "XDatabase", "name": xr}, "spec", "resourceRef")
+	}
+	return u
 }

@@ -168,9 +168,9 @@ func TestComposites(t *testing.T) {
 		"CreateStampsOriginTrace": {
 			reason: "Creating a Claim stamps a trace whose one hop names the authenticated creator at generation 1; creation earns no allowance.",
 			args: args{objs: []client.Object{claims}, req: create(asAlice,
-				claim(t, unset("metadata.generation"), unset("metadata.uid"), unset("status")))},
+				claim(t, unset("metadata.generation"), unset("metadata.uid"), unset("status"), unset("spec.resourceRef")))},
 			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"},
-				Object: claim(t, unset("metadata.generation"), unset("metadata.uid"), unset("status"),
+				Object: claim(t, unset("metadata.generation"), unset("metadata.uid"), unset("status"), unset("spec.resourceRef"),
 					trace(allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "DatabaseClaim", Name: "orders", Generation: 1, User: alice, Timestamp: ts(0)})).Object},
 		},
 		"CrossplaneContinuesClaimsTrace": {
