@@ -407,5 +407,6 @@ func orphaning(req admission.Request) bool {
 	if err := json.Unmarshal(req.Options.Raw, o); err != nil {
 		return false
 	}
-	return (o.PropagationPolicy != nil && *o.PropagationPolicy == metav1.DeletePropagationOrphan) || (o.OrphanDependents != nil && *o.OrphanDependents)
+	// The API server still honours the deprecated field.
+	return (o.PropagationPolicy != nil && *o.PropagationPolicy == metav1.DeletePropagationOrphan) || (o.OrphanDependents != nil && *o.OrphanDependents) //nolint:staticcheck // see above
 }
