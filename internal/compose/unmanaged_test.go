@@ -2,6 +2,7 @@ package compose
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -119,26 +120,13 @@ func hasWarning(rsp *fnv1.RunFunctionResponse) bool {
 // never created in the cloud, whose gate does not open Create is reported
 // as withheld, so the XR does not say all is allowed while it waits.
 func TestShutAtCreation(t *testing.T) {
-	// The initializing phase lets the RDS instance be composed, but no
-	// entry grants its external Create; a rule's External entry makes its
-	// gate Kausality's.
-	policy := `apiVersion: kausality.io/v1alpha1
-kind: AllowancePolicy
-metadata: {name: xdatabase-policy, uid: p-1, generation: 1}
-spec:
-  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
-  initializing:
-    policies:
-    - target: {apiGroup: rds.aws.crossplane.io, apiVersion: v1alpha1, resource: rdsinstances}
-      relation: ControllerChild
-      verbs: [Create]
-  rules:
-  - trigger: spec.size
-    policies:
-    - target: {external: {kind: RDSInstance}}
-      relation: External
-      verbs: [Update]
-`
+	// policyDB without its initializing External entry: the RDS instance
+	// may be composed, but nothing grants its external Create; a rule's
+	// External entry makes its gate Kausality's.
+	policy := strings.Replace(policyDB, "    - target: {external: {kind: RDSInstance}}\n      relation: External\n      verbs: [Create]\n", "", 1)
+	if policy == policyDB {
+		t.Fatal("policyDB no longer grants the external Create this test takes away")
+	}
 	initializing := obj(t, "apiVersion: example.com/v1alpha1\nkind: XDatabase\nmetadata: {name: db, uid: 0d0b0e0f-0000-4000-8000-000000000001, generation: 1}\nspec: {size: large}\n")
 	rsp, err := newTestFunction().RunFunction(context.Background(), newRequest(t, initializing, nil, obj(t, rds("db.t3.small", "")), policy))
 	if err != nil {
