@@ -17,6 +17,11 @@ import (
 // cloud resource a managed resource acts on.
 const AnnotationExternalName = "crossplane.io/external-name"
 
+// AnnotationCompositionResourceName is Crossplane's annotation naming the
+// pipeline resource a composed resource is: Crossplane matches observed
+// resources to what the pipeline desires by it.
+const AnnotationCompositionResourceName = "crossplane.io/composition-resource-name"
+
 // GroupMasters is the group of the cluster's administrators, who are
 // outside the threat model: they can edit AllowancePolicies and the
 // webhook configurations themselves.
@@ -61,11 +66,24 @@ func (t Writers) Identity(user policy.Identity, old, obj *unstructured.Unstructu
 			return Deny(metrics.ReasonIdentity, "controller reference (%s) of %s: user %q may not create a gated managed resource controlled by a composite; only Crossplane composes them",
 				describeRef(c), Describe(obj), user.Username)
 		}
+		// Likewise a resource carrying a composition resource name:
+		// Crossplane adopts an uncontrolled resource its composite
+		// references under the pipeline resource it names.
+		if n, ok := obj.GetAnnotations()[AnnotationCompositionResourceName]; ok && user.Username != t.Crossplane {
+			return Deny(metrics.ReasonIdentity, "annotation %s (%q) of %s: user %q may not create a gated managed resource as a composed one; only Crossplane composes them",
+				AnnotationCompositionResourceName, n, Describe(obj), user.Username)
+		}
 		return Allow()
 	}
 	var changed []string
 	if ov, nv := externalName(old), externalName(obj); ov != nv && !t.Controller(user.Username) {
 		changed = append(changed, fmt.Sprintf("annotation %s (from %q to %q)", AnnotationExternalName, ov, nv))
+	}
+	if ov, nv := old.GetAnnotations()[AnnotationCompositionResourceName], obj.GetAnnotations()[AnnotationCompositionResourceName]; ov != nv && user.Username != t.Crossplane {
+		// Crossplane matches observed resources to the pipeline's by this
+		// name: swapped between two gated resources (while the composite
+		// is paused), a change permitted for one reaches the other.
+		changed = append(changed, fmt.Sprintf("annotation %s (from %q to %q)", AnnotationCompositionResourceName, ov, nv))
 	}
 	if oc, nc := metav1.GetControllerOf(old), metav1.GetControllerOf(obj); !sameController(oc, nc) {
 		removedByGC := nc == nil && slices.Contains(garbageCollectors, user.Username)
@@ -76,7 +94,7 @@ func (t Writers) Identity(user policy.Identity, old, obj *unstructured.Unstructu
 	if len(changed) == 0 {
 		return Allow()
 	}
-	return Deny(metrics.ReasonIdentity, "%s of %s: user %q may not change what a gated managed resource acts on or answers to; only its provider changes %s and only Crossplane its controller reference; to act on another cloud resource, create a managed resource for it",
+	return Deny(metrics.ReasonIdentity, "%s of %s: user %q may not change what a gated managed resource acts on or answers to; only its provider changes %s and only Crossplane its composition resource name and controller reference; to act on another cloud resource, create a managed resource for it",
 		strings.Join(changed, " and "), Describe(obj), user.Username, AnnotationExternalName)
 }
 

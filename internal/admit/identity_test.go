@@ -65,6 +65,12 @@ func TestIdentity(t *testing.T) {
 			user: user(bob), obj: stored, want: "may not create a gated managed resource controlled by a composite"},
 		"CrossplaneCreatesControlledResource": {reason: "Crossplane composes.",
 			user: user(crossplane), obj: stored},
+		"UserSwapsCompositionResourceName": {reason: "Crossplane matches observed resources to the pipeline's by it: swapped while the composite is paused, Alice's permitted change reaches the other bucket.",
+			user: user(bob), old: named(stored, "data"), obj: named(stored, "logs"), want: `annotation crossplane.io/composition-resource-name (from "data" to "logs")`},
+		"UserCreatesComposedLookingResource": {reason: "Crossplane adopts an uncontrolled resource its composite references under the name it carries.",
+			user: user(bob), obj: named(identified("payments-data", ""), "data"), want: "may not create a gated managed resource as a composed one"},
+		"CrossplaneNamesWhatItComposes": {reason: "Crossplane sets the name when it composes.",
+			user: user(crossplane), obj: named(stored, "data")},
 		"OtherEdits": {reason: "Writes that leave the identity alone are for the other rules.",
 			user: user(bob), old: stored, obj: func() *unstructured.Unstructured {
 				u := stored.DeepCopy()
@@ -206,4 +212,16 @@ func boundClaim(xr string) *unstructured.Unstructured {
 		_ = unstructured.SetNestedMap(u.Object, map[string]any{"apiVersion": "example.com/v1alpha1", "kind": "XDatabase", "name": xr}, "spec", "resourceRef")
 	}
 	return u
+}
+
+// named is u with the composition resource name n.
+func named(u *unstructured.Unstructured, n string) *unstructured.Unstructured {
+	out := u.DeepCopy()
+	ann := out.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationCompositionResourceName] = n
+	out.SetAnnotations(ann)
+	return out
 }

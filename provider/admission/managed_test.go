@@ -357,13 +357,13 @@ spec:
 			reason: "Bob pointing a gated Bucket at a victim's cloud resource (crossplane.io/external-name) is denied: the next gate that opens would act on it.",
 			args: args{objs: []client.Object{parentXR(), parentClaim()},
 				req: update(asBob, bucket(t, annotate("crossplane.io/external-name", "orders-data")), bucket(t, annotate("crossplane.io/external-name", "payments-data")))},
-			want: result{Code: http.StatusForbidden, Message: `annotation crossplane.io/external-name (from "orders-data" to "payments-data") of Bucket orders-data: user "bob@example.com" may not change what a gated managed resource acts on or answers to; only its provider changes crossplane.io/external-name and only Crossplane its controller reference; to act on another cloud resource, create a managed resource for it`},
+			want: result{Code: http.StatusForbidden, Message: `annotation crossplane.io/external-name (from "orders-data" to "payments-data") of Bucket orders-data: user "bob@example.com" may not change what a gated managed resource acts on or answers to; only its provider changes crossplane.io/external-name and only Crossplane its composition resource name and controller reference; to act on another cloud resource, create a managed resource for it`},
 		},
 		"BobRepointsControllerDenied": {
 			reason: "Bob pointing a gated Bucket's controller reference away from its (frozen) composite is denied: the freeze, the allowances and the deletion above are read through it.",
 			args: args{objs: []client.Object{parentXR(), parentClaim()},
 				req: update(asBob, bucket(t), bucket(t, set("metadata.ownerReferences[0].name", "scratch-x1"), set("metadata.ownerReferences[0].uid", "00000000-0000-4000-8000-0000000000b1")))},
-			want: result{Code: http.StatusForbidden, Message: `controller reference (from XDatabase orders-x1 to XDatabase scratch-x1) of Bucket orders-data: user "bob@example.com" may not change what a gated managed resource acts on or answers to; only its provider changes crossplane.io/external-name and only Crossplane its controller reference; to act on another cloud resource, create a managed resource for it`},
+			want: result{Code: http.StatusForbidden, Message: `controller reference (from XDatabase orders-x1 to XDatabase scratch-x1) of Bucket orders-data: user "bob@example.com" may not change what a gated managed resource acts on or answers to; only its provider changes crossplane.io/external-name and only Crossplane its composition resource name and controller reference; to act on another cloud resource, create a managed resource for it`},
 		},
 		"ProviderRecordsExternalName": {
 			reason: "The provider recording the name the cloud assigned is its bookkeeping.",
