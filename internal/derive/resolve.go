@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -33,8 +32,7 @@ type Resolver interface {
 // Guess is the plural controller-gen would give a kind, for kinds no
 // Resolver knows; Derive notes every guess.
 func Guess(gvk schema.GroupVersionKind) string {
-	p, _ := meta.UnsafeGuessKindToResource(gvk)
-	return p.Resource
+	return policy.GuessResource(gvk)
 }
 
 // Definitions is a Resolver over CustomResourceDefinitions and

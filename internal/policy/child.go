@@ -15,7 +15,7 @@ type Child struct {
 	APIVersion string
 	Kind       string
 	// Resource is the lower-case plural, as the API server serves the kind
-	// when known (Kinds), else guessed the way controller-gen names CRDs.
+	// when known (Kinds), else guessed (GuessResource).
 	Resource string
 	// Guessed says Resource is a guess: no policy's status records the
 	// kind. Such a kind counts as restricted wherever a target of its

@@ -3,6 +3,9 @@ package policy
 import (
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Class is what a composed kind is to Kausality: whether it has an
@@ -72,4 +75,19 @@ func ClassOf(group string, categories []string, defined bool) Class {
 // or one under k8s.io. No managed resource is served in them.
 func BuiltIn(group string) bool {
 	return group == "" || !strings.Contains(group, ".") || strings.HasSuffix(group, ".k8s.io")
+}
+
+// GuessResource is the plural a kind's CRD most likely has, for a kind no
+// policy's status or CRD tells: Kubernetes' own guess
+// (meta.UnsafeGuessKindToResource), except that a kind ending in a vowel
+// and "y" takes an "s" (InternetGateway: internetgateways, as
+// controller-gen's pluralizer gives it, not internetgatewaies). It stays
+// a guess: App Mesh's Mesh is served as meshes.
+func GuessResource(gvk schema.GroupVersionKind) string {
+	k := strings.ToLower(gvk.Kind)
+	if n := len(k); n > 1 && k[n-1] == 'y' && strings.ContainsRune("aeiou", rune(k[n-2])) {
+		return k + "s"
+	}
+	p, _ := meta.UnsafeGuessKindToResource(gvk)
+	return p.Resource
 }

@@ -3,7 +3,6 @@ package policy
 import (
 	"slices"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -102,9 +101,9 @@ func (k Kinds) ChildOf(apiVersion, kind string) Child {
 		c.Resource = p
 		return c
 	}
-	plural, _ := meta.UnsafeGuessKindToResource(gv.WithKind(kind))
-	c.Resource, c.Guessed = plural.Resource, true
-	if other, ok := k.kind[plural.GroupResource()]; ok && other != kind {
+	plural := GuessResource(gv.WithKind(kind))
+	c.Resource, c.Guessed = plural, true
+	if other, ok := k.kind[schema.GroupResource{Group: gv.Group, Resource: plural}]; ok && other != kind {
 		c.Resource = ""
 	}
 	return c

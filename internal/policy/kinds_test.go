@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 )
@@ -229,5 +230,24 @@ func TestTargetsOf(t *testing.T) {
 	p.Status.Targets = []v1alpha1.ResolvedTarget{{APIGroup: "appmesh.aws.upbound.io", Resource: "meshes", Kind: "Mesh"}}
 	if diff := cmp.Diff(want[1:], Unresolved(p)); diff != "" {
 		t.Errorf("Unresolved: -want +got:\n%s", diff)
+	}
+}
+
+func TestGuessResource(t *testing.T) {
+	cases := map[string]struct {
+		kind, want string
+	}{
+		"Regular":     {kind: "Bucket", want: "buckets"},
+		"VowelY":      {kind: "InternetGateway", want: "internetgateways"},
+		"ConsonantY":  {kind: "Policy", want: "policies"},
+		"S":           {kind: "Address", want: "addresses"},
+		"StillAGuess": {kind: "Mesh", want: "meshs"}, // App Mesh serves meshes: only the CRD knows
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := GuessResource(schema.GroupVersionKind{Group: "g.io", Version: "v1", Kind: tc.kind}); got != tc.want {
+				t.Errorf("GuessResource(%s) = %s, want %s", tc.kind, got, tc.want)
+			}
+		})
 	}
 }
