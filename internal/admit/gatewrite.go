@@ -104,7 +104,7 @@ func (w GateWrite) Decide(cfg gate.Config) ([]string, error) {
 // added; else the stored one stays.
 func (w GateWrite) approve(d gate.Decision) {
 	switch {
-	case d.Approves || w.Old == nil || w.LateInitialized:
+	case d.Approves || d.Withdraws || w.Old == nil || w.LateInitialized:
 		for k, v := range d.Approved.Annotations() {
 			SetAnnotation(w.Obj, k, v)
 		}

@@ -75,7 +75,7 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 	for _, p := range g.Uncovered {
 		reports = append(reports, withheldOf(dm, "open gate", p, metrics.ReasonUncovered, fmt.Sprintf("changed since generation %d was let through to the cloud and no open allowance covers it; it would ride along with the allowed change", g.Approved.Generation)))
 	}
-	if g.Approves {
+	if g.Approves || g.Withdraws {
 		// Otherwise admission keeps the stored approval.
 		maps.Copy(ann, g.Approved.Annotations())
 	}

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -71,6 +72,10 @@ type Decision struct {
 	// generation the write gives the resource.
 	Approved Approval
 	Approves bool
+	// Withdraws says Approved withdraws what an allowance that expired
+	// before its change was applied had approved (withdraw): the caller
+	// stores Approved as it does when the decision Approves.
+	Withdraws bool
 	// Err says why the gate failed closed: an unsupported combination.
 	Err error
 }
@@ -108,7 +113,8 @@ func Decide(in Inputs) Decision {
 			candidates = append(candidates, a)
 		}
 	}
-	if d.Uncovered = uncovered(candidates, in.Approved.Spec.Changed(in.Spec), in.Spec); len(d.Uncovered) > 0 {
+	d.withdraw(in)
+	if d.Uncovered = uncovered(candidates, d.Approved.Spec.Changed(in.Spec), in.Spec); len(d.Uncovered) > 0 {
 		for _, a := range candidates {
 			if a.ShipsSpec() {
 				d.Held = append(d.Held, a)
@@ -134,6 +140,42 @@ func Decide(in Inputs) Decision {
 		}
 	}
 	return d
+}
+
+// withdraw takes back from the approval what an expired allowance had let
+// through when its provider never applied it: the approval is written as
+// the gate opens, so a change the cloud refused until the gate expired
+// would otherwise count as shipped, and the next gate that opens for
+// another change would ship it along (DESIGN §4a). The allowance's pinned
+// fields leave the approval, so they are pending again: the gate holds
+// for them until a new cause covers them or the spec is reverted. An
+// allowance without pinned values (a creation) withdraws nothing.
+func (d *Decision) withdraw(in Inputs) {
+	if in.Progress.Reconciled && in.Progress.Observed >= in.Approved.Generation {
+		// The provider applied the approved generation.
+		return
+	}
+	var out mutation.Applied
+	for _, a := range d.Expired {
+		if !a.ShipsSpec() || a.Generation > in.Approved.Generation || len(a.Values) == 0 {
+			continue
+		}
+		for k := range d.Approved.Spec {
+			for p := range a.Values {
+				if !mutation.Under(k, p) {
+					continue
+				}
+				if out == nil {
+					out = maps.Clone(d.Approved.Spec)
+				}
+				delete(out, k)
+			}
+		}
+	}
+	if out != nil {
+		d.Approved = Approval{Spec: out, Generation: in.Approved.Generation}
+		d.Withdraws = true
+	}
 }
 
 // FreezeMatters reports whether a freeze can change the decision over as:

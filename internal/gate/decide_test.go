@@ -235,3 +235,58 @@ func TestFreezeMatters(t *testing.T) {
 		})
 	}
 }
+
+// TestWithdrawExpiredApproval: a resize whose gate opened and expired
+// while the cloud refused it must not count as shipped: the next gate that
+// opens for another change (the tier) would otherwise ship the size along.
+func TestWithdrawExpiredApproval(t *testing.T) {
+	now := time.Date(2026, 1, 24, 10, 30, 0, 0, time.UTC)
+	spec := func(size int64, tier string) map[string]any {
+		return map[string]any{"spec": map[string]any{"forProvider": map[string]any{"size": size, "tier": tier}}}
+	}
+	update := func(gen int64, at time.Time, obj map[string]any, path string) allowance.Allowance {
+		return allowance.Allowance{
+			Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "Bucket"}},
+			Verbs: []string{v1alpha1.VerbUpdate}, Generation: gen,
+			Trace:     allowance.Trace{{APIVersion: "v1", Kind: "Bucket", Name: "b", Generation: gen, Timestamp: allowance.Timestamp(at)}},
+			Mutations: []v1alpha1.MutationBound{{JSONPath: path, Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}},
+			Values:    allowance.ValuesOf(obj, []mutation.Mutation{{Path: path, Verb: v1alpha1.MutationMutate}}, nil),
+		}
+	}
+	// Approved at generation 3 when the resize's gate opened.
+	approved := Approval{Spec: SpecRecord(spec(2, "standard")), Generation: 3}
+	resize := update(3, now.Add(-2*time.Hour), spec(2, "standard"), "spec.forProvider.size")
+	tier := update(5, now, spec(2, "premium"), "spec.forProvider.tier")
+	cases := map[string]struct {
+		reason        string
+		progress      allowance.Progress
+		wantWithdraws bool
+		wantUncovered []string
+		wantPolicies  []string
+	}{
+		"NeverApplied": {reason: "The provider never synced generation 3: the size leaves the approval, and the tier's gate holds for it.",
+			progress: allowance.Progress{Approved: 3, HasApproved: true}, wantWithdraws: true,
+			wantUncovered: []string{"spec.forProvider.size"}, wantPolicies: DefaultReadOnly},
+		"Applied": {reason: "The provider synced generation 3 (the resize was applied): the tier goes through alone.",
+			progress:     allowance.Progress{Observed: 3, Reconciled: true, Approved: 3, HasApproved: true},
+			wantPolicies: []string{Observe, Update, LateInitialize}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := Decide(Inputs{Allowances: []allowance.Allowance{resize, tier}, ReadOnly: DefaultReadOnly, Now: now, Limit: time.Hour,
+				Approved: approved, Spec: SpecRecord(spec(2, "premium")), Progress: tc.progress, Generation: 4})
+			if d.Withdraws != tc.wantWithdraws {
+				t.Errorf("%s\nWithdraws = %t, want %t", tc.reason, d.Withdraws, tc.wantWithdraws)
+			}
+			if diff := cmp.Diff(tc.wantUncovered, d.Uncovered); diff != "" {
+				t.Errorf("%s\nUncovered: -want +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.wantPolicies, d.Policies); diff != "" {
+				t.Errorf("%s\nPolicies: -want +got:\n%s", tc.reason, diff)
+			}
+			if _, ok := d.Approved.Spec["spec.forProvider.size"]; ok == tc.wantWithdraws {
+				t.Errorf("%s\nthe approval still holds the size: %t", tc.reason, ok)
+			}
+		})
+	}
+}

@@ -138,7 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	cond, eventType := r.condition(d, mr)
 	var approval map[string]string
-	if d.Approves {
+	if d.Approves || d.Withdraws {
 		approval = d.Approved.Annotations()
 	}
 	if err := r.apply(ctx, mr, current, d.Policies, marks, approval, cond, eventType); err != nil {
