@@ -27,6 +27,10 @@ const (
 	// FindingUnused: a rule, or a part of one, no patch uses; it permits
 	// more than the Compositions do.
 	FindingUnused FindingKind = "Unused"
+	// FindingUnrestricted: a managed kind the Composition composes that no
+	// policy for the composite restricts: a change of it, a Composition
+	// edit included, reaches the cloud without a cause.
+	FindingUnrestricted FindingKind = "Unrestricted"
 )
 
 // Finding is one gap between Compositions and policies.
@@ -115,6 +119,11 @@ func Check(models []*Model, policies []v1alpha1.AllowancePolicy, r Resolver) (*R
 		set, _ := policy.NewCache().For(xr.GroupVersion().String(), xr.Kind, mine)
 		rep.Findings = append(rep.Findings, uncovered(name, edges, mine, set)...)
 		rep.Findings = append(rep.Findings, unused(edges, mine)...)
+		found, err := unrestricted(name, byXR[xr], set, r)
+		if err != nil {
+			return nil, err
+		}
+		rep.Findings = append(rep.Findings, found...)
 	}
 	slices.SortStableFunc(rep.Findings, func(a, b Finding) int {
 		return strings.Compare(a.String(), b.String())
@@ -245,4 +254,31 @@ func unusedParts(pe v1alpha1.PolicyEntry, hit []edge) []string {
 
 func isExternal(pe v1alpha1.PolicyEntry) bool {
 	return pe.Relation == v1alpha1.RelationExternal || len(pe.Target.External) > 0
+}
+
+// unrestricted are the managed kinds the models compose that set restricts
+// neither as composed resources nor in the cloud: nothing Kausality
+// decides bounds them. Kinds without an external resource are left out.
+func unrestricted(xr string, models []*Model, set policy.Set, r Resolver) ([]Finding, error) {
+	var out []Finding
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, m := range models {
+		for _, t := range m.Templates {
+			if seen[t.GVK] {
+				continue
+			}
+			seen[t.GVK] = true
+			k, err := resolveOne(t.GVK, r, nil)
+			if err != nil {
+				return nil, errors.Wrapf(err, "Composition %s resource %s", m.Name, t.Name)
+			}
+			c := policy.Child{APIGroup: t.GVK.Group, APIVersion: t.GVK.Version, Kind: t.GVK.Kind, Resource: k.Resource, Class: k.Class}
+			if !c.Class.Gated() || set.Restricts(c) || set.RestrictsExternal(c) {
+				continue
+			}
+			out = append(out, Finding{Kind: FindingUnrestricted, XR: xr, Field: t.GVK.GroupKind().String(),
+				Message: fmt.Sprintf("Composition %s composes %s (resource %s), a managed kind no policy for %s restricts: its changes, a Composition edit's included, reach the cloud without a cause", m.Name, t.GVK.Kind, t.Name, xr)})
+		}
+	}
+	return out, nil
 }

@@ -221,3 +221,36 @@ func TestReadErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckUnrestricted: a managed kind the Composition composes that no
+// policy restricts is a gap (a Composition edit of it reaches the cloud
+// without an UpgradeAllowance); a Kubernetes kind without an external
+// resource is not.
+func TestCheckUnrestricted(t *testing.T) {
+	more := strings.Replace(bucketComposition, "  - step: templates\n", `      - name: bucket-policy
+        base: {apiVersion: s3.example.org/v1, kind: BucketPolicy, spec: {forProvider: {policy: "{}"}}}
+      - name: settings
+        base: {apiVersion: v1, kind: ConfigMap, data: {a: b}}
+  - step: templates
+`, 1)
+	if more == bucketComposition {
+		t.Fatal("bucketComposition no longer has the step this test adds resources before")
+	}
+	clean := policyWith(
+		bucketRule("spec.env", "spec.forProvider.tags.owner"),
+		bucketRule("spec.region", "spec.forProvider.region"),
+		bucketRule("spec.team", "spec.forProvider.tags.owner"),
+	)
+	rep, err := Check([]*Model{readModel(t, more)}, []v1alpha1.AllowancePolicy{clean}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range rep.Findings {
+		got = append(got, f.String())
+	}
+	want := []string{"Unrestricted XBucket.example.org: BucketPolicy.s3.example.org: Composition buckets composes BucketPolicy (resource bucket-policy), a managed kind no policy for XBucket.example.org restricts: its changes, a Composition edit's included, reach the cloud without a cause"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Check(...): -want, +got:\n%s", diff)
+	}
+}
