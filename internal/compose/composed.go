@@ -82,9 +82,10 @@ type change struct {
 	reports []withheld
 	// rewritten: this run kept observed values in the spec. spec is that
 	// spec, a copy (the pipeline's desired resource is never edited), and
-	// the resource is encoded whole.
-	rewritten bool
-	spec      any
+	// the resource is encoded whole. whole: spec holds every top-level
+	// field but the object's meta (content), not the spec.
+	rewritten, whole bool
+	spec             any
 }
 
 // object is desired as this change leaves it: with the spec it rewrote, or
@@ -93,7 +94,7 @@ func (ch change) object(desired map[string]any) map[string]any {
 	if !ch.rewritten {
 		return desired
 	}
-	return withSpec(desired, true, ch.spec)
+	return withSpec(desired, true, ch.whole, ch.spec)
 }
 
 // desiredRecord is the record of the desired spec as it leaves this run
@@ -156,6 +157,7 @@ func (r *run) decide(resName string, observed, desired map[string]any) *item {
 
 // create decides a resource the pipeline wants and that does not exist yet.
 func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
+	prefix, value := content(dm.child, desired)
 	d := r.permitAdded(dm.child)
 	var reports []withheld
 	if !d.ok {
@@ -172,7 +174,7 @@ func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
 		passed:  []mutation.Mutation{{Path: "", Verb: v1alpha1.MutationInsert}},
 		chosen:  d.by,
 		upgrade: d.upgrade,
-		applied: mutation.Record("spec", desired["spec"], skipManaged),
+		applied: mutation.Record(prefix, value, skipManaged),
 	}, true
 }
 
@@ -185,7 +187,9 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	}
 	// What the pipeline wants, before anything is withheld, is what the
 	// applied record remembers for the fields let through.
-	wanted := mutation.Record("spec", desired["spec"], skipManaged)
+	prefix, want := content(dm.child, desired)
+	_, was := content(dm.child, observed)
+	wanted := mutation.Record(prefix, want, skipManaged)
 	var ch change
 	var withheld []mutation.Mutation
 	up := r.upgradeOf(om.ann)
@@ -194,7 +198,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	if policy.BuiltIn(dm.child.APIGroup) {
 		opts = append(opts, mutation.WithMergedLists())
 	}
-	for _, m := range mutation.Diff("spec", observed["spec"], desired["spec"], opts...) {
+	for _, m := range mutation.Diff(prefix, was, want, opts...) {
 		v, present := mutation.Value(desired, m.Path)
 		d := r.permitMutation(dm.child, om.from, m, applied.Unchanged(m.Path, v, present), up)
 		if !d.ok {
@@ -229,30 +233,68 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 			withheld = append(withheld, m)
 		}
 	}
-	keepObserved(r, observed, desired, withheld, &ch)
+	keepObserved(r, dm.child, observed, desired, withheld, &ch)
 	ch.wanted, ch.withheld, ch.owned, ch.owns = wanted, withheld, applied, owns
 	return ch
 }
 
-// keepObserved makes ch's spec desired's with the mutations ms at their
-// observed values, in a copy: desired is what the pipeline wants and stays
-// so. When it cannot keep a field as observed it withholds the whole
-// resource's spec rather than let the field through.
-func keepObserved(r *run, observed, desired map[string]any, ms []mutation.Mutation, ch *change) {
+// keepObserved makes ch's spec (content, for a kind of c) desired's with
+// the mutations ms at their observed values, in a copy: desired is what
+// the pipeline wants and stays so. When it cannot keep a field as observed
+// it withholds the whole resource's content rather than let the field
+// through.
+func keepObserved(r *run, c policy.Child, observed, desired map[string]any, ms []mutation.Mutation, ch *change) {
 	if len(ms) == 0 {
 		return
 	}
+	whole := c.Class == policy.ClassUnmanaged
 	kept := map[string]any{}
-	if spec, ok := desired["spec"]; ok {
+	if whole {
+		for k, v := range body(desired) {
+			kept[k] = runtime.DeepCopyJSONValue(v)
+		}
+	} else if spec, ok := desired["spec"]; ok {
 		kept["spec"] = runtime.DeepCopyJSONValue(spec)
 	}
-	ch.rewritten = true
+	ch.rewritten, ch.whole = true, whole
 	if err := mutation.Revert(kept, observed, ms); err != nil {
 		r.problem(errors.Wrapf(err, errFmtWithholdChanges, ref(observed)))
 		kept = runtimeCopy(observed)
 		ch.passed = nil
 	}
+	if whole {
+		ch.spec = body(kept)
+		return
+	}
 	ch.spec = kept["spec"]
+}
+
+// content is what the function compares, records and withholds of a
+// composed resource of kind c, and the path prefix its mutations start
+// with: the spec; or, for a kind without a gate and so perhaps without a
+// spec (a Secret holds data, a Role rules), every top-level field but
+// apiVersion, kind, metadata and status, at paths from the object's root.
+func content(c policy.Child, obj map[string]any) (prefix string, value any) {
+	if c.Class != policy.ClassUnmanaged {
+		return "spec", obj["spec"]
+	}
+	if obj == nil {
+		return "", nil
+	}
+	return "", body(obj)
+}
+
+// body is obj's top level without its type, metadata and status.
+func body(obj map[string]any) map[string]any {
+	out := make(map[string]any, len(obj))
+	for k, v := range obj {
+		switch k {
+		case "apiVersion", "kind", "metadata", "status":
+		default:
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // skipManaged leaves the gate out of diffs and applied records: Kausality

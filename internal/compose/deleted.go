@@ -13,6 +13,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // A deletion is what the function decided about a composed resource the
@@ -138,6 +139,14 @@ func keptAsObserved(m childMeta, observed map[string]any) *composed.Unstructured
 		ann = map[string]string{}
 	}
 	kept.SetAnnotations(ann)
+	if m.child.Class == policy.ClassUnmanaged {
+		// Its content, whatever it is called (a Secret's data): what
+		// Crossplane's apply leaves out, it removes.
+		for k, v := range body(observed) {
+			kept.Object[k] = runtime.DeepCopyJSONValue(v)
+		}
+		return kept
+	}
 	if spec, ok := observed["spec"]; ok {
 		kept.Object["spec"] = runtime.DeepCopyJSONValue(spec)
 	}

@@ -37,16 +37,16 @@ type stamp struct {
 // stamp (nil: none).
 type answer struct {
 	*resource.DesiredComposed
-	rewritten bool
-	spec      any
-	stamp     *stamp
+	rewritten, whole bool
+	spec             any
+	stamp            *stamp
 }
 
 // object is the resource as answered: the pipeline's with the run's spec
 // and the stamp applied. The pipeline's object is not written: the top
 // level, metadata and spec are copied before anything is set in them.
 func (a answer) object() (map[string]any, error) {
-	obj := withSpec(a.Resource.Object, a.rewritten, a.spec)
+	obj := withSpec(a.Resource.Object, a.rewritten, a.whole, a.spec)
 	st := a.stamp
 	if st == nil {
 		return obj, nil
@@ -73,10 +73,19 @@ func (a answer) object() (map[string]any, error) {
 
 // withSpec is a copy of obj's top level with spec in place of its own when
 // rewritten (an absent spec when spec is nil), shared by a change's view of
-// what it leaves and the answer built from it.
-func withSpec(obj map[string]any, rewritten bool, spec any) map[string]any {
+// what it leaves and the answer built from it. whole: spec is the
+// resource's content (see content), in place of every field of it.
+func withSpec(obj map[string]any, rewritten, whole bool, spec any) map[string]any {
 	out := maps.Clone(obj)
 	if !rewritten {
+		return out
+	}
+	if whole {
+		for k := range body(obj) {
+			delete(out, k)
+		}
+		b, _ := spec.(map[string]any)
+		maps.Copy(out, b)
 		return out
 	}
 	out["spec"] = spec

@@ -163,7 +163,7 @@ func (f *Function) runFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		run.withheld = append(run.withheld, reports...)
 		if ok {
 			n := resource.Name(it.resName)
-			out[n] = answer{DesiredComposed: desired[n], rewritten: it.ch.rewritten, spec: it.ch.spec, stamp: st}
+			out[n] = answer{DesiredComposed: desired[n], rewritten: it.ch.rewritten, whole: it.ch.whole, spec: it.ch.spec, stamp: st}
 		}
 	}
 	if run.paced() {

@@ -176,3 +176,78 @@ func TestShutAtCreation(t *testing.T) {
 		})
 	}
 }
+
+// TestUnmanagedContent: a kind without a spec (a Secret holds data) is
+// compared, withheld and kept by its top-level fields: an uncaused change
+// of its data keeps the observed value, and a Secret the pipeline drops is
+// kept with its data, which Crossplane's apply would otherwise remove.
+func TestUnmanagedContent(t *testing.T) {
+	policy := `apiVersion: kausality.io/v1alpha1
+kind: AllowancePolicy
+metadata: {name: xdatabase-policy, uid: p-1, generation: 1}
+spec:
+  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
+  rules:
+  - trigger: spec.password
+    policies:
+    - target: {apiVersion: v1, resource: secrets}
+      relation: ControllerChild
+      verbs: [Update]
+      mutations:
+      - {jsonPath: data.password, verbs: [Mutate]}
+`
+	secret := func(password string) map[string]any {
+		return map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "db-conn", "namespace": "default"},
+			"type": "Opaque", "data": map[string]any{"password": password, "user": "YWRtaW4="}}
+	}
+	allowed := allowance.Allowance{
+		Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{APIVersion: "v1", Resource: "secrets"},
+		Verbs: []string{v1alpha1.VerbUpdate}, Generation: 2, Initiator: "alice",
+		Mutations: []v1alpha1.MutationBound{{JSONPath: "data.password", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}},
+		Trace:     allowance.Trace{{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 2, Field: "spec.password", User: "alice", Timestamp: "2026-11-22T11:59:01Z"}},
+	}
+	cases := map[string]struct {
+		reason   string
+		xrAnn    map[string]string
+		desired  map[string]any // nil: the pipeline drops the Secret
+		want     map[string]any
+		warnings []string
+	}{
+		"Withheld": {reason: "No allowance covers the new password: the observed one is kept, the rest of the Secret as desired.",
+			desired: secret("bmV3"), want: map[string]any{"password": "b2xk", "user": "YWRtaW4="},
+			warnings: []string{"resource app (Secret db-conn): withheld Mutate data.password: no unconsumed allowance on XDatabase/db grants Update of secrets; policies: xdatabase-policy"}},
+		"Permitted": {reason: "An XR allowance for data.password lets it through.",
+			xrAnn:   map[string]string{v1alpha1.AnnotationAllowances: allowance.Format([]allowance.Allowance{allowed})},
+			desired: secret("bmV3"), want: map[string]any{"password": "bmV3", "user": "YWRtaW4="}},
+		"DroppedKeepsData": {reason: "A dropped Secret no allowance lets go is kept with its data.",
+			want:     map[string]any{"password": "b2xk", "user": "YWRtaW4="},
+			warnings: []string{"resource app (Secret db-conn): withheld Delete: no unconsumed allowance on XDatabase/db grants Delete of secrets; policies: xdatabase-policy"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			req := newRequest(t, xr(t, 2, 1, tc.xrAnn), nil, nil, policy)
+			req.Observed.Resources = map[string]*fnv1.Resource{"app": {Resource: mustStruct(t, secret("b2xk"))}}
+			if tc.desired != nil {
+				req.Desired.Resources["app"] = &fnv1.Resource{Resource: mustStruct(t, tc.desired), Ready: fnv1.Ready_READY_TRUE}
+			}
+			rsp, err := newTestFunction().RunFunction(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rsp.GetDesired().GetResources()["app"].GetResource().AsMap()
+			if diff := cmp.Diff(tc.want, got["data"]); diff != "" {
+				t.Errorf("%s\ndata: -want +got:\n%s", tc.reason, diff)
+			}
+			if _, ok := got["spec"]; ok {
+				t.Errorf("%s\nthe Secret got a spec, which a real API server refuses", tc.reason)
+			}
+			var ws []string
+			for _, r := range rsp.GetResults() {
+				ws = append(ws, r.GetMessage())
+			}
+			if diff := cmp.Diff(tc.warnings, ws); diff != "" {
+				t.Errorf("%s\nresults: -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
