@@ -87,7 +87,17 @@ func (t Writers) Identity(user policy.Identity, old, obj *unstructured.Unstructu
 	}
 	if oc, nc := metav1.GetControllerOf(old), metav1.GetControllerOf(obj); !sameController(oc, nc) {
 		removedByGC := nc == nil && slices.Contains(garbageCollectors, user.Username)
-		if user.Username != t.Crossplane && !removedByGC {
+		switch {
+		case user.Username == t.Crossplane && oc == nil && nc != nil:
+			// Crossplane composes a resource with its controller
+			// reference in the write that creates it. Adding one to a
+			// resource that has none is adoption: of one created by
+			// hand under the name Crossplane gives a resource the
+			// pipeline adds later (names are computed from what anyone
+			// can read), whose external name would then be what every
+			// gate the composite opens acts on.
+			changed = append(changed, fmt.Sprintf("controller reference (from none to %s: Crossplane may not adopt a gated managed resource it did not compose)", describeRef(nc)))
+		case user.Username != t.Crossplane && !removedByGC:
 			changed = append(changed, fmt.Sprintf("controller reference (from %s to %s)", describeRef(oc), describeRef(nc)))
 		}
 	}
@@ -170,6 +180,12 @@ func (t Writers) References(user policy.Identity, old, obj *unstructured.Unstruc
 				strings.Join(path, "."), Describe(obj), user.Username)
 		}
 	}
+	if was, is := annotationOf(old, AnnotationCompositionResourceName), annotationOf(obj, AnnotationCompositionResourceName); was != is {
+		// A nested composite's name in its parent's pipeline: swapped
+		// between two, a change permitted for one reaches the other.
+		return Deny(metrics.ReasonReferences, "annotation %s (from %q to %q) of %s: user %q may not change it; only Crossplane names what a composite composed",
+			AnnotationCompositionResourceName, was, is, Describe(obj), user.Username)
+	}
 	for _, path := range bindingPaths {
 		if changed(old, obj, path) {
 			return Deny(metrics.ReasonReferences, "%s of %s: user %q may not change it; only Crossplane binds a Claim and its composite, and the composite a Claim names is the one its changes, its creation and its deletion reach (a platform administrator binds a Claim to an existing composite)",
@@ -217,3 +233,11 @@ func ComposedDeletion(user string, obj *unstructured.Unstructured) bool {
 // GarbageCollectors are the usernames Kubernetes' garbage collector acts
 // as (see garbageCollectors), for rules that run in the API server.
 func GarbageCollectors() []string { return slices.Clone(garbageCollectors) }
+
+// annotationOf is o's annotation k, "" for a nil o.
+func annotationOf(o *unstructured.Unstructured, k string) string {
+	if o == nil {
+		return ""
+	}
+	return o.GetAnnotations()[k]
+}
