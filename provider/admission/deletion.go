@@ -49,6 +49,11 @@ type Deletion struct {
 	Kube   client.Client
 	// Managed are the managed resource kinds to look for.
 	Managed func() []schema.GroupVersionKind
+	// Discovered reports whether Managed is known yet (nil: always).
+	// Until it is, every deletion is refused with a retryable error: a
+	// gated managed resource would be taken for a composite, and an open
+	// Delete gate left open as it is deleted.
+	Discovered func() bool
 	// Gate is how gates behave, as for the gate controller.
 	Gate gate.Config
 	// Trusted names Crossplane, whose deletion of a Claim's composite
@@ -68,6 +73,9 @@ func (h *Deletion) Handle(ctx context.Context, req admission.Request) admission.
 	}
 	if old == nil {
 		return admission.Errored(http.StatusBadRequest, errors.Errorf(errFmtDELETECarriesNoObject, req.Kind.Kind, req.Name))
+	}
+	if h.Discovered != nil && !h.Discovered() {
+		return admission.Errored(http.StatusServiceUnavailable, errors.Errorf(errFmtNotDiscovered, req.Kind.Kind, req.Name))
 	}
 	if slices.Contains(h.managed(), old.GroupVersionKind()) {
 		return h.managedDeleted(ctx, req, old)

@@ -50,6 +50,9 @@ func TestDeletion(t *testing.T) {
 		// objs are what the API server holds: policies, the XR, Buckets.
 		objs []client.Object
 		req  admission.Request
+		// undiscovered: the provider has just started and not yet
+		// discovered the managed kinds.
+		undiscovered bool
 	}
 	type want struct {
 		result result
@@ -251,6 +254,14 @@ spec:
 				buckets: byName(opened(data, byAlice), opened(logs, byAlice), ungated, other),
 			},
 		},
+		"NotDiscoveredYet": {
+			reason: "Right after a restart the managed kinds are unknown: a gated Bucket would be taken for a composite and its open gate left open, so every deletion is refused with a retryable error until discovery has run.",
+			args:   args{objs: append([]client.Object{claims, deletesCloud}, composite(), wildcard(data, byAlice)), req: remove(asBob, wildcard(data, byAlice)), undiscovered: true},
+			want: want{
+				result:  result{Code: http.StatusServiceUnavailable, Message: "cannot decide what deleting Bucket orders-data does yet: the provider has not discovered the managed resource kinds since it started; retry in a moment"},
+				buckets: byName(wildcard(data, byAlice)),
+			},
+		},
 		"MalformedAllowancesDenied": {
 			reason: "When a Bucket's allowances cannot be read, what the deletion does to the cloud cannot be decided, so it is denied.",
 			args: args{objs: []client.Object{claims, deletesCloud, composite(), bucket(t, annotate(v1alpha1.AnnotationAllowances, "["))},
@@ -391,6 +402,10 @@ spec:
 			k := kube(t, tc.args.objs...)
 			h := &Deletion{Policies: k, Cache: kpolicy.NewCache(), Reader: k, Kube: k, Trusted: trusted,
 				Managed: func() []schema.GroupVersionKind { return []schema.GroupVersionKind{bucketGVK} }, Now: now}
+			if tc.args.undiscovered {
+				h.Managed = func() []schema.GroupVersionKind { return nil }
+				h.Discovered = func() bool { return false }
+			}
 			got := want{result: outcome(t, tc.args.req, h.Handle(context.Background(), tc.args.req)), buckets: storedBuckets(t, k)}
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
 				t.Errorf("\n%s\nHandle(...): -want, +got:\n%s", tc.reason, diff)

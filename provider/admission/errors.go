@@ -4,6 +4,7 @@ package admission
 // compare errors by what they say and a message is changed in one place.
 const (
 	errFmtDELETECarriesNoObject      = "DELETE of %s %s carries no object"
+	errFmtNotDiscovered              = "cannot decide what deleting %s %s does yet: the provider has not discovered the managed resource kinds since it started; retry in a moment"
 	errFmtDecodeDELETE               = "cannot decode the DELETE of %s %s"
 	errFmtDecodeStatusWrite          = "cannot decode the status write of %s %s"
 	errFmtGet                        = "cannot get %s"

@@ -51,6 +51,8 @@ type Watcher struct {
 	mu      sync.Mutex
 	started map[schema.GroupVersionKind]Kind
 	notify  []func()
+	// discovered: a discovery round has run to its end.
+	discovered bool
 }
 
 // NewWatcher returns a Watcher that rediscovers kinds every interval and
@@ -65,6 +67,16 @@ func (w *Watcher) OnChange(fn func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.notify = append(w.notify, fn)
+}
+
+// Discovered reports whether a discovery round has run to its end, so
+// that Kinds is what the API server serves and not the empty start of a
+// process: until then nothing may be decided from Kinds (a gated managed
+// resource would look like a composite).
+func (w *Watcher) Discovered() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.discovered
 }
 
 // Kinds are the managed resource kinds watched so far, sorted.
@@ -128,6 +140,9 @@ func (w *Watcher) Discover() error {
 		w.mu.Unlock()
 	}
 	w.mu.Lock()
+	// A partial round (an aggregated API down) still knows every kind a
+	// CRD serves: managed kinds are all CRDs.
+	w.discovered = true
 	fns := slices.Clone(w.notify)
 	w.mu.Unlock()
 	for _, fn := range fns {

@@ -169,6 +169,9 @@ func TestDiscover(t *testing.T) {
 			}, logging.NewNopLogger())
 			w.OnChange(func() { notified++ })
 
+			if w.Discovered() {
+				t.Errorf("%s\nDiscovered() before any round = true", tc.reason)
+			}
 			var errs []error
 			for _, r := range tc.rounds {
 				current = r
@@ -183,6 +186,9 @@ func TestDiscover(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want.kinds, w.Kinds(), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("%s\nKinds(): -want, +got:\n%s", tc.reason, diff)
+			}
+			if w.Discovered() != (len(tc.rounds) > 0) {
+				t.Errorf("%s\nDiscovered() after %d rounds = %t", tc.reason, len(tc.rounds), w.Discovered())
 			}
 			if diff := cmp.Diff(tc.want.notified, notified); diff != "" {
 				t.Errorf("%s\nOnChange calls: -want, +got:\n%s", tc.reason, diff)

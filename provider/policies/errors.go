@@ -19,4 +19,5 @@ const (
 	errListValidatingAdmissionPolicies                    = "cannot list ValidatingAdmissionPolicies"
 	errListValidatingWebhookConfigurations                = "cannot list ValidatingWebhookConfigurations to find the package's"
 	errWebhookConfigurationsHaveNotBeen                   = "the webhook configurations have not been written yet"
+	errManagedKindsNotDiscovered                          = "the managed resource kinds are not discovered yet: the webhook configurations are not rewritten from none"
 )

@@ -58,7 +58,11 @@ type Webhooks struct {
 	Static string
 	// Managed are the managed kinds the gate controller watches.
 	Managed func() []kinds.Kind
-	Log     logging.Logger
+	// Discovered reports whether Managed is known yet (nil: always).
+	// Until it is, the configurations are not rewritten: written from no
+	// managed kinds they would drop every managed webhook.
+	Discovered func() bool
+	Log        logging.Logger
 
 	mu      sync.Mutex
 	synced  bool  // a Sync has written the configurations
@@ -106,6 +110,9 @@ func (w *Webhooks) Sync(ctx context.Context) error {
 }
 
 func (w *Webhooks) sync(ctx context.Context) error {
+	if w.Discovered != nil && !w.Discovered() {
+		return errors.New(errManagedKindsNotDiscovered)
+	}
 	l := &v1alpha1.AllowancePolicyList{}
 	if err := w.Reader.List(ctx, l); err != nil {
 		return errors.Wrap(err, errListAllowancePolicies)

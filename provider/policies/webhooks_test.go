@@ -2,6 +2,7 @@ package policies
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -811,6 +812,17 @@ func TestReady(t *testing.T) {
 
 	kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(static(), allowancePolicy("xdatabases", xdbGVK)).Build()
 	w.Kube, w.Reader = kube, kube
+	// Right after a start the managed kinds are unknown: written from
+	// none, the configurations would drop every managed webhook.
+	discovered := false
+	w.Discovered = func() bool { return discovered }
+	if err := w.Sync(ctx); err == nil || !strings.Contains(err.Error(), errManagedKindsNotDiscovered) {
+		t.Errorf("Sync(...) before discovery = %v, want %q", err, errManagedKindsNotDiscovered)
+	}
+	if l := (&admissionregistrationv1.MutatingWebhookConfigurationList{}); kube.List(ctx, l) != nil || len(l.Items) != 0 {
+		t.Errorf("Sync(...) before discovery wrote %d mutating configurations, want none", len(l.Items))
+	}
+	discovered = true
 	if err := w.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -193,7 +193,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	}
 
 	pc := policy.NewCache()
-	hooks := &policies.Webhooks{Kube: direct, Reader: direct, Mapper: mgr.GetRESTMapper(), Cache: pc, Static: o.StaticWebhook, Managed: watcher.Kinds, Log: o.Log.WithValues("controller", "webhooks")}
+	hooks := &policies.Webhooks{Kube: direct, Reader: direct, Mapper: mgr.GetRESTMapper(), Cache: pc, Static: o.StaticWebhook, Managed: watcher.Kinds, Discovered: watcher.Discovered, Log: o.Log.WithValues("controller", "webhooks")}
 	watcher.OnChange(func() {
 		if err := hooks.Sync(ctx); err != nil {
 			o.Log.Info("cannot update the webhook rules for new managed kinds", "error", err)
@@ -244,7 +244,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	srv.Register(policies.PathComposites, observed(admission.WebhookComposites, &admission.Composites{Policies: mgr.GetClient(), Reader: direct, Cache: pc, Trusted: trusted, Now: o.Now}))
 	srv.Register(policies.PathManaged, observed(admission.WebhookManaged, &admission.Managed{Reader: direct, Policies: mgr.GetClient(), Cache: pc, Trusted: trusted, Gate: o.Gate, Now: o.Now}))
 	srv.Register(policies.PathDeletion, observed(admission.WebhookDeletion, &admission.Deletion{Policies: mgr.GetClient(), Cache: pc, Reader: direct, Kube: direct, Trusted: trusted,
-		Managed: managedGVKs, Gate: o.Gate, Now: o.Now}))
+		Managed: managedGVKs, Discovered: watcher.Discovered, Gate: o.Gate, Now: o.Now}))
 	srv.Register(policies.PathStatus, observed(admission.WebhookStatus, &admission.Status{Trusted: trusted}))
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
