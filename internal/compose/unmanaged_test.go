@@ -18,12 +18,7 @@ import (
 // policyApp restricts the Deployment an App composes, as an older
 // `policy derive` wrote it: with an External entry for a kind that has no
 // external resource.
-const policyApp = `apiVersion: kausality.io/v1alpha1
-kind: AllowancePolicy
-metadata: {name: xdatabase-policy, uid: p-1, generation: 1}
-spec:
-  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
-  rules:
+var policyApp = xdatabasePolicy(`  rules:
   - trigger: spec.image
     policies:
     - target: {apiGroup: apps, apiVersion: v1, resource: deployments}
@@ -34,7 +29,18 @@ spec:
     - target: {external: {apiGroup: apps, kind: Deployment}}
       relation: External
       verbs: [Update]
-`
+`)
+
+// xdatabasePolicy is the AllowancePolicy for XDatabases with the spec
+// fields after spec.for (rules, phases) that body, indented by two, holds.
+func xdatabasePolicy(body string) string {
+	return `apiVersion: kausality.io/v1alpha1
+kind: AllowancePolicy
+metadata: {name: xdatabase-policy, uid: p-1, generation: 1}
+spec:
+  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
+` + body
+}
 
 func deployment(image string) map[string]any {
 	return map[string]any{
@@ -182,12 +188,7 @@ func TestShutAtCreation(t *testing.T) {
 // of its data keeps the observed value, and a Secret the pipeline drops is
 // kept with its data, which Crossplane's apply would otherwise remove.
 func TestUnmanagedContent(t *testing.T) {
-	policy := `apiVersion: kausality.io/v1alpha1
-kind: AllowancePolicy
-metadata: {name: xdatabase-policy, uid: p-1, generation: 1}
-spec:
-  for: {apiGroup: example.com, apiVersion: v1alpha1, kind: XDatabase}
-  rules:
+	policy := xdatabasePolicy(`  rules:
   - trigger: spec.password
     policies:
     - target: {apiVersion: v1, resource: secrets}
@@ -195,7 +196,7 @@ spec:
       verbs: [Update]
       mutations:
       - {jsonPath: data.password, verbs: [Mutate]}
-`
+`)
 	secret := func(password string) map[string]any {
 		return map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "db-conn", "namespace": "default"},
 			"type": "Opaque", "data": map[string]any{"password": password, "user": "YWRtaW4="}}
