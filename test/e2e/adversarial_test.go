@@ -104,6 +104,21 @@ func TestBobSwitchesTheComposition(t *testing.T) {
 	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
 }
 
+// TestBobRepointsTheClaim: Bob points Alice's Claim at an XR name that
+// does not exist, for the claim controller to create an XR (and its cloud
+// buckets) under Alice's trace. Only Crossplane binds a Claim: refused,
+// and nothing reaches the cloud.
+func TestBobRepointsTheClaim(t *testing.T) {
+	t.Parallel()
+	key := created(t, composition(t, 1), "repoint", "orders")
+	c := claim(key.Namespace, key.Name, "", nil)
+	err := controlplane.Update(as(t, controlplane.Bob), c, func() {
+		_ = unstructured.SetNestedField(c.Object, "ghost-xr", "spec", "resourceRef", "name")
+	})
+	fixture.ErrorContains(t, err, "spec.resourceRef", "only Crossplane binds a Claim and its composite")
+	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+}
+
 // TestPermittedSwitchKeepsGates: a policy lets Alice switch compositions,
 // and she points her Claim at one without the kausality step. Crossplane
 // applies its output, which drops the gated label and the gate; the

@@ -147,7 +147,9 @@ func TestV2PermittedAndWithheldChanges(t *testing.T) {
 // refused: retargeting it with crossplane.io/external-name, pointing its
 // controller reference away from its XStore, forging its observed
 // generation through /status, pointing it at another ProviderConfig,
-// clearing the XStore's conditions so it looks initializing. Alice's permitted resize afterwards reaches the data
+// clearing the XStore's conditions so it looks initializing, swapping the
+// composition resource names Crossplane matches observed resources by,
+// creating a Bucket named as a composed one for Crossplane to adopt. Alice's permitted resize afterwards reaches the data
 // bucket exactly once, and the cloud bucket Bob aimed at is untouched.
 func TestV2BobWithCrossplaneEdit(t *testing.T) {
 	t.Parallel()
@@ -171,6 +173,26 @@ func TestV2BobWithCrossplaneEdit(t *testing.T) {
 		ann["crossplane.io/external-name"] = victim
 		b.SetAnnotations(ann)
 	}), "crossplane.io/external-name", "may not change what a gated managed resource acts on")
+
+	// Crossplane matches observed resources to the pipeline's by their
+	// composition resource name: swapped, Alice's permitted resize of the
+	// data bucket would reach the logs bucket.
+	b = data.DeepCopy()
+	refused("bob renames the data bucket logs", controlplane.Update(bob, b, func() {
+		ann := b.GetAnnotations()
+		ann["crossplane.io/composition-resource-name"] = "logs"
+		b.SetAnnotations(ann)
+	}), "crossplane.io/composition-resource-name", "may not change what a gated managed resource acts on")
+	// A hand-made Bucket carrying a composition resource name and the
+	// victim's external name, for Crossplane to adopt.
+	forProvider, _, _ := unstructured.NestedMap(data.Object, "spec", "forProvider")
+	impostor := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"forProvider": forProvider}}}
+	impostor.SetGroupVersionKind(data.GroupVersionKind())
+	impostor.SetNamespace(key.Namespace)
+	impostor.SetName("bobs-impostor")
+	impostor.SetAnnotations(map[string]string{"crossplane.io/composition-resource-name": "data", "crossplane.io/external-name": victim})
+	refused("bob creates a Bucket named as a composed one", bob.Create(context.Background(), impostor),
+		"crossplane.io/composition-resource-name", "may not create a gated managed resource as a composed one")
 
 	b = data.DeepCopy()
 	refused("bob repoints the controller reference", controlplane.Update(bob, b, func() {
