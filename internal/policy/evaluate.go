@@ -175,11 +175,11 @@ func (s Set) begin(req Request) (Decision, map[string]any, vars, int64, error) {
 	v := varsOf(object, req.OldObject)
 	if d.Phase, err = s.phase(object, v); err != nil {
 		// Steady is the strictest phase: the rules decide every watched
-		// change. The error is a warning, not a violation: as a
-		// violation it refused every write of every object the policy
-		// fails on, even one that changes nothing the rules watch
+		// change. The error is a warning, not a violation: a violation
+		// would refuse every write of every object the policy fails on,
+		// even one that changes nothing the rules watch
 		// (kausality.io/allow-delete, a finalizer, Crossplane's own
-		// references), and locked the kind.
+		// references), and lock the kind.
 		d.Warnings = append(d.Warnings, fmt.Sprintf("%s %s: %v; the phase is taken as Steady", u.GetKind(), u.GetName(), err))
 	}
 	var oldSpec any
