@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
@@ -344,6 +345,143 @@ func TestV2DependenciesComposedDuringCreation(t *testing.T) {
 		tr := traceOf(t, bs[res])
 		if got := strings.Join(kinds(tr), " → "); got != "XStore → Bucket" || tr.Initiator() != controlplane.Alice {
 			t.Errorf("bucket %s trace = %s from %q, want XStore → Bucket from %s (the XStore's creation)", res, got, tr.Initiator(), controlplane.Alice)
+		}
+	}
+}
+
+// TestV2PolicyFailingAtRuntimeLocksNothing: a policy whose
+// initializing.when compiles but fails on every XStore (a v2 XR has no
+// top-level status.observedGeneration) locks none of them. The phase is
+// taken as Steady, the strictest, and the rules decide: Alice sets
+// kausality.io/allow-delete (a metadata-only write nobody could make
+// while the error was a violation), her permitted resize reaches the data
+// bucket exactly once, and Bob's is refused. The policy is cluster-wide,
+// so this runs alone.
+func TestV2PolicyFailingAtRuntimeLocksNothing(t *testing.T) {
+	ctx := context.Background()
+	key := createdStore(t, storeComposition(t), "v2-runtime-error", "shop")
+	bs := storeBuckets(t, key)
+	policyForTest(t, `
+metadata: {name: xstores-phase}
+spec:
+  for: {apiGroup: v2.example.com, apiVersion: v1alpha1, kind: XStore}
+  initializing:
+    when: "object.status.observedGeneration < 1"
+`)
+	// The function reads the policy once Crossplane resolves its
+	// requirement again, and names the error on the XStore.
+	fixture.Eventually(t, settleTimeout, "the XStore to name the failing initializing.when", func() (bool, string) {
+		x, err := cp.Object(ctx, controlplane.StoreGVK, key)
+		if err != nil || x == nil {
+			return false, fmt.Sprint(err)
+		}
+		c := policy.Condition(x.Object, "KausalityAnnotationsValid")
+		m, _ := c["message"].(string)
+		return strings.Contains(m, "spec.initializing.when"), cp.DescribeStore(ctx, key)
+	})
+
+	x := store(key.Namespace, key.Name, "", nil)
+	if err := controlplane.Update(alice(t), x, func() {
+		ann := x.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[v1alpha1.AnnotationAllowDelete] = "true"
+		x.SetAnnotations(ann)
+	}); err != nil {
+		t.Fatalf("alice sets %s while a policy fails at runtime: %v", v1alpha1.AnnotationAllowDelete, err)
+	}
+	err := controlplane.Update(as(t, controlplane.Bob), x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") })
+	fixture.ErrorContains(t, err, "spec.size", "AllowancePolicy xstores")
+	if err := controlplane.Update(alice(t), x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") }); err != nil {
+		t.Fatalf("alice resizes while a policy fails at runtime: %v", err)
+	}
+	settleStore(t, key)
+	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+}
+
+// TestV2OrphaningDeletionOpensNoDeleteGate: the XStore's deleting rules let
+// Alice delete its cloud buckets, but she deletes it with
+// propagationPolicy Orphan to keep them. No Delete gate opens: Bob, whom
+// no rule names, then deletes a kept Bucket and its cloud bucket stays.
+// The deleting policy is cluster-wide, so this runs alone.
+func TestV2OrphaningDeletionOpensNoDeleteGate(t *testing.T) {
+	ctx := context.Background()
+	policyForTest(t, `
+metadata: {name: xstores-deleting}
+spec:
+  for: {apiGroup: v2.example.com, apiVersion: v1alpha1, kind: XStore}
+  subjects:
+  - {kind: Group, name: platform-team, mayInitiate: true}
+  initializing:
+    policies:
+    - target: {apiGroup: recorder.m.kausality.io, apiVersion: v1alpha1, resource: buckets}
+      relation: ControllerChild
+      verbs: [Create]
+      mutations:
+      - {jsonPath: "*", verbs: [Insert, Mutate]}
+    - target: {external: {apiGroup: recorder.m.kausality.io, kind: Bucket}}
+      relation: External
+      verbs: [Create]
+  deleting:
+    policies:
+    - target: {external: {apiGroup: recorder.m.kausality.io, kind: Bucket}}
+      relation: External
+      verbs: [Delete]
+`)
+	key := createdStore(t, storeComposition(t), "v2-orphan", "shop")
+	bs := storeBuckets(t, key)
+	x := store(key.Namespace, key.Name, "", nil)
+	if err := controlplane.Update(alice(t), x, func() {
+		ann := x.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[v1alpha1.AnnotationAllowDelete] = "true"
+		x.SetAnnotations(ann)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice(t).Delete(ctx, x, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+		t.Fatalf("alice deletes the XStore orphaning its Buckets: %v", err)
+	}
+	fixture.Eventually(t, settleTimeout, "the XStore to go", func() (bool, string) {
+		xs, err := cp.Object(ctx, controlplane.StoreGVK, key)
+		return err == nil && xs == nil, fmt.Sprint(err)
+	})
+	bob := as(t, controlplane.Bob)
+	for res, b := range bs {
+		kept := &unstructured.Unstructured{}
+		kept.SetGroupVersionKind(controlplane.MBucketGVK)
+		if err := bob.Get(ctx, client.ObjectKeyFromObject(b), kept); err != nil {
+			if kerrors.IsNotFound(err) {
+				continue
+			}
+			t.Fatal(err)
+		}
+		if g := gate(kept); slices.Contains(g, "Delete") || slices.Contains(g, "*") {
+			t.Errorf("kept bucket %s: gate %v opens Delete after an orphaning deletion", res, g)
+		}
+		if err := bob.Delete(ctx, kept); err != nil {
+			t.Fatalf("bob deletes the kept bucket %s: %v", res, err)
+		}
+	}
+	fixture.Eventually(t, settleTimeout, "the Buckets to go", func() (bool, string) {
+		left := 0
+		for _, b := range bs {
+			if err := bob.Get(ctx, client.ObjectKeyFromObject(b), &unstructured.Unstructured{Object: map[string]any{"apiVersion": b.GetAPIVersion(), "kind": b.GetKind()}}); err == nil {
+				left++
+			}
+		}
+		return left == 0, fmt.Sprintf("%d left", left)
+	})
+	time.Sleep(2 * controlplane.Poll)
+	for res, b := range bs {
+		if got := counts(b.GetName()); got != [3]int{1, 0, 0} {
+			t.Errorf("bucket %s: external Create/Update/Delete = %v, want [1 0 0] (kept in the cloud)", res, got)
+		}
+		if _, ok := cp.Cloud.Get(b.GetName()); !ok {
+			t.Errorf("cloud bucket %s (%s) is gone", b.GetName(), res)
 		}
 	}
 }
