@@ -361,6 +361,18 @@ func TestV2PolicyFailingAtRuntimeLocksNothing(t *testing.T) {
 	ctx := context.Background()
 	key := createdStore(t, storeComposition(t), "v2-runtime-error", "shop")
 	bs := storeBuckets(t, key)
+	// Runs after the policy's deletion (cleanups run last first): the
+	// scenarios after this one must not meet it in a cache.
+	t.Cleanup(func() {
+		gone(t, "xstores-phase")
+		fixture.Eventually(t, settleTimeout, "the function to stop naming the removed policy", func() (bool, string) {
+			x, err := cp.Object(ctx, controlplane.StoreGVK, key)
+			if err != nil || x == nil {
+				return false, fmt.Sprint(err)
+			}
+			return policy.ConditionTrue(x.Object, "KausalityAnnotationsValid"), cp.DescribeStore(ctx, key)
+		})
+	})
 	policyForTest(t, `
 metadata: {name: xstores-phase}
 spec:
@@ -407,6 +419,7 @@ spec:
 // The deleting policy is cluster-wide, so this runs alone.
 func TestV2OrphaningDeletionOpensNoDeleteGate(t *testing.T) {
 	ctx := context.Background()
+	t.Cleanup(func() { gone(t, "xstores-deleting") })
 	policyForTest(t, `
 metadata: {name: xstores-deleting}
 spec:
@@ -484,4 +497,16 @@ spec:
 			t.Errorf("cloud bucket %s (%s) is gone", b.GetName(), res)
 		}
 	}
+}
+
+// gone waits until the AllowancePolicy name is deleted, and a little
+// longer, so that the scenarios after a cluster-wide policy's own do not
+// meet it in the provider's cache.
+func gone(t *testing.T, name string) {
+	t.Helper()
+	fixture.Eventually(t, settleTimeout, "AllowancePolicy "+name+" to be gone", func() (bool, string) {
+		err := cp.AdminClient().Get(context.Background(), client.ObjectKey{Name: name}, &v1alpha1.AllowancePolicy{})
+		return kerrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	time.Sleep(2 * controlplane.Poll)
 }
