@@ -259,17 +259,23 @@ func expectClosed(t *testing.T, key client.ObjectKey) {
 // whose policy protects it) as user, then deletes it as user.
 func deleteProtected(t *testing.T, user client.Client, obj *unstructured.Unstructured) {
 	t.Helper()
-	if err := controlplane.Update(user, obj, func() {
+	if err := allowDelete(user, obj); err != nil {
+		t.Fatalf("setting allow-delete on %s %s: %v", obj.GetKind(), obj.GetName(), err)
+	}
+	if err := user.Delete(context.Background(), obj); err != nil {
+		t.Fatalf("deleting %s %s with allow-delete: %v", obj.GetKind(), obj.GetName(), err)
+	}
+}
+
+// allowDelete sets kausality.io/allow-delete on obj as user: a
+// metadata-only write.
+func allowDelete(user client.Client, obj *unstructured.Unstructured) error {
+	return controlplane.Update(user, obj, func() {
 		ann := obj.GetAnnotations()
 		if ann == nil {
 			ann = map[string]string{}
 		}
 		ann[v1alpha1.AnnotationAllowDelete] = "true"
 		obj.SetAnnotations(ann)
-	}); err != nil {
-		t.Fatalf("setting allow-delete on %s %s: %v", obj.GetKind(), obj.GetName(), err)
-	}
-	if err := user.Delete(context.Background(), obj); err != nil {
-		t.Fatalf("deleting %s %s with allow-delete: %v", obj.GetKind(), obj.GetName(), err)
-	}
+	})
 }

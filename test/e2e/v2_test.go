@@ -393,14 +393,7 @@ spec:
 	})
 
 	x := store(key.Namespace, key.Name, "", nil)
-	if err := controlplane.Update(alice(t), x, func() {
-		ann := x.GetAnnotations()
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		ann[v1alpha1.AnnotationAllowDelete] = "true"
-		x.SetAnnotations(ann)
-	}); err != nil {
+	if err := allowDelete(alice(t), x); err != nil {
 		t.Fatalf("alice sets %s while a policy fails at runtime: %v", v1alpha1.AnnotationAllowDelete, err)
 	}
 	err := controlplane.Update(as(t, controlplane.Bob), x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") })
@@ -445,14 +438,7 @@ spec:
 	key := createdStore(t, storeComposition(t), "v2-orphan", "shop")
 	bs := storeBuckets(t, key)
 	x := store(key.Namespace, key.Name, "", nil)
-	if err := controlplane.Update(alice(t), x, func() {
-		ann := x.GetAnnotations()
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		ann[v1alpha1.AnnotationAllowDelete] = "true"
-		x.SetAnnotations(ann)
-	}); err != nil {
+	if err := allowDelete(alice(t), x); err != nil {
 		t.Fatal(err)
 	}
 	if err := alice(t).Delete(ctx, x, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
