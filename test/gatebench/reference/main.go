@@ -28,7 +28,7 @@ import (
 
 func main() {
 	metrics := flag.String("metrics-address", "0", "address of the Prometheus endpoint")
-	health := flag.String("health-address", ":8081", "address of /readyz")
+	health := flag.String("health-address", "0", "address of /readyz (\"0\": none; the benchmark probes nothing, and a fixed port would collide)")
 	flag.Parse()
 	if err := run(*metrics, *health); err != nil {
 		fmt.Fprintln(os.Stderr, err)
