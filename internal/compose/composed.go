@@ -145,12 +145,7 @@ func (r *run) decide(resName string, observed, desired map[string]any) *item {
 		it.ch, it.ok = r.create(it.dm, desired)
 	} else {
 		it.ch = r.update(it.dm, it.om, observed, desired, it.have)
-		for i, a := range it.have {
-			if a.IsPending() && !a.Consumed && a.HasVerb(v1alpha1.VerbCreate) {
-				it.pendingCreate = &it.have[i]
-				break
-			}
-		}
+		it.pendingCreate = pendingCreate(it.have)
 	}
 	return it
 }
@@ -303,4 +298,15 @@ var skipManaged = gate.IsGatePath
 
 func runtimeCopy(obj map[string]any) map[string]any {
 	return (&unstructured.Unstructured{Object: obj}).DeepCopy().Object
+}
+
+// pendingCreate is the first of have that is a pending, unconsumed Create
+// allowance (propagation control held the creation back), nil when none.
+func pendingCreate(have []allowance.Allowance) *allowance.Allowance {
+	for i, a := range have {
+		if a.IsPending() && !a.Consumed && a.HasVerb(v1alpha1.VerbCreate) {
+			return &have[i]
+		}
+	}
+	return nil
 }

@@ -346,9 +346,7 @@ func shutAtCreation(ch change, observed map[string]any, have []allowance.Allowan
 	if slices.Contains(policies, gate.Create) || slices.Contains(policies, v1alpha1.VerbAll) || len(ch.held) > 0 {
 		return false
 	}
-	if slices.ContainsFunc(have, func(a allowance.Allowance) bool {
-		return a.IsPending() && !a.Consumed && a.HasVerb(v1alpha1.VerbCreate)
-	}) {
+	if pendingCreate(have) != nil {
 		return false
 	}
 	if ch.create {
