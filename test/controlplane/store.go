@@ -10,6 +10,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,8 +45,37 @@ func (c *ControlPlane) InstallStore(ctx context.Context, dir string) error {
 	return WaitForRules(ctx, c.admin, "xstores", "buckets")
 }
 
-// Established waits until Crossplane established each named CRD.
+// Established waits until Crossplane established each named CRD of an XRD
+// and its kinds are aggregated into crossplane-edit, so that users bound to
+// that role may use them.
 func (c *ControlPlane) Established(ctx context.Context, timeout time.Duration, crds ...string) error {
+	if err := c.established(ctx, timeout, crds...); err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		resource, group, _ := strings.Cut(crd, ".")
+		if err := until(ctx, timeout, func() error { return c.aggregated(ctx, "crossplane-edit", group, resource) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// aggregated says whether ClusterRole role grants resource of group.
+func (c *ControlPlane) aggregated(ctx context.Context, role, group, resource string) error {
+	r := &rbacv1.ClusterRole{}
+	if err := c.admin.Get(ctx, client.ObjectKey{Name: role}, r); err != nil {
+		return errors.Wrapf(err, "cannot get ClusterRole %s", role)
+	}
+	for _, rule := range r.Rules {
+		if slices.Contains(rule.APIGroups, group) && slices.Contains(rule.Resources, resource) {
+			return nil
+		}
+	}
+	return errors.Errorf("ClusterRole %s does not grant %s.%s yet", role, resource, group)
+}
+
+func (c *ControlPlane) established(ctx context.Context, timeout time.Duration, crds ...string) error {
 	deadline := time.Now().Add(timeout)
 	for _, crd := range crds {
 		for {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -94,5 +95,30 @@ func (c *ControlPlane) Namespace(ctx context.Context, name string) error {
 	if err := c.admin.Create(ctx, rb); err != nil && !kerrors.IsAlreadyExists(err) {
 		return err
 	}
+	// The API server's authorizer learns of the binding from its own watch,
+	// a moment after the write: a user acting at once can be refused.
+	for _, u := range []string{Alice, Bob} {
+		if err := c.mayCreate(ctx, u, name, "", "secrets"); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// mayCreate waits until the API server lets user create resource of group
+// in namespace ns.
+func (c *ControlPlane) mayCreate(ctx context.Context, user, ns, group, resource string) error {
+	return until(ctx, 30*time.Second, func() error {
+		r := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               user,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: group, Resource: resource},
+		}}
+		if err := c.admin.Create(ctx, r); err != nil {
+			return errors.Wrapf(err, "cannot review whether %s may create %s.%s in %s", user, resource, group, ns)
+		}
+		if !r.Status.Allowed {
+			return errors.Errorf("%s may not create %s.%s in namespace %s yet: %s", user, resource, group, ns, r.Status.Reason)
+		}
+		return nil
+	})
 }
