@@ -21,6 +21,15 @@ AUTO_READY_MODULE := github.com/crossplane-contrib/function-auto-ready@v0.6.0
 CEL_FILTER        := $(BIN)/function-cel-filter
 CEL_FILTER_MODULE := github.com/crossplane-contrib/function-cel-filter@v0.2.0
 PUBLISHED         := test/tools/published/published.sh
+# Functions for templated and sequenced pipelines, at fixed commits. The
+# module proxy may refuse them; test/tools/published/thirdparty.sh then
+# builds them from the sources of the same commits in a third_party folder
+# beside the repository (KAUSALITY_THIRD_PARTY names another).
+GO_TEMPLATING        := $(BIN)/function-go-templating
+GO_TEMPLATING_MODULE := github.com/crossplane-contrib/function-go-templating 9222efc18ca5ed8f47782025fc3024551ded13b9 function-go-templating
+SEQUENCER            := $(BIN)/function-sequencer
+SEQUENCER_MODULE     := github.com/crossplane-contrib/function-sequencer c28333872db7a7df850837573fedfce4fd020f12 function-sequencer
+THIRDPARTY           := test/tools/published/thirdparty.sh
 CONTROLLER_GEN  := $(BIN)/controller-gen
 KUBE_APISERVER  := $(BIN)/kube-apiserver
 KUBE_CONTROLLER := $(BIN)/kube-controller-manager
@@ -29,7 +38,7 @@ IMAGE           := $(BIN)/image
 GOLANGCI_LINT   := $(BIN)/golangci-lint
 BENCHSTAT       := $(BIN)/benchstat
 
-TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(AUTO_READY) $(CEL_FILTER) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(KUBE_CONTROLLER) $(ETCD) $(IMAGE) $(GOLANGCI_LINT)
+TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(AUTO_READY) $(CEL_FILTER) $(GO_TEMPLATING) $(SEQUENCER) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(KUBE_CONTROLLER) $(ETCD) $(IMAGE) $(GOLANGCI_LINT)
 
 # envtest finds kube-apiserver and etcd here.
 export KUBEBUILDER_ASSETS := $(BIN)
@@ -57,6 +66,12 @@ $(AUTO_READY): $(PUBLISHED)
 
 $(CEL_FILTER): $(PUBLISHED)
 	$(PUBLISHED) build $(CEL_FILTER_MODULE) $@
+
+$(GO_TEMPLATING): $(THIRDPARTY)
+	$(THIRDPARTY) build $(GO_TEMPLATING_MODULE) $@
+
+$(SEQUENCER): $(THIRDPARTY)
+	$(THIRDPARTY) build $(SEQUENCER_MODULE) $@
 
 $(CONTROLLER_GEN): test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
 	cd test/tools/controller-gen && $(GO) build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen

@@ -68,6 +68,18 @@ type PolicyCheckCmd struct {
 	File   []string `name:"filename" short:"f" sep:"none" help:"Files holding Compositions (repeatable); without it, every Composition and AllowancePolicy in the cluster."`
 	Policy []string `sep:"none" help:"Files holding the AllowancePolicies (repeatable), with -f."`
 	CRDs   []string `name:"crds" sep:"none" help:"A directory of CRDs (and XRDs) of the composed kinds (repeatable), with -f; without it, the cluster resolves them if it can."`
+	// A Composition that is not all patch-and-transform is read by the
+	// render experiment derive runs, so check finds the gaps of what
+	// derive wrote.
+	XRD              string        `name:"xrd" help:"A file holding the XRs' CompositeResourceDefinitions, for Compositions check renders." type:"path"`
+	Functions        string        `help:"The Functions crossplane render runs a pipeline with: needed for a Composition with a step that is not patch-and-transform." type:"path"`
+	Crossplane       string        `default:"crossplane" help:"The crossplane CLI a render experiment runs."`
+	CrossplaneBinary string        `help:"A Crossplane core binary crossplane render uses instead of Docker (--crossplane-binary)."`
+	Timeout          time.Duration `default:"1m" help:"How long each render of an experiment may take."`
+}
+
+func (p *PolicyCheckCmd) render() policy.RenderOptions {
+	return policy.RenderOptions{Functions: p.Functions, Crossplane: p.Crossplane, CrossplaneBinary: p.CrossplaneBinary, Timeout: p.Timeout}
 }
 
 // Run prints the gaps and fails when there is one.
@@ -77,7 +89,7 @@ func (p *PolicyCheckCmd) Run(c *CLI) error {
 		if err != nil {
 			return err
 		}
-		return policy.CheckCluster(context.Background(), *policy.NewCluster(s.reader, s.mapper), os.Stdout)
+		return policy.CheckCluster(context.Background(), *policy.NewCluster(s.reader, s.mapper), p.render(), os.Stdout)
 	}
 	var cluster *policy.Cluster
 	if len(p.CRDs) == 0 {
@@ -85,5 +97,5 @@ func (p *PolicyCheckCmd) Run(c *CLI) error {
 			cluster = policy.NewCluster(s.reader, s.mapper)
 		}
 	}
-	return policy.CheckFiles(policy.CheckOptions{Compositions: p.File, Policies: p.Policy, CRDs: p.CRDs}, cluster, os.Stdout)
+	return policy.CheckFiles(policy.CheckOptions{Compositions: p.File, Policies: p.Policy, CRDs: p.CRDs, XRD: p.XRD, Render: p.render()}, cluster, os.Stdout)
 }

@@ -2,11 +2,9 @@ package controlplane
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -41,8 +39,8 @@ const webhookHost = "127.0.0.2"
 type externalRuntime struct {
 	c  *ControlPlane
 	ca *authority
-	// functions are the function processes' addresses by Function name.
-	functions map[string]string
+	// functions are the function processes, by Function name.
+	functions *render.Functions
 	fnCerts   map[string][]byte
 
 	mu       sync.Mutex
@@ -81,29 +79,12 @@ func (c *ControlPlane) startRuntime(ctx, rctx context.Context) error {
 	if err := writeCerts(certs, r.fnCerts); err != nil {
 		return err
 	}
-	kausality, err := freeAddress()
-	if err != nil {
-		return err
-	}
-	pat, err := freeAddress()
-	if err != nil {
-		return err
-	}
-	autoReady, err := freeAddress()
-	if err != nil {
-		return err
-	}
-	celFilter, err := freeAddress()
-	if err != nil {
-		return err
-	}
-	fns, err := render.StartFunctions(ctx, c.Root, c.Dir, c.Tools, render.FunctionOptions{KausalityAddress: kausality, PatchTransformAddress: pat,
-		AutoReadyAddress: autoReady, CelFilterAddress: celFilter, CertsDir: certs, LogDir: c.Dir, Race: true})
+	fns, err := render.StartFunctions(ctx, c.Root, c.Dir, c.Tools, render.FunctionOptions{CertsDir: certs, LogDir: c.Dir, Race: true})
 	if err != nil {
 		return err
 	}
 	c.stop = append(c.stop, fns.Stop)
-	r.functions = map[string]string{FunctionKausality: kausality, FunctionPatchTransform: pat, FunctionAutoReady: autoReady, FunctionCelFilter: celFilter}
+	r.functions = fns
 
 	bin := filepath.Join(c.Dir, "provider-kausality")
 	// With the race detector: the scenarios (concurrent writers among them)
@@ -134,15 +115,6 @@ func (c *ControlPlane) startRuntime(ctx, rctx context.Context) error {
 	return nil
 }
 
-func freeAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", errors.Wrap(err, "cannot find a free port")
-	}
-	defer func() { _ = l.Close() }()
-	return "localhost:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
-}
-
 // sync brings every active revision's runtime in line.
 func (r *externalRuntime) sync(ctx context.Context) error {
 	fl := &pkgv1.FunctionRevisionList{}
@@ -152,8 +124,8 @@ func (r *externalRuntime) sync(ctx context.Context) error {
 	for i := range fl.Items {
 		rev := &fl.Items[i]
 		name := rev.GetLabels()[pkgv1.LabelParentPackage]
-		addr, ok := r.functions[name]
-		if !ok || rev.Spec.DesiredState != pkgv1.PackageRevisionActive {
+		addr := r.functions.Address(name)
+		if addr == "" || rev.Spec.DesiredState != pkgv1.PackageRevisionActive {
 			continue
 		}
 		if err := r.secret(ctx, name, r.fnCerts); err != nil {

@@ -68,12 +68,12 @@ func run(w io.Writer, raw bool) error {
 		return err
 	}
 	for _, c := range cases {
-		out, err := c.Render(ctx, tools)
+		out, err := c.Render(ctx, tools, fns)
 		if err != nil {
 			return err
 		}
 		if raw {
-			fmt.Fprintf(w, "# %s: crossplane %s\n%s\n", c.ID(), strings.Join(c.Args(tools), " "), out)
+			fmt.Fprintf(w, "# %s: crossplane %s\n%s\n", c.ID(), strings.Join(c.Args(tools, c.Functions()), " "), out)
 			continue
 		}
 		objs, err := render.Objects(out)

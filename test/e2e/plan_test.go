@@ -7,8 +7,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,31 +71,16 @@ func allowPlanning(t *testing.T) {
 func planFunctions(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	o := render.FunctionOptions{KausalityAddress: freeAddress(t), PatchTransformAddress: freeAddress(t)}
-	fns, err := render.StartFunctions(context.Background(), cp.Root, dir, cp.Tools, o)
+	fns, err := render.StartFunctions(context.Background(), cp.Root, dir, cp.Tools, render.FunctionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(fns.Stop)
-	var b strings.Builder
-	for _, f := range []struct{ name, addr string }{{"function-patch-and-transform", o.PatchTransformAddress}, {"function-kausality", o.KausalityAddress}} {
-		fmt.Fprintf(&b, "---\napiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: %s\n  annotations:\n    render.crossplane.io/runtime: Development\n    render.crossplane.io/runtime-development-target: %s\nspec:\n  package: xpkg.crossplane.io/example/%s:v0.0.0\n", f.name, f.addr, f.name)
-	}
-	path := filepath.Join(dir, "functions.yaml")
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	path, err := fns.File(render.FunctionPatchTransform, render.FunctionKausality)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close() //nolint:errcheck // only its port is wanted
-	return l.Addr().String()
+	return path
 }
 
 // planOf runs `kubectl kausality plan -o json` as user (with groups and

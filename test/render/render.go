@@ -1,7 +1,8 @@
 // Package render runs the examples through the real `crossplane render`: the
 // crossplane CLI with the real Crossplane core binary (`--crossplane-binary`),
-// against function-kausality and function-patch-and-transform started locally
-// in the Development runtime, exactly as a user would test a Composition.
+// against function-kausality and the published functions the examples
+// compose with, started locally on free ports in the Development runtime,
+// exactly as a user would test a Composition.
 package render
 
 import (
@@ -43,14 +44,25 @@ func Root() (string, error) {
 	}
 }
 
+// Names of the functions the harness runs, as Compositions' functionRefs
+// and Functions files name them.
+const (
+	FunctionKausality      = "function-kausality"
+	FunctionPatchTransform = "function-patch-and-transform"
+	FunctionAutoReady      = "function-auto-ready"
+	FunctionCelFilter      = "function-cel-filter"
+	FunctionGoTemplating   = "function-go-templating"
+	FunctionSequencer      = "function-sequencer"
+)
+
 // Tools are the binaries `make tools` builds into .cache/bin.
 type Tools struct {
 	Crossplane     string // the crossplane CLI
 	CrossplaneCore string // the Crossplane core binary, for --crossplane-binary
-	PatchTransform string // function-patch-and-transform
-	// AutoReady and CelFilter are the other functions the real-world
-	// corpus composes with.
-	AutoReady, CelFilter string
+	// Functions are the published functions the examples and the corpus
+	// compose with, by Function name. function-kausality is not among
+	// them: the harness builds it from this repository.
+	Functions map[string]string
 }
 
 // FindTools locates the tools under root/.cache/bin and says how to build
@@ -60,11 +72,14 @@ func FindTools(root string) (Tools, error) {
 	t := Tools{
 		Crossplane:     filepath.Join(bin, "crossplane"),
 		CrossplaneCore: filepath.Join(bin, "crossplane-core"),
-		PatchTransform: filepath.Join(bin, "function-patch-and-transform"),
-		AutoReady:      filepath.Join(bin, "function-auto-ready"),
-		CelFilter:      filepath.Join(bin, "function-cel-filter"),
+		Functions:      map[string]string{},
 	}
-	for _, p := range []string{t.Crossplane, t.CrossplaneCore, t.PatchTransform, t.AutoReady, t.CelFilter} {
+	paths := []string{t.Crossplane, t.CrossplaneCore}
+	for _, name := range []string{FunctionPatchTransform, FunctionAutoReady, FunctionCelFilter, FunctionGoTemplating, FunctionSequencer} {
+		t.Functions[name] = filepath.Join(bin, name)
+		paths = append(paths, t.Functions[name])
+	}
+	for _, p := range paths {
 		if _, err := os.Stat(p); err != nil {
 			return t, errors.Errorf("%s is missing: run `make tools` first", p)
 		}
@@ -72,10 +87,12 @@ func FindTools(root string) (Tools, error) {
 	return t, nil
 }
 
-// Functions are the two function processes the examples' functions.yaml
-// points at (Development runtime, localhost:9443 and :9444).
+// Functions are the function processes StartFunctions started, each on a
+// loopback port the operating system chose.
 type Functions struct {
 	procs []*exec.Cmd
+	addrs map[string]string
+	dir   string // where Functions files are written
 }
 
 // FixedTime is the clock the function runs with under the render harness,
@@ -83,25 +100,12 @@ type Functions struct {
 // sit just before it.
 const FixedTime = "2026-11-22T12:00:00Z"
 
-// Addresses the examples' functions.yaml names.
-const (
-	// KausalityAddress is where function-kausality listens.
-	KausalityAddress = "localhost:9443"
-	// PatchTransformAddress is where function-patch-and-transform listens.
-	PatchTransformAddress = "localhost:9444"
-)
-
-// FunctionOptions say where the functions listen and which clock
-// function-kausality runs with.
+// FunctionOptions say how the functions run.
 type FunctionOptions struct {
-	KausalityAddress, PatchTransformAddress string
-	// AutoReadyAddress and CelFilterAddress, when set, start
-	// function-auto-ready and function-cel-filter there too.
-	AutoReadyAddress, CelFilterAddress string
 	// FixedTime pins function-kausality's clock (RFC 3339); empty runs it
 	// on the real clock.
 	FixedTime string
-	// CertsDir holds tls.crt, tls.key and ca.crt: both functions serve
+	// CertsDir holds tls.crt, tls.key and ca.crt: every function serves
 	// mTLS with them, as Crossplane core requires. Empty serves insecure,
 	// for crossplane render.
 	CertsDir string
@@ -113,13 +117,14 @@ type FunctionOptions struct {
 	Race bool
 }
 
-// ExampleFunctions are the options the examples' functions.yaml expects.
-var ExampleFunctions = FunctionOptions{KausalityAddress: KausalityAddress, PatchTransformAddress: PatchTransformAddress, FixedTime: FixedTime}
+// ExampleFunctions are the options the examples render with.
+var ExampleFunctions = FunctionOptions{FixedTime: FixedTime}
 
 // StartFunctions builds function-kausality from root/fn into dir and starts
-// it and function-patch-and-transform, waiting until both listen.
+// it and every function of t, each on a free loopback port, waiting until
+// all listen.
 func StartFunctions(ctx context.Context, root, dir string, t Tools, o FunctionOptions) (*Functions, error) {
-	fnBin := filepath.Join(dir, "function-kausality")
+	fnBin := filepath.Join(dir, FunctionKausality)
 	args := []string{"build", "-o", fnBin}
 	if o.Race {
 		args = append(args, "-race")
@@ -135,58 +140,144 @@ func StartFunctions(ctx context.Context, root, dir string, t Tools, o FunctionOp
 	if o.CertsDir != "" {
 		creds = []string{"--tls-certs-dir", o.CertsDir}
 	}
-	kausality := append(slices.Clone(creds), "--address", o.KausalityAddress, "--metrics-address", "")
-	if o.LogDir != "" {
-		kausality = append(kausality, "--debug")
+	bins := map[string]string{FunctionKausality: fnBin}
+	for name, bin := range t.Functions {
+		bins[name] = bin
 	}
-	if o.FixedTime != "" {
-		kausality = append(kausality, "--fixed-time", o.FixedTime)
+	names := make([]string, 0, len(bins))
+	for name := range bins {
+		names = append(names, name)
 	}
-	f := &Functions{}
-	type proc struct {
-		bin, addr string
-		args      []string
-	}
-	procs := []proc{
-		{fnBin, o.KausalityAddress, kausality},
-		{t.PatchTransform, o.PatchTransformAddress, append(slices.Clone(creds), "--address", o.PatchTransformAddress)},
-	}
-	for _, other := range []struct{ bin, addr string }{{t.AutoReady, o.AutoReadyAddress}, {t.CelFilter, o.CelFilterAddress}} {
-		if other.addr != "" {
-			procs = append(procs, proc{other.bin, other.addr, append(slices.Clone(creds), "--address", other.addr)})
-		}
-	}
-	for _, p := range procs {
-		if c, err := net.DialTimeout("tcp", p.addr, 200*time.Millisecond); err == nil {
-			_ = c.Close()
+	sort.Strings(names)
+	f := &Functions{addrs: map[string]string{}, dir: dir}
+	for _, name := range names {
+		addr, err := FreeAddress()
+		if err != nil {
 			f.Stop()
-			return nil, errors.Errorf("%s is already in use; stop whatever listens there (another make render or demo?)", p.addr)
+			return nil, err
 		}
-		cmd := exec.Command(p.bin, p.args...) //nolint:gosec // our own binaries
-		var logs bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &logs, &logs
-		if o.LogDir != "" {
-			lf, err := os.Create(filepath.Join(o.LogDir, filepath.Base(p.bin)+".log"))
-			if err != nil {
-				f.Stop()
-				return nil, err
+		a := append(slices.Clone(creds), "--address", addr)
+		if name == FunctionKausality {
+			a = append(a, "--metrics-address", "")
+			if o.LogDir != "" {
+				a = append(a, "--debug")
 			}
-			cmd.Stdout, cmd.Stderr = lf, lf
+			if o.FixedTime != "" {
+				a = append(a, "--fixed-time", o.FixedTime)
+			}
 		}
-		// Die with the harness, so an interrupted render or demo never
-		// leaves a function holding its port.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
+		if err := f.start(name, bins[name], addr, a, o.LogDir); err != nil {
 			f.Stop()
-			return nil, errors.Wrapf(err, "cannot start %s", p.bin)
-		}
-		f.procs = append(f.procs, cmd)
-		if err := waitListening(p.addr, 60*time.Second); err != nil {
-			f.Stop()
-			return nil, errors.Wrapf(err, "%s did not start: %s", p.bin, logs.String())
+			return nil, err
 		}
 	}
 	return f, nil
+}
+
+func (f *Functions) start(name, bin, addr string, args []string, logDir string) error {
+	cmd := exec.Command(bin, args...) //nolint:gosec // our own binaries
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if logDir != "" {
+		lf, err := os.Create(filepath.Join(logDir, name+".log")) //nolint:gosec // a folder of the harness's
+		if err != nil {
+			return errors.Wrapf(err, "cannot create the log of %s", name)
+		}
+		cmd.Stdout, cmd.Stderr = lf, lf
+	}
+	// Die with the harness, so an interrupted render or demo never
+	// leaves a function running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return errors.Wrapf(err, "cannot start %s", bin)
+	}
+	f.procs = append(f.procs, cmd)
+	if err := waitListening(addr, 60*time.Second); err != nil {
+		return errors.Wrapf(err, "%s did not start: %s", bin, logs.String())
+	}
+	f.addrs[name] = addr
+	return nil
+}
+
+// Address is where the named function listens, or "" when it was not
+// started.
+func (f *Functions) Address(name string) string { return f.addrs[name] }
+
+// File writes a Functions file, as crossplane render takes it, naming each
+// function of names in the Development runtime at the address it listens
+// on, and returns its path.
+func (f *Functions) File(names ...string) (string, error) {
+	var b strings.Builder
+	for _, name := range names {
+		addr := f.addrs[name]
+		if addr == "" {
+			return "", errors.Errorf("function %s was not started", name)
+		}
+		fmt.Fprintf(&b, "---\napiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: %s\n  annotations:\n    %s: Development\n    %s: %s\nspec:\n  package: xpkg.crossplane.io/harness/%s:v0.0.0\n",
+			name, annotationRuntime, annotationTarget, addr, name)
+	}
+	p := filepath.Join(f.dir, "functions-"+strings.Join(names, "-")+".yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		return "", errors.Wrap(err, "cannot write the Functions file")
+	}
+	return p, nil
+}
+
+// The annotations by which crossplane render runs a function that is
+// already running.
+const (
+	annotationRuntime = "render.crossplane.io/runtime"
+	annotationTarget  = "render.crossplane.io/runtime-development-target"
+)
+
+// Rewrite writes a copy of the Functions file at path with every Function
+// pointed at the address the harness started it on, and returns the copy's
+// path. A Function the harness did not start is an error, so an example
+// cannot name a function the tests never run.
+func (f *Functions) Rewrite(path string) (string, error) {
+	raw, err := os.ReadFile(path) //nolint:gosec // the repository's own examples
+	if err != nil {
+		return "", errors.Wrap(err, "cannot read the Functions file")
+	}
+	objs, err := Objects(raw)
+	if err != nil {
+		return "", errors.Wrapf(err, "cannot parse %s", path)
+	}
+	var out bytes.Buffer
+	for _, o := range objs {
+		addr := f.addrs[o.GetName()]
+		if addr == "" {
+			return "", errors.Errorf("%s: Function %s is not one the harness runs", path, o.GetName())
+		}
+		a := o.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[annotationRuntime], a[annotationTarget] = "Development", addr
+		o.SetAnnotations(a)
+		y, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return "", errors.Wrapf(err, "cannot write Function %s", o.GetName())
+		}
+		out.WriteString("---\n")
+		out.Write(y)
+	}
+	p := filepath.Join(f.dir, strings.ReplaceAll(strings.TrimPrefix(path, string(filepath.Separator)), string(filepath.Separator), "_"))
+	if err := os.WriteFile(p, out.Bytes(), 0o600); err != nil {
+		return "", errors.Wrapf(err, "cannot write the copy of %s", path)
+	}
+	return p, nil
+}
+
+// FreeAddress is a loopback address with a port the operating system
+// reports free.
+func FreeAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", errors.Wrap(err, "cannot find a free port")
+	}
+	defer l.Close() //nolint:errcheck // only its port is wanted
+	return l.Addr().String(), nil
 }
 
 func waitListening(addr string, d time.Duration) error {
@@ -243,8 +334,14 @@ func Cases(root string) ([]Case, error) {
 	return out, nil
 }
 
-// Args are the `crossplane render` arguments for a case.
-func (c Case) Args(t Tools) []string {
+// Functions is the example's Functions file (functions.yaml).
+func (c Case) Functions() string {
+	return filepath.Join(filepath.Dir(filepath.Dir(c.Dir)), "functions.yaml")
+}
+
+// Args are the `crossplane render` arguments for a case, with the Functions
+// file functions.
+func (c Case) Args(t Tools, functions string) []string {
 	ex := filepath.Dir(filepath.Dir(c.Dir))
 	comp := filepath.Join(ex, "composition.yaml")
 	if exists(filepath.Join(c.Dir, "composition.yaml")) {
@@ -254,7 +351,7 @@ func (c Case) Args(t Tools) []string {
 	if c.XR != "" {
 		xr = c.XR
 	}
-	args := []string{"render", xr, comp, filepath.Join(ex, "functions.yaml"),
+	args := []string{"render", xr, comp, functions,
 		"--crossplane-binary", t.CrossplaneCore, "--include-function-results", "--include-full-xr",
 		"--required-resources", filepath.Join(ex, "policies.yaml")}
 	if exists(filepath.Join(ex, "xrd.yaml")) {
@@ -277,15 +374,21 @@ func (c Case) Args(t Tools) []string {
 	return args
 }
 
-// Render runs `crossplane render` for the case and returns its output in
-// Normalize's order, so golden files, the demo and `make render` agree.
-func (c Case) Render(ctx context.Context, t Tools) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, t.Crossplane, c.Args(t)...) //nolint:gosec // our own tool
+// Render runs `crossplane render` for the case against the functions f
+// runs and returns its output in Normalize's order, so golden files, the
+// demo and `make render` agree.
+func (c Case) Render(ctx context.Context, t Tools, f *Functions) ([]byte, error) {
+	functions, err := f.Rewrite(c.Functions())
+	if err != nil {
+		return nil, err
+	}
+	args := c.Args(t, functions)
+	cmd := exec.CommandContext(ctx, t.Crossplane, args...) //nolint:gosec // our own tool
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, errors.Wrapf(err, "crossplane %s: %s", strings.Join(c.Args(t), " "), stderr.String())
+		return nil, errors.Wrapf(err, "crossplane %s: %s", strings.Join(args, " "), stderr.String())
 	}
 	return Normalize(out), nil
 }

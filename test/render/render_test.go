@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,6 +29,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 var (
 	root  string
 	tools Tools
+	fns   *Functions
 )
 
 func TestMain(m *testing.M) {
@@ -53,7 +55,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir) //nolint:errcheck // best effort
-	fns, err := StartFunctions(ctx, root, dir, tools, ExampleFunctions)
+	fns, err = StartFunctions(ctx, root, dir, tools, ExampleFunctions)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -72,7 +74,7 @@ func renderCase(t *testing.T, c Case) []byte {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := c.Render(ctx, tools)
+	out, err := c.Render(ctx, tools, fns)
 	if err != nil {
 		t.Fatalf("render %s: %v", c.ID(), err)
 	}
@@ -147,6 +149,12 @@ func parse(t *testing.T, out []byte) rendering {
 		}
 	}
 	return r
+}
+
+// expectComposed says the render composed exactly the resources names.
+func expectComposed(t *testing.T, r rendering, names []string) {
+	t.Helper()
+	expectSlice(t, "composed resources", slices.Sorted(maps.Keys(r.composed)), names)
 }
 
 func (r rendering) mr(t *testing.T, name string) *unstructured.Unstructured {
@@ -413,6 +421,28 @@ func TestBehaviour(t *testing.T) {
 			ungated(t, d)
 			expect(t, "replicas", str(t, d, "spec.replicas"), "2")
 			expectWarnings(t, r, []string{"withheld Mutate spec.replicas", "Composition revision app-yaml-1 → app-yaml-2", "UpgradeAllowance"})
+		},
+		"eks/1-create": func(t *testing.T, r rendering) {
+			for _, n := range []string{"controlplaneRole", "nodegroupRole", "kubernetesCluster"} {
+				expectSlice(t, n+" gate", gate(t, r.mr(t, n)), openCreate)
+			}
+			expectComposed(t, r, []string{"controlplaneRole", "kubernetesCluster", "nodegroupRole"})
+			noWarnings(t, r)
+			allowedTrue(t, r)
+		},
+		"eks/2-cluster-ready": func(t *testing.T, r rendering) {
+			// Composed a reconcile after the XR's creation, the addon and
+			// the access entry are still created under its initializing
+			// phase: their gates open for Create.
+			for _, n := range []string{"vpc-cni-addon", "accessEntry"} {
+				expectSlice(t, n+" gate", gate(t, r.mr(t, n)), openCreate)
+			}
+			for _, n := range []string{"controlplaneRole", "nodegroupRole", "kubernetesCluster"} {
+				expectSlice(t, n+" gate", gate(t, r.mr(t, n)), closed)
+			}
+			expectComposed(t, r, []string{"accessEntry", "controlplaneRole", "kubernetesCluster", "nodegroupRole", "vpc-cni-addon"})
+			noWarnings(t, r)
+			allowedTrue(t, r)
 		},
 		"cluster/3-gpu-scale-with-drift": func(t *testing.T, r rendering) {
 			gpu, sys := r.mr(t, "gpu-pool"), r.mr(t, "system-pool")

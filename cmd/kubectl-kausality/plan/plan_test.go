@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,44 +56,19 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir) //nolint:errcheck // best effort
-	// Free addresses, so the render tests' fixed ones may be in use.
-	o := xprender.ExampleFunctions
-	if o.KausalityAddress, err = freeAddress(); err == nil {
-		o.PatchTransformAddress, err = freeAddress()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	fns, err := xprender.StartFunctions(ctx, root, dir, tools, o)
+	fns, err := xprender.StartFunctions(ctx, root, dir, tools, xprender.ExampleFunctions)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer fns.Stop()
-	raw, err := os.ReadFile(filepath.Join(root, "examples", "database", "functions.yaml")) //nolint:gosec // the repository's own example
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fs := strings.NewReplacer(xprender.KausalityAddress, o.KausalityAddress, xprender.PatchTransformAddress, o.PatchTransformAddress).Replace(string(raw))
-	functions = filepath.Join(dir, "functions.yaml")
-	if err := os.WriteFile(functions, []byte(fs), 0o600); err != nil {
+	if functions, err = fns.Rewrite(filepath.Join(root, "examples", "database", "functions.yaml")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
-}
-
-func freeAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close() //nolint:errcheck // only its port is wanted
-	return l.Addr().String(), nil
 }
 
 var (

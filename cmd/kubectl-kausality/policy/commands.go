@@ -145,6 +145,12 @@ type CheckOptions struct {
 	Policies []string
 	// CRDs are directories of CRDs and XRDs that resolve composed kinds.
 	CRDs []string
+	// XRD is a file holding XRs' CompositeResourceDefinitions, which a
+	// render experiment needs (CRDs' XRDs serve as well).
+	XRD string
+	// Render says how to render a Composition that is not all
+	// patch-and-transform: check reads it by the experiment derive runs.
+	Render RenderOptions
 }
 
 // ErrGaps is returned when check finds a gap, so that CI fails.
@@ -177,16 +183,47 @@ func CheckFiles(o CheckOptions, cluster *Cluster, w io.Writer) error {
 		}
 		ps = append(ps, p...)
 	}
-	_, res, err := resolvers("", o.CRDs, cluster)
+	defs, res, err := resolvers(o.XRD, o.CRDs, cluster)
 	if err != nil {
 		return err
 	}
-	return check(comps, ps, res, w)
+	schemaOf := func(gvk schema.GroupVersionKind) *derive.Schema {
+		s := defs.Schema(gvk)
+		if s == nil && cluster != nil {
+			s = cluster.Schema(gvk)
+		}
+		return s
+	}
+	return check(comps, ps, res, func(c *xpv1.Composition) (*derive.Model, error) {
+		return checkModel(o.Render, c, schemaOf)
+	}, w)
+}
+
+// checkModel reads c as derive does: structurally when every step is
+// patch-and-transform or no Functions are given, else by the render
+// experiment. Read structurally, a Composition with other steps is
+// checked on its patch-and-transform steps alone (the model's notes say
+// so); one that composes nothing structurally readable is an error, since
+// every rule of its policy would be reported unused.
+func checkModel(o RenderOptions, c *xpv1.Composition, schemaOf func(schema.GroupVersionKind) *derive.Schema) (*derive.Model, error) {
+	m, err := modelOf(context.Background(), DeriveOptions{Render: o}, c, schemaOf)
+	if err != nil {
+		return nil, err
+	}
+	other := derive.OtherSteps(c)
+	if len(other) == 0 || o.Functions != "" {
+		return m, nil
+	}
+	if len(m.Templates) == 0 {
+		return nil, errors.Errorf("Composition %s: steps %v are not patch-and-transform and compose everything it composes; check reads them by rendering the Composition, as derive does: pass --functions (and --xrd)", c.GetName(), other)
+	}
+	return m, nil
 }
 
 // CheckCluster checks every Composition in the cluster against every
-// AllowancePolicy in it.
-func CheckCluster(ctx context.Context, cluster Cluster, w io.Writer) error {
+// AllowancePolicy in it, rendering those that are not all
+// patch-and-transform as o says.
+func CheckCluster(ctx context.Context, cluster Cluster, o RenderOptions, w io.Writer) error {
 	cl := &unstructured.UnstructuredList{}
 	cl.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.crossplane.io", Version: "v1", Kind: "CompositionList"})
 	if err := cluster.Reader.List(ctx, cl); err != nil {
@@ -204,16 +241,18 @@ func CheckCluster(ctx context.Context, cluster Cluster, w io.Writer) error {
 	if err := cluster.Reader.List(ctx, pl, &client.ListOptions{}); err != nil {
 		return errors.Wrap(err, "cannot list AllowancePolicies")
 	}
-	return check(comps, pl.Items, cluster, w)
+	return check(comps, pl.Items, cluster, func(c *xpv1.Composition) (*derive.Model, error) {
+		return checkModel(o, c, cluster.Schema)
+	}, w)
 }
 
-func check(comps []*xpv1.Composition, ps []v1alpha1.AllowancePolicy, res derive.Resolver, w io.Writer) error {
+func check(comps []*xpv1.Composition, ps []v1alpha1.AllowancePolicy, res derive.Resolver, read func(*xpv1.Composition) (*derive.Model, error), w io.Writer) error {
 	if len(comps) == 0 {
 		return errors.New("no Composition to check")
 	}
 	models := make([]*derive.Model, 0, len(comps))
 	for _, c := range comps {
-		m, err := derive.Read(c)
+		m, err := read(c)
 		if err != nil {
 			return err
 		}

@@ -75,11 +75,14 @@ func experiment(ctx context.Context, o RenderOptions, c *xpv1.Composition, s *de
 		return nil, err
 	}
 	base := derive.Baseline(gv, s, xr)
-	baseline, err := renderXR(ctx, o, dir, "baseline", comp, base)
+	baseline, passes, err := settle(ctx, o, dir, "baseline", comp, base, nil)
 	if err != nil {
 		return nil, errors.Wrapf(err, "%s: cannot render the baseline XR", at)
 	}
 	perts, notes := derive.Perturbations(s, base)
+	if passes > derive.MaxPasses {
+		notes = append(notes, fmt.Sprintf("the baseline did not settle: after %d renders, each with the last one's resources fed back as observed and ready, the pipeline still composed something new; resources it composes later are not in this policy", derive.MaxPasses))
+	}
 	e := &derive.Experiment{Name: c.GetName(), XR: gv, Baseline: baseline, Notes: notes}
 	e.Notes = append([]string{fmt.Sprintf("derived by experiment: %d renders with one XR field changed each, compared with a baseline render; a rule says what a change did from this baseline, and a transform or condition may act differently for other values", len(perts))}, e.Notes...)
 	e.Observations = make([]derive.Observation, len(perts))
@@ -95,7 +98,7 @@ func experiment(ctx context.Context, o RenderOptions, c *xpv1.Composition, s *de
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			objs, err := renderXR(ctx, o, dir, fmt.Sprintf("perturbation-%d", i), comp, p.XR)
+			objs, _, err := settle(ctx, o, dir, fmt.Sprintf("perturbation-%d", i), comp, p.XR, baseline)
 			e.Observations[i] = derive.Observation{Perturbation: p, Composed: objs, Err: err}
 		}()
 	}
@@ -127,15 +130,38 @@ func withoutKausality(c *xpv1.Composition) (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
-// renderXR runs crossplane render for xr under dir/name and returns the
-// desired composed resources it prints.
-func renderXR(ctx context.Context, o RenderOptions, dir, name string, comp *unstructured.Unstructured, xr map[string]any) ([]*unstructured.Unstructured, error) {
+// settle renders xr, first with the resources from observed as
+// derive.Observed makes them, then again with each render's own fed back,
+// until a render composes exactly what the one before it did: what a
+// creation on a cluster composes in the end, including what a pipeline
+// holds back until earlier resources are ready. It returns the last
+// render's desired composed resources and how many renders it took
+// (derive.MaxPasses+1 when it never settled).
+func settle(ctx context.Context, o RenderOptions, dir, name string, comp *unstructured.Unstructured, xr map[string]any, observed []*unstructured.Unstructured) ([]*unstructured.Unstructured, int, error) {
+	last := observed
+	for pass := 1; pass <= derive.MaxPasses; pass++ {
+		composed, err := renderXR(ctx, o, dir, fmt.Sprintf("%s-%d", name, pass), comp, xr, derive.Observed(xr, last))
+		if err != nil {
+			return nil, pass, err
+		}
+		if pass > 1 && derive.Settled(last, composed) || pass == 1 && observed != nil && derive.Settled(observed, composed) {
+			return composed, pass, nil
+		}
+		last = composed
+	}
+	return last, derive.MaxPasses + 1, nil
+}
+
+// renderXR runs crossplane render for xr with the observed composed
+// resources under dir/name and returns the desired composed resources it
+// prints.
+func renderXR(ctx context.Context, o RenderOptions, dir, name string, comp *unstructured.Unstructured, xr map[string]any, observed []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	d := filepath.Join(dir, name)
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return nil, errors.Wrapf(err, "cannot make %s", d)
 	}
 	out, err := crender.Run(ctx, crender.Options{Crossplane: o.Crossplane, CrossplaneBinary: o.CrossplaneBinary, Functions: o.Functions, Timeout: o.Timeout},
-		d, crender.Inputs{XR: &unstructured.Unstructured{Object: xr}, Composition: comp})
+		d, crender.Inputs{XR: &unstructured.Unstructured{Object: xr}, Composition: comp, Observed: observed})
 	if err != nil {
 		return nil, err
 	}

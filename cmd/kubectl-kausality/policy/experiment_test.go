@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -172,50 +171,85 @@ func tools(t *testing.T) xprender.Tools {
 	return tl
 }
 
-// startFunctions starts the corpus's functions on free addresses (the
-// render tests' fixed ones may be in use) and returns a Functions file
-// naming them, as crossplane render takes it.
+// startFunctions starts the corpus's functions on free addresses and
+// returns a Functions file naming them, as crossplane render takes it.
 func startFunctions(t *testing.T) string {
 	t.Helper()
 	root, err := xprender.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl := tools(t)
-	o := xprender.FunctionOptions{}
-	for _, a := range []*string{&o.KausalityAddress, &o.PatchTransformAddress, &o.AutoReadyAddress, &o.CelFilterAddress} {
-		if *a, err = freeAddress(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	fns, err := xprender.StartFunctions(ctx, root, dir, tl, o)
+	fns, err := xprender.StartFunctions(ctx, root, t.TempDir(), tools(t), xprender.FunctionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(fns.Stop)
-	var b strings.Builder
-	for _, f := range []struct{ name, addr string }{
-		{"function-patch-and-transform", o.PatchTransformAddress},
-		{"function-auto-ready", o.AutoReadyAddress},
-		{"function-cel-filter", o.CelFilterAddress},
-	} {
-		fmt.Fprintf(&b, "---\napiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: %s\n  annotations:\n    render.crossplane.io/runtime: Development\n    render.crossplane.io/runtime-development-target: %s\nspec:\n  package: xpkg.crossplane.io/crossplane-contrib/%s:v0.1.0\n", f.name, f.addr, f.name)
-	}
-	p := filepath.Join(dir, "functions.yaml")
-	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+	p, err := fns.File(xprender.FunctionPatchTransform, xprender.FunctionAutoReady, xprender.FunctionCelFilter, xprender.FunctionGoTemplating, xprender.FunctionSequencer)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func freeAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// TestExperimentSequencedComposition derives the policy of a Composition
+// whose function-sequencer holds the addons and the node group back until
+// the cluster is ready: the experiment renders with each render's
+// resources fed back as observed and ready until the pipeline composes
+// nothing new, as a creation on a cluster does, so the derived policy
+// names every kind the pipeline composes in the end, and the node count
+// reaches the node group.
+func TestExperimentSequencedComposition(t *testing.T) {
+	fns := startFunctions(t)
+	ex := filepath.Join("..", "..", "..", "examples", "eks")
+	comp, xrd := filepath.Join(ex, "composition.yaml"), filepath.Join(ex, "xrd.yaml")
+	ro := RenderOptions{Functions: fns, Crossplane: tools(t).Crossplane, CrossplaneBinary: tools(t).CrossplaneCore, Timeout: time.Minute}
+	var out bytes.Buffer
+	err := Derive(DeriveOptions{
+		Composition: comp, XRD: xrd, CRDs: []string{crds, providerCRDs}, Groups: []string{"platform-team"}, Deleting: "delete", Render: ro,
+	}, nil, &out)
 	if err != nil {
-		return "", err
+		t.Fatal(err)
 	}
-	defer l.Close() //nolint:errcheck // only its port is wanted
-	return l.Addr().String(), nil
+	if strings.Contains(out.String(), "guessed") {
+		t.Errorf("derive guessed a plural although --crds names every kind:\n%s", out.String())
+	}
+	p := normalized(t, out.Bytes())
+	created := map[string]bool{}
+	for _, pe := range p.Spec.Initializing.Policies {
+		created[pe.Target.Resource] = true
+	}
+	for _, r := range []string{"roles", "clusters", "nodegroups", "addons", "accessentries"} {
+		if !created[r] {
+			t.Errorf("the initializing bound does not let %s be created:\n%s", r, out.String())
+		}
+	}
+	var reached []string
+	for _, r := range p.Spec.Rules {
+		if r.Trigger != "spec.parameters.nodes.count" {
+			continue
+		}
+		for _, pe := range r.Policies {
+			for _, m := range pe.Mutations {
+				reached = append(reached, pe.Target.Resource+" "+m.JSONPath)
+			}
+		}
+	}
+	if !slices.Contains(reached, "nodegroups spec.initProvider.scalingConfig.desiredSize") {
+		t.Errorf("spec.parameters.nodes.count reaches %v, want the node group's desired size:\n%s", reached, out.String())
+	}
+	t.Log(out.String())
+
+	// check reads the Composition by the same experiment: what derive
+	// wrote checks clean.
+	derived := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(derived, out.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var rep bytes.Buffer
+	co := CheckOptions{Compositions: []string{comp}, Policies: []string{derived}, CRDs: []string{crds, providerCRDs}, XRD: xrd, Render: ro}
+	if err := CheckFiles(co, nil, &rep); err != nil {
+		t.Errorf("check of the derived policy: %v\n%s", err, rep.String())
+	}
 }

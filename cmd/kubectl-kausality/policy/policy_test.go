@@ -15,6 +15,9 @@ const corpus = "../../../examples/corpus"
 // crds names the managed kinds the corpus composes.
 const crds = "../../../internal/derive/testdata"
 
+// providerCRDs are the provider CRDs the scenario suite serves.
+const providerCRDs = "../../../test/recorder/package/crds"
+
 // TestDeriveThenCheck derives each corpus policy from its files and checks
 // the Composition against it: a derived policy has no gap. The
 // hand-written policies withhold changes on purpose, so check fails on
