@@ -78,6 +78,11 @@ const (
 	// ConditionPropagated is False on a composite while propagation
 	// control holds a change back or a freeze keeps gates shut.
 	ConditionPropagated = "Propagated"
+	// ConditionRestricted is False on a composite some policy is for while
+	// it composes a managed resource of a kind no policy names: Kausality
+	// does not gate that resource, so its changes reach the cloud without
+	// a cause.
+	ConditionRestricted = "KausalityRestricted"
 	// ConditionGateOpen is a gated managed resource's gate, as the gate
 	// controller last decided it, and why.
 	ConditionGateOpen = "GateOpen"

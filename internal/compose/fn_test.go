@@ -30,6 +30,10 @@ var testNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 var created = &fnv1.Condition{Type: v1alpha1.ConditionCreated, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonCreated,
 	Message: ptr("the XR was Ready with nothing left to add; what the pipeline adds from now on is a change that needs a cause"), Target: fnv1.Target_TARGET_COMPOSITE.Enum()}
 
+// restricted is the condition on an XR whose policies name every managed
+// kind it composes.
+var restricted = &fnv1.Condition{Type: v1alpha1.ConditionRestricted, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAllRestricted, Target: fnv1.Target_TARGET_COMPOSITE.Enum()}
+
 const (
 	xrdb = `apiVersion: example.com/v1alpha1
 kind: XDatabase
@@ -267,6 +271,7 @@ func TestRunFunction(t *testing.T) {
 					{Type: ConditionAnnotations, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAnnotationsValid, Target: fnv1.Target_TARGET_COMPOSITE.Enum()},
 					{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAllAllowed, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum()},
 					created,
+					restricted,
 				},
 				Requirements: wantRequirements(),
 			}},
@@ -298,6 +303,7 @@ func TestRunFunction(t *testing.T) {
 					{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_FALSE, Reason: ReasonWithheld, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum(),
 						Message: ptr("resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.instanceClass: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy")},
 					created,
+					restricted,
 				},
 				Requirements: wantRequirements(),
 			}},

@@ -5,10 +5,12 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
@@ -35,6 +37,7 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 	restricted := r.restricted(dm.child)
 	gated := r.gated(dm)
 	if !restricted && !gated {
+		r.noteUnrestricted(dm)
 		return nil, nil, true
 	}
 	// dm.ann is metaOf's copy of desired's annotations: stamp that.
@@ -56,6 +59,21 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 		r.stampLogic(ann, om, ch)
 	}
 	return &stamp{annotations: ann, gated: gated, policies: policies}, reports, true
+}
+
+// noteUnrestricted records a composed managed resource that is neither
+// restricted nor gated although some policy is for its XR: no policy names
+// its kind, so nothing Kausality does holds its changes back, and the XR
+// must say so rather than look protected.
+func (r *run) noteUnrestricted(dm childMeta) {
+	if dm.child.Class != policy.ClassManaged || admit.IsComposite(dm.obj.Object) || admit.IsClaim(dm.obj.Object) || len(r.set.Names()) == 0 {
+		return
+	}
+	line := fmt.Sprintf("%s (%s %s) is a managed resource of a kind no AllowancePolicy for %s names (%s): Kausality does not gate it, so its changes reach the cloud without a cause; add its kind to a policy (kubectl kausality policy derive, policy check)",
+		dm.resName, dm.child.Kind, dm.child.APIGroup, ref(r.xr.Object), strings.Join(r.set.Names(), ", "))
+	if !slices.Contains(r.unrestricted, line) {
+		r.unrestricted = append(r.unrestricted, line)
+	}
 }
 
 // gate stamps the External allowances the change earns onto a gated

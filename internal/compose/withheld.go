@@ -40,6 +40,10 @@ const (
 	ReasonFrozen           = "Frozen"
 	// ReasonCreated is the reason of v1alpha1.ConditionCreated.
 	ReasonCreated = "Created"
+	// ReasonAllRestricted and ReasonUnrestricted are the reasons of
+	// v1alpha1.ConditionRestricted.
+	ReasonAllRestricted = "AllKindsRestricted"
+	ReasonUnrestricted  = "UnrestrictedKinds"
 )
 
 // ConditionPropagated is False while propagation control holds a change
@@ -114,6 +118,23 @@ func (r *run) report(rsp *fnv1.RunFunctionResponse) {
 	r.reportPropagation(rsp)
 	r.reportUpgraded(rsp)
 	r.reportCreated(rsp)
+	r.reportRestricted(rsp)
+}
+
+// reportRestricted says, on an XR some policy is for, whether every
+// managed resource it composes is of a kind a policy names.
+func (r *run) reportRestricted(rsp *fnv1.RunFunctionResponse) {
+	if r.xr == nil || r.restrictAll || len(r.set.Names()) == 0 {
+		return
+	}
+	if len(r.unrestricted) == 0 {
+		response.ConditionTrue(rsp, v1alpha1.ConditionRestricted, ReasonAllRestricted).TargetComposite()
+		return
+	}
+	for _, l := range r.unrestricted {
+		response.Warning(rsp, errors.New(l)).TargetCompositeAndClaim()
+	}
+	response.ConditionFalse(rsp, v1alpha1.ConditionRestricted, ReasonUnrestricted).WithMessage(strings.Join(r.unrestricted, "; ")).TargetComposite()
 }
 
 // reportCreated ends the XR's creation, for good, at the first run that

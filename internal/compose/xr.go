@@ -98,6 +98,9 @@ type findings struct {
 	// usedCreation: this run let something through as part of the XR's
 	// creation (loaded.creating).
 	usedCreation bool
+	// unrestricted are the composed managed resources of kinds no policy
+	// for the XR names, one line each.
+	unrestricted []string
 }
 
 // load reads the policies, upgrade allowances and XR annotations. Every

@@ -123,6 +123,10 @@ func Derive(m *Model, o Options) (*Result, error) {
 		p.Spec.Initializing, p.Spec.Deleting = init, del
 	}
 	p.Spec.Rules, res.Comments = rules(m, kinds, o.XRSchema, res)
+	if len(p.Spec.Rules) == 0 {
+		// A Composition that passes no XR field on: as written, as read.
+		p.Spec.Rules = nil
+	}
 	res.Policy = p
 	res.Notes = unique(res.Notes)
 	return res, nil

@@ -81,6 +81,19 @@ func TestDerive(t *testing.T) {
 			if corpus {
 				deleting = corpusDeleting[c]
 			}
+			comp := readComposition(t, path)
+			rm, err := Read(comp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := NeedsRender(comp, rm); err != nil {
+				// Only a render reads it (TestExperimentChecksEveryPipeline
+				// in the CLI does): deriving it structurally is refused.
+				if !strings.Contains(err.Error(), "--functions") || !strings.Contains(err.Error(), comp.GetName()) {
+					t.Errorf("NeedsRender(...) = %v, want it to name the Composition and --functions", err)
+				}
+				return
+			}
 			r := deriveExample(t, path, defs, deleting)
 			out, err := Render(r)
 			if err != nil {

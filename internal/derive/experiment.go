@@ -262,3 +262,15 @@ func OtherSteps(c *xpv1.Composition) []string {
 	}
 	return out
 }
+
+// NeedsRender is an error when m, c read structurally, holds no template
+// although c has steps that are not patch-and-transform: everything c
+// composes comes from steps only a render experiment reads, so a policy
+// derived or checked from m would be empty or report every rule unused.
+func NeedsRender(c *xpv1.Composition, m *Model) error {
+	other := OtherSteps(c)
+	if len(m.Templates) > 0 || len(other) == 0 {
+		return nil
+	}
+	return errors.Errorf("Composition %s: steps %v are not patch-and-transform and compose everything it composes; read them by rendering the Composition: pass --functions (and --xrd)", c.GetName(), other)
+}

@@ -422,6 +422,29 @@ func TestBehaviour(t *testing.T) {
 			expect(t, "replicas", str(t, d, "spec.replicas"), "2")
 			expectWarnings(t, r, []string{"withheld Mutate spec.replicas", "Composition revision app-yaml-1 → app-yaml-2", "UpgradeAllowance"})
 		},
+		"access-keys/1-create": func(t *testing.T, r rendering) {
+			for _, n := range []string{"user", "accesskey-0", "accesskey-1"} {
+				expectSlice(t, n+" gate", gate(t, r.mr(t, n)), openCreate)
+				expectSlice(t, n+" trace", traceKinds(t, r.mr(t, n)), []string{"UserAccessKey", r.mr(t, n).GetKind()})
+			}
+			// patch-and-transform composes the connection Secret once the
+			// keys publish connection details, not before.
+			expectComposed(t, r, []string{"accesskey-0", "accesskey-1", "user"})
+			noWarnings(t, r)
+			allowedTrue(t, r)
+		},
+		"access-keys/2-create-go-templating": func(t *testing.T, r rendering) {
+			for _, n := range []string{"user", "accesskey-0", "accesskey-1"} {
+				expectSlice(t, n+" gate", gate(t, r.mr(t, n)), openCreate)
+			}
+			// The template composes the Secret at once, empty; a Secret has
+			// no spec.managementPolicies and gets no gate, and with no
+			// policy naming Secrets nothing is recorded on it.
+			expectComposed(t, r, []string{"accesskey-0", "accesskey-1", "connection-secret", "user"})
+			ungated(t, r.mr(t, "connection-secret"))
+			noWarnings(t, r)
+			allowedTrue(t, r)
+		},
 		"eks/1-create": func(t *testing.T, r rendering) {
 			for _, n := range []string{"controlplaneRole", "nodegroupRole", "kubernetesCluster"} {
 				expectSlice(t, n+" gate", gate(t, r.mr(t, n)), openCreate)

@@ -199,25 +199,10 @@ func CheckFiles(o CheckOptions, cluster *Cluster, w io.Writer) error {
 	}, w)
 }
 
-// checkModel reads c as derive does: structurally when every step is
-// patch-and-transform or no Functions are given, else by the render
-// experiment. Read structurally, a Composition with other steps is
-// checked on its patch-and-transform steps alone (the model's notes say
-// so); one that composes nothing structurally readable is an error, since
-// every rule of its policy would be reported unused.
+// checkModel reads c as derive does (modelOf): a policy derive wrote by
+// experiment is checked against the same experiment.
 func checkModel(o RenderOptions, c *xpv1.Composition, schemaOf func(schema.GroupVersionKind) *derive.Schema) (*derive.Model, error) {
-	m, err := modelOf(context.Background(), DeriveOptions{Render: o}, c, schemaOf)
-	if err != nil {
-		return nil, err
-	}
-	other := derive.OtherSteps(c)
-	if len(other) == 0 || o.Functions != "" {
-		return m, nil
-	}
-	if len(m.Templates) == 0 {
-		return nil, errors.Errorf("Composition %s: steps %v are not patch-and-transform and compose everything it composes; check reads them by rendering the Composition, as derive does: pass --functions (and --xrd)", c.GetName(), other)
-	}
-	return m, nil
+	return modelOf(context.Background(), DeriveOptions{Render: o}, c, schemaOf)
 }
 
 // CheckCluster checks every Composition in the cluster against every

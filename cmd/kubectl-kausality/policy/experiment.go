@@ -179,11 +179,16 @@ func renderXR(ctx context.Context, o RenderOptions, dir, name string, comp *unst
 // so, or when a step is not patch-and-transform and o.Render names the
 // Functions to render it with. Without Functions such a step is noted in
 // the policy, not rendered: rendering needs the functions running, which
-// only the user can arrange.
+// only the user can arrange. A Composition that only such steps compose is
+// an error then (derive.NeedsRender).
 func modelOf(ctx context.Context, o DeriveOptions, c *xpv1.Composition, schemaOf func(schema.GroupVersionKind) *derive.Schema) (*derive.Model, error) {
 	other := derive.OtherSteps(c)
 	if !o.Experiment && (len(other) == 0 || o.Render.Functions == "") {
-		return derive.Read(c)
+		m, err := derive.Read(c)
+		if err != nil {
+			return nil, err
+		}
+		return m, derive.NeedsRender(c, m)
 	}
 	if o.Render.Functions == "" {
 		return nil, errors.Errorf("Composition %s: --experiment renders the Composition and needs --functions", c.GetName())

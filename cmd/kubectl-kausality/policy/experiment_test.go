@@ -253,3 +253,54 @@ func TestExperimentSequencedComposition(t *testing.T) {
 		t.Errorf("check of the derived policy: %v\n%s", err, rep.String())
 	}
 }
+
+// TestExperimentChecksEveryPipeline derives by experiment the policy of a
+// Composition that is not all patch-and-transform and checks it, by the
+// same experiment, against every Composition of the XR: the guide's
+// patch-and-transform and go-templating Compositions of the connection
+// details example compose the same resources, so one derived policy checks
+// clean against both.
+func TestExperimentChecksEveryPipeline(t *testing.T) {
+	fns := startFunctions(t)
+	ex := filepath.Join("..", "..", "..", "examples", "access-keys")
+	xrd := filepath.Join(ex, "xrd.yaml")
+	ro := RenderOptions{Functions: fns, Crossplane: tools(t).Crossplane, CrossplaneBinary: tools(t).CrossplaneCore, Timeout: time.Minute}
+	var out bytes.Buffer
+	err := Derive(DeriveOptions{
+		Composition: filepath.Join(ex, "composition.yaml"), XRD: xrd, CRDs: []string{providerCRDs},
+		Groups: []string{"platform-team"}, Deleting: "delete", Render: ro,
+	}, nil, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(out.String())
+	p := normalized(t, out.Bytes())
+	created := map[string]bool{}
+	for _, pe := range p.Spec.Initializing.Policies {
+		created[pe.Target.Resource] = true
+	}
+	// The connection Secret is composed only once the keys publish
+	// connection details, which no render has: it is not named.
+	for _, r := range []string{"users", "accesskeys"} {
+		if !created[r] {
+			t.Errorf("the initializing bound does not let %s be created:\n%s", r, out.String())
+		}
+	}
+	derived := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(derived, out.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, comp := range []string{filepath.Join(ex, "composition.yaml"), filepath.Join(ex, "cases", "2-create-go-templating", "composition.yaml")} {
+		var rep bytes.Buffer
+		if err := CheckFiles(CheckOptions{Compositions: []string{comp}, Policies: []string{derived}, CRDs: []string{providerCRDs}, XRD: xrd, Render: ro}, nil, &rep); err != nil {
+			t.Errorf("check of %s against the derived policy: %v\n%s", comp, err, rep.String())
+		}
+	}
+	// Without Functions a Composition that only go-templating composes
+	// cannot be checked: check says what it needs rather than report
+	// every rule unused.
+	err = CheckFiles(CheckOptions{Compositions: []string{filepath.Join(ex, "cases", "2-create-go-templating", "composition.yaml")}, Policies: []string{derived}, CRDs: []string{providerCRDs}}, nil, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "useraccesskeys-go-templating") || !strings.Contains(err.Error(), "--functions") {
+		t.Errorf("check without --functions: %v, want an error naming the Composition and --functions", err)
+	}
+}
