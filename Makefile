@@ -152,6 +152,8 @@ xpkg: $(CROSSPLANE) $(IMAGE)
 	  $(CROSSPLANE) xpkg build --package-root "$$pat_dir/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-patch-and-transform.xpkg
 	$(CROSSPLANE) xpkg build --package-root "$$($(PUBLISHED) dir $(AUTO_READY_MODULE))/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-auto-ready.xpkg
 	$(CROSSPLANE) xpkg build --package-root "$$($(PUBLISHED) dir $(CEL_FILTER_MODULE))/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-cel-filter.xpkg
+	$(CROSSPLANE) xpkg build --package-root "$$($(THIRDPARTY) dir $(GO_TEMPLATING_MODULE))/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-go-templating.xpkg
+	$(CROSSPLANE) xpkg build --package-root "$$($(THIRDPARTY) dir $(SEQUENCER_MODULE))/package" --examples-root $(OUT)/no-examples --package-file $(OUT)/function-sequencer.xpkg
 
 # The kubectl plugin is released for these platforms, next to the packages.
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64

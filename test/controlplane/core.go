@@ -108,16 +108,21 @@ func (c *ControlPlane) startRBACManager(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	p, err := c.process("rbac-manager", env, c.Tools.CrossplaneCore, "rbac", "start", "--provider-clusterrole=crossplane:allowed-provider-permissions")
-	if err != nil {
-		return err
-	}
 	// It serves metrics on :8080 and has no flag to move them: another
-	// process there (a second scenario suite, say) stops it at once.
-	select {
-	case <-p.done:
-		return errors.Errorf("the RBAC manager exited: %s", c.Tail("rbac-manager", 3))
-	case <-time.After(2 * time.Second):
-		return nil
-	}
+	// process there stops it at once. The published functions hold that
+	// port for a moment too (function-sdk-go serves metrics there by
+	// default, and only some expose a flag), when other test packages
+	// render beside the suite; so it is started again until it stays up.
+	return until(ctx, 3*time.Minute, func() error {
+		p, err := c.process("rbac-manager", env, c.Tools.CrossplaneCore, "rbac", "start", "--provider-clusterrole=crossplane:allowed-provider-permissions")
+		if err != nil {
+			return err
+		}
+		select {
+		case <-p.done:
+			return errors.Errorf("the RBAC manager exited: %s", c.Tail("rbac-manager", 3))
+		case <-time.After(2 * time.Second):
+			return nil
+		}
+	})
 }

@@ -36,6 +36,8 @@ var packages = []pkg{
 	{file: "function-patch-and-transform.xpkg", repo: "crossplane-contrib/function-patch-and-transform", tag: "v0.10.7", name: FunctionPatchTransform},
 	{file: "function-auto-ready.xpkg", repo: "crossplane-contrib/function-auto-ready", tag: "v0.6.0", name: FunctionAutoReady},
 	{file: "function-cel-filter.xpkg", repo: "crossplane-contrib/function-cel-filter", tag: "v0.2.0", name: FunctionCelFilter},
+	{file: "function-go-templating.xpkg", repo: "crossplane-contrib/function-go-templating", tag: "v0.11.2", name: FunctionGoTemplating},
+	{file: "function-sequencer.xpkg", repo: "crossplane-contrib/function-sequencer", tag: "v0.5.0", name: FunctionSequencer},
 	{file: "function-kausality.xpkg", repo: "kausality-io/function-kausality", tag: "v0.1.0", name: FunctionKausality},
 	{file: "provider-kausality.xpkg", repo: "kausality-io/provider-kausality", tag: "v0.1.0", name: ProviderKausality, provider: true, runtimeConfig: ProviderKausality},
 	{file: "provider-recorder.xpkg", repo: "kausality-io/provider-recorder", tag: "v0.1.0", name: ProviderRecorder, provider: true},
@@ -47,6 +49,8 @@ const (
 	FunctionPatchTransform = "function-patch-and-transform"
 	FunctionAutoReady      = "function-auto-ready"
 	FunctionCelFilter      = "function-cel-filter"
+	FunctionGoTemplating   = "function-go-templating"
+	FunctionSequencer      = "function-sequencer"
 	ProviderKausality      = "provider-kausality"
 	ProviderRecorder       = "provider-recorder"
 )

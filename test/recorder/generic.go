@@ -210,7 +210,7 @@ func params(mg resource.Managed) (map[string]any, string, error) {
 
 // Observe reports whether the resource exists and matches
 // spec.forProvider, copies it into status.atProvider with the id and ARN
-// the cloud gave it, and publishes them as connection details. It never
+// the cloud gave it, and publishes its connection details. It never
 // late-initializes.
 func (e *objectExternal) Observe(_ context.Context, mg resource.Managed) (managed.ExternalObservation, error) {
 	p, name, err := params(mg)
@@ -230,8 +230,20 @@ func (e *objectExternal) Observe(_ context.Context, mg resource.Managed) (manage
 	return managed.ExternalObservation{
 		ResourceExists:    true,
 		ResourceUpToDate:  reflect.DeepEqual(runtime.DeepCopyJSON(p), s),
-		ConnectionDetails: managed.ConnectionDetails{"id": []byte(id), "endpoint": []byte(fmt.Sprintf("%s.%s.recorder.example", name, strings.ToLower(e.kind)))},
+		ConnectionDetails: connectionDetails(e.kind, name, id),
 	}, nil
+}
+
+// connectionDetails are what the cloud tells of a resource: its id and
+// endpoint, and credentials (username, password) as an IAM access key
+// publishes them, so compositions that gather credentials have some.
+func connectionDetails(kind, name, id string) managed.ConnectionDetails {
+	return managed.ConnectionDetails{
+		"id":       []byte(id),
+		"endpoint": []byte(fmt.Sprintf("%s.%s.recorder.example", name, strings.ToLower(kind))),
+		"username": []byte(name),
+		"password": []byte("secret-of-" + id),
+	}
 }
 
 // ObjectID is the id the Cloud gives a resource of kind named name.

@@ -134,8 +134,8 @@ func TestRealKindLifecycle(t *testing.T) {
 		err := kube.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "db1-conn"}, secret)
 		return err == nil, fmt.Sprint(err)
 	})
-	if string(secret.Data["id"]) != ObjectID("Instance", name) || len(secret.Data["endpoint"]) == 0 {
-		t.Errorf("connection secret data = %v, want id and endpoint", secret.Data)
+	if string(secret.Data["id"]) != ObjectID("Instance", name) || len(secret.Data["endpoint"]) == 0 || string(secret.Data["username"]) != name || len(secret.Data["password"]) == 0 {
+		t.Errorf("connection secret data = %v, want id, endpoint, username and password", secret.Data)
 	}
 
 	edit := func(fn func(u *unstructured.Unstructured)) {

@@ -274,6 +274,18 @@ func TestExperimentChecksEveryPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(out.String())
+	var gt bytes.Buffer
+	if err := Derive(DeriveOptions{
+		Composition: filepath.Join(ex, "cases", "2-create-go-templating", "composition.yaml"), XRD: xrd, CRDs: []string{providerCRDs},
+		Groups: []string{"platform-team"}, Deleting: "delete", Render: ro,
+	}, nil, &gt); err != nil {
+		t.Fatal(err)
+	}
+	// The template composes the Secret at once: derived from it, the
+	// policy names Secrets (test/e2e runs the XR under that policy too).
+	if !slices.ContainsFunc(normalized(t, gt.Bytes()).Spec.Initializing.Policies, func(pe v1alpha1.PolicyEntry) bool { return pe.Target.Resource == "secrets" }) {
+		t.Errorf("the policy derived from the go-templating Composition does not let its Secret be created:\n%s", gt.String())
+	}
 	p := normalized(t, out.Bytes())
 	created := map[string]bool{}
 	for _, pe := range p.Spec.Initializing.Policies {
