@@ -245,7 +245,7 @@ func keepObserved(r *run, c policy.Child, observed, desired map[string]any, ms [
 	whole := c.Class == policy.ClassUnmanaged
 	kept := map[string]any{}
 	if whole {
-		for k, v := range body(desired) {
+		for k, v := range policy.Body(desired) {
 			kept[k] = runtime.DeepCopyJSONValue(v)
 		}
 	} else if spec, ok := desired["spec"]; ok {
@@ -258,7 +258,7 @@ func keepObserved(r *run, c policy.Child, observed, desired map[string]any, ms [
 		ch.passed = nil
 	}
 	if whole {
-		ch.spec = body(kept)
+		ch.spec = policy.Body(kept)
 		return
 	}
 	ch.spec = kept["spec"]
@@ -276,20 +276,7 @@ func content(c policy.Child, obj map[string]any) (prefix string, value any) {
 	if obj == nil {
 		return "", nil
 	}
-	return "", body(obj)
-}
-
-// body is obj's top level without its type, metadata and status.
-func body(obj map[string]any) map[string]any {
-	out := make(map[string]any, len(obj))
-	for k, v := range obj {
-		switch k {
-		case "apiVersion", "kind", "metadata", "status":
-		default:
-			out[k] = v
-		}
-	}
-	return out
+	return "", policy.Body(obj)
 }
 
 // skipManaged leaves the gate out of diffs and applied records: Kausality

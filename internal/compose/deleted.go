@@ -142,7 +142,7 @@ func keptAsObserved(m childMeta, observed map[string]any) *composed.Unstructured
 	if m.child.Class == policy.ClassUnmanaged {
 		// Its content, whatever it is called (a Secret's data): what
 		// Crossplane's apply leaves out, it removes.
-		for k, v := range body(observed) {
+		for k, v := range policy.Body(observed) {
 			kept.Object[k] = runtime.DeepCopyJSONValue(v)
 		}
 		return kept

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // stamp is what the function writes onto a composed resource it gates or
@@ -81,7 +82,7 @@ func withSpec(obj map[string]any, rewritten, whole bool, spec any) map[string]an
 		return out
 	}
 	if whole {
-		for k := range body(obj) {
+		for k := range policy.Body(obj) {
 			delete(out, k)
 		}
 		b, _ := spec.(map[string]any)

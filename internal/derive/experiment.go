@@ -15,6 +15,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // AnnotationCompositionResourceName is the annotation Crossplane keys a
@@ -189,21 +190,25 @@ func byResourceName(objs []*unstructured.Unstructured, what string) (map[string]
 	return out, slices.Sorted(maps.Keys(out)), nil
 }
 
-// diffObjects are the mutations from base to perturbed outside status
-// (what providers write, not the pipeline) and the type. Every field of
-// the baseline counts as owned: the pipeline's output is applied whole,
-// so a field it stops setting is deleted. A change inside a list of
-// scalars counts as a change of the list, which a patch writes whole.
+// diffObjects are the mutations from base to perturbed of what Kausality
+// compares of a composed resource (policy.Body: the spec, or a Secret's
+// data; not metadata, which no rule bounds, nor status, which providers
+// write). Every field of the baseline counts as owned: the pipeline's
+// output is applied whole, so a field it stops setting is deleted. A
+// change inside a list of scalars counts as a change of the list, which a
+// patch writes whole.
 func diffObjects(base, perturbed map[string]any) []mutation.Mutation {
 	owned := mutation.WithOwned(func(string) bool { return true })
-	var out []mutation.Mutation
-	for _, k := range []string{"metadata", "spec"} {
-		b, bok := base[k]
-		p, pok := perturbed[k]
-		if !bok && !pok {
-			continue
+	b, p := policy.Body(base), policy.Body(perturbed)
+	keys := slices.Sorted(maps.Keys(b))
+	for k := range p {
+		if _, ok := b[k]; !ok {
+			keys = append(keys, k)
 		}
-		for _, mu := range mutation.Diff(k, b, p, owned) {
+	}
+	var out []mutation.Mutation
+	for _, k := range keys {
+		for _, mu := range mutation.Diff(k, b[k], p[k], owned) {
 			mu.Path = listOf(mu.Path)
 			out = append(out, mu)
 		}

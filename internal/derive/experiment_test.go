@@ -3,6 +3,7 @@ package derive
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,7 +57,9 @@ func TestFromExperiment(t *testing.T) {
 		mutations []string
 	}
 	cases := map[string]struct {
-		obs       []Observation
+		obs []Observation
+		// extra are baseline resources besides base.
+		extra     []*unstructured.Unstructured
 		want      []rule
 		wantNotes []string
 		wantKinds []string
@@ -103,6 +106,26 @@ func TestFromExperiment(t *testing.T) {
 			},
 			wantKinds: []string{"subnets", "vpcs", "versionings"},
 		},
+		"MetadataChangeIsNoRule": {
+			obs: []Observation{obs("spec.team", `"a" → "a-x"`, nil, func() *unstructured.Unstructured {
+				u := base[0].DeepCopy()
+				u.SetLabels(map[string]string{"team": "a-x"})
+				return u
+			}(), base[1])},
+			wantNotes: []string{`spec.team: not perturbed usefully: "a" → "a-x" changed no composed resource, so no rule`},
+		},
+		"DataOfAKindWithoutSpecIsARule": {
+			obs: []Observation{obs("spec.password", `"p" → "p-x"`, nil, append([]*unstructured.Unstructured{{Object: map[string]any{
+				"apiVersion": "v1", "kind": "Secret", "data": map[string]any{"password": "p-x"},
+				"metadata": map[string]any{"annotations": map[string]any{AnnotationCompositionResourceName: "secret"}},
+			}}}, base...)...)},
+			extra: []*unstructured.Unstructured{{Object: map[string]any{
+				"apiVersion": "v1", "kind": "Secret", "data": map[string]any{"password": "p"},
+				"metadata": map[string]any{"annotations": map[string]any{AnnotationCompositionResourceName: "secret"}},
+			}}},
+			want:      []rule{{"spec.password", []string{"secrets data.password [Mutate]"}}},
+			wantKinds: []string{"secrets", "subnets", "vpcs"},
+		},
 		"NoResourceName": {
 			obs:     []Observation{obs("spec.region", "x", nil, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "cm"}}})},
 			wantErr: "ConfigMap cm has no metadata.annotations[crossplane.io/composition-resource-name]",
@@ -110,7 +133,7 @@ func TestFromExperiment(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			m, err := FromExperiment(&Experiment{Name: "xnets", XR: xnetGVK, Baseline: base, Observations: tc.obs})
+			m, err := FromExperiment(&Experiment{Name: "xnets", XR: xnetGVK, Baseline: append(slices.Clone(base), tc.extra...), Observations: tc.obs})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("FromExperiment: %v, want %q", err, tc.wantErr)

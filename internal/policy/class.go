@@ -91,3 +91,21 @@ func GuessResource(gvk schema.GroupVersionKind) string {
 	p, _ := meta.UnsafeGuessKindToResource(gvk)
 	return p.Resource
 }
+
+// Body is the part of a composed object the pipeline decides and
+// Kausality compares: its top level without apiVersion, kind, metadata
+// and status. For a managed resource that is its spec; a kind without a
+// gate may hold other fields (a Secret's data, a Role's rules). The
+// function compares, records and withholds it, and a render experiment
+// derives rules from it, so neither sees a change the other does not.
+func Body(obj map[string]any) map[string]any {
+	out := make(map[string]any, len(obj))
+	for k, v := range obj {
+		switch k {
+		case "apiVersion", "kind", "metadata", "status":
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
