@@ -308,6 +308,14 @@ func TestExperimentChecksEveryPipeline(t *testing.T) {
 			t.Errorf("check of %s against the derived policy: %v\n%s", comp, err, rep.String())
 		}
 	}
+	// The get-started App's templated YAML Composition against the policy
+	// derived from its patch-and-transform one.
+	app := filepath.Join("..", "..", "..", "examples", "app")
+	var rep bytes.Buffer
+	if err := CheckFiles(CheckOptions{Compositions: []string{filepath.Join(app, "cases", "5-create-go-templating", "composition.yaml")}, Policies: []string{filepath.Join(app, "policies.yaml")},
+		XRD: filepath.Join(app, "xrd.yaml"), Render: ro}, nil, &rep); err != nil {
+		t.Errorf("check of the App's templated YAML Composition: %v\n%s", err, rep.String())
+	}
 	// Without Functions a Composition that only go-templating composes
 	// cannot be checked: check says what it needs rather than report
 	// every rule unused.
