@@ -279,3 +279,51 @@ func NeedsRender(c *xpv1.Composition, m *Model) error {
 	}
 	return errors.Errorf("Composition %s: steps %v are not patch-and-transform and compose everything it composes; read them by rendering the Composition: pass --functions (and --xrd)", c.GetName(), other)
 }
+
+// Beside keeps a structural reading of a Composition's
+// patch-and-transform steps beside its render experiment: an edge the
+// experiment did not see (a patch from the XR's status or metadata, a
+// resource rendered only for values the baseline does not have, a patch
+// its one baseline could not perturb) is still in the model. Where both
+// saw an edge the experiment's reading wins, for it saw what the edge
+// does; a template only the structural reading has is kept, so its kind
+// is bounded too. The notes of both are kept, but for the structural
+// reading's notes on the steps of c it could not read: the experiment ran
+// them.
+func Beside(c *xpv1.Composition, experiment, structural *Model) *Model {
+	out := &Model{Name: experiment.Name, XR: experiment.XR, Templates: slices.Clone(experiment.Templates), Flows: slices.Clone(experiment.Flows)}
+	byName := map[string]*Template{}
+	for _, t := range out.Templates {
+		byName[t.Name] = t
+	}
+	for _, t := range structural.Templates {
+		if _, ok := byName[t.Name]; !ok {
+			byName[t.Name] = t
+			out.Templates = append(out.Templates, t)
+		}
+	}
+	seen := func(f Flow) bool {
+		return slices.ContainsFunc(out.Flows, func(g Flow) bool {
+			// The experiment sees a list of scalars change whole (listOf).
+			return g.Template.Name == f.Template.Name && listOf(g.To) == listOf(f.To) && slices.Equal(g.From, f.From)
+		})
+	}
+	for _, f := range structural.Flows {
+		f.Template = byName[f.Template.Name]
+		if !seen(f) {
+			out.Flows = append(out.Flows, f)
+		}
+	}
+	unread := map[string]bool{}
+	for _, st := range c.Spec.Pipeline {
+		unread[unreadNote(st)] = true
+	}
+	out.Notes = slices.Clone(experiment.Notes)
+	for _, n := range structural.Notes {
+		if !unread[n] {
+			out.Notes = append(out.Notes, n)
+		}
+	}
+	out.Notes = unique(out.Notes)
+	return out
+}

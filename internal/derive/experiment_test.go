@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -290,5 +291,47 @@ func TestOtherSteps(t *testing.T) {
 				t.Errorf("OtherSteps (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestBeside: the structural reading of a Composition's
+// patch-and-transform steps adds what its render experiment did not see,
+// never an edge twice, and drops its notes on the steps the experiment
+// ran.
+func TestBeside(t *testing.T) {
+	c := &xpv1.Composition{}
+	c.SetName("xnets")
+	c.Spec.Pipeline = []xpv1.PipelineStep{{Step: "templates", FunctionRef: xpv1.FunctionReference{Name: "function-go-templating"}}}
+	vpcE := &Template{Step: "render", Name: "vpc", GVK: xnetGVK}
+	vpcS := &Template{Step: "pt", Name: "vpc", GVK: xnetGVK}
+	subnetS := &Template{Step: "pt", Name: "subnet", GVK: xnetGVK}
+	experiment := &Model{Name: "xnets", Templates: []*Template{vpcE},
+		Flows: []Flow{{Template: vpcE, Type: flowExperiment, From: []string{"spec.cidrs"}, To: "spec.forProvider.cidrs"}},
+		Notes: []string{"derived by experiment"}}
+	structural := &Model{Name: "xnets", Templates: []*Template{vpcS, subnetS},
+		Flows: []Flow{
+			{Template: vpcS, Type: "FromCompositeFieldPath", From: []string{"spec.cidrs"}, To: "spec.forProvider.cidrs[0]"},
+			{Template: vpcS, Type: "FromCompositeFieldPath", From: []string{"spec.region"}, To: "spec.forProvider.region"},
+			{Template: subnetS, Type: "FromCompositeFieldPath", From: []string{"spec.zone"}, To: "spec.forProvider.zone"},
+		},
+		Notes: []string{unreadNote(c.Spec.Pipeline[0]), "status.vpcId → subnet: no rule"}}
+	m := Beside(c, experiment, structural)
+	var got []string
+	for _, f := range m.Flows {
+		got = append(got, fmt.Sprintf("%s %s %s %v → %s", f.Template.Step, f.Template.Name, f.Type, f.From, f.To))
+	}
+	want := []string{
+		"render vpc Experiment [spec.cidrs] → spec.forProvider.cidrs",
+		"render vpc FromCompositeFieldPath [spec.region] → spec.forProvider.region",
+		"pt subnet FromCompositeFieldPath [spec.zone] → spec.forProvider.zone",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("flows (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"derived by experiment", "status.vpcId → subnet: no rule"}, m.Notes); diff != "" {
+		t.Errorf("notes (-want +got):\n%s", diff)
+	}
+	if len(m.Templates) != 2 || m.Templates[1] != subnetS {
+		t.Errorf("templates = %v, want the experiment's vpc and the structural subnet", m.Templates)
 	}
 }

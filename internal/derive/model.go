@@ -152,10 +152,15 @@ func Read(c *xpv1.Composition) (*Model, error) {
 		case group == kausalityGroup:
 			// Kausality's own step composes nothing.
 		default:
-			m.Notes = append(m.Notes, fmt.Sprintf("step %s (function %s) is not patch-and-transform: it is not read, so what it changes in composed resources is in no rule; derive by experiment (--functions) renders it", st.Step, st.FunctionRef.Name))
+			m.Notes = append(m.Notes, unreadNote(st))
 		}
 	}
 	return m, nil
+}
+
+// unreadNote is Read's note on a step it does not read.
+func unreadNote(st xpv1.PipelineStep) string {
+	return fmt.Sprintf("step %s (function %s) is not patch-and-transform: it is not read, so what it changes in composed resources is in no rule; derive by experiment (--functions) renders it", st.Step, st.FunctionRef.Name)
 }
 
 func (m *Model) readStep(step string, in *ptInput) error {

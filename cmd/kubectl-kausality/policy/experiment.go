@@ -175,9 +175,10 @@ func renderXR(ctx context.Context, o RenderOptions, dir, name string, comp *unst
 	return composed, nil
 }
 
-// modelOf reads c structurally, or by experiment: when o.Experiment says
-// so, or when a step is not patch-and-transform and o.Render names the
-// Functions to render it with. Without Functions such a step is noted in
+// modelOf reads c structurally, or by experiment (with the structural
+// reading of its patch-and-transform steps beside it, derive.Beside): when
+// o.Experiment says so, or when a step is not patch-and-transform and
+// o.Render names the Functions to render it with. Without Functions such a step is noted in
 // the policy, not rendered: rendering needs the functions running, which
 // only the user can arrange. A Composition that only such steps compose is
 // an error then (derive.NeedsRender).
@@ -197,5 +198,13 @@ func modelOf(ctx context.Context, o DeriveOptions, c *xpv1.Composition, schemaOf
 	if err != nil {
 		return nil, err
 	}
-	return experiment(ctx, o.Render, c, schemaOf(gvk))
+	e, err := experiment(ctx, o.Render, c, schemaOf(gvk))
+	if err != nil {
+		return nil, err
+	}
+	structural, err := derive.Read(c)
+	if err != nil {
+		return nil, err
+	}
+	return derive.Beside(c, e, structural), nil
 }
