@@ -286,3 +286,27 @@ func TestProgressOf(t *testing.T) {
 		t.Errorf("ProgressOf() with a negative approved generation = %+v, want no approval record", got)
 	}
 }
+
+func TestHopSizeErrors(t *testing.T) {
+	big := strings.Repeat("x", MaxHopValue+1)
+	quarter := strings.Repeat("y", MaxHopValues/4)
+	cases := map[string]struct {
+		hop  Hop
+		want map[string]string
+	}{
+		"WithinBounds": {hop: Hop{Labels: map[string]string{"ticket": "T-9"}, Attestations: map[string]string{"metadata.annotations[jira]": "INFRA-1"}}},
+		"LabelTooLarge": {hop: Hop{Labels: map[string]string{"ticket": big}},
+			want: map[string]string{"metadata.annotations[kausality.io/trace-ticket]": "1025 bytes, more than the 1024 a trace label or attestation may hold: every allowance of the chain copies it"}},
+		"AttestationTooLarge": {hop: Hop{Attestations: map[string]string{"spec.note": big}},
+			want: map[string]string{"spec.note": "1025 bytes, more than the 1024 a trace label or attestation may hold: every allowance of the chain copies it"}},
+		"TogetherTooLarge": {hop: Hop{Labels: map[string]string{"a": quarter[:MaxHopValue], "b": quarter[:MaxHopValue], "c": quarter[:MaxHopValue]}, Attestations: map[string]string{"d": quarter[:MaxHopValue]}},
+			want: map[string]string{"metadata.annotations[kausality.io/trace-*]": "the trace labels and attestations hold 4100 bytes together, more than 4096: every allowance of the chain copies them"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.hop.SizeErrors()); diff != "" {
+				t.Errorf("SizeErrors(): -want, +got:\n%s", diff)
+			}
+		})
+	}
+}

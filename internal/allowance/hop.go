@@ -1,6 +1,7 @@
 package allowance
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -168,6 +169,50 @@ func (t Trace) Validate() error {
 // Timestamp formats t the way hops store it.
 func Timestamp(t time.Time) string {
 	return t.UTC().Truncate(time.Second).Format(time.RFC3339)
+}
+
+// Bounds on what an object puts into its own hop. Every allowance a
+// change earns copies the hop, on the composite and on each composed
+// resource, so an unbounded trace label or captured value would push a
+// later write past the API server's 256 KiB annotation limit and refuse a
+// permitted change.
+const (
+	// MaxHopValue is the most bytes one trace label or attestation may
+	// hold.
+	MaxHopValue = 1024
+	// MaxHopValues is the most bytes all of a hop's trace labels and
+	// attestations, keys and values, may hold together.
+	MaxHopValues = 4096
+)
+
+// SizeErrors says which of the hop's trace labels and attestations are
+// past MaxHopValue, and whether they are past MaxHopValues together, each
+// as the field of obj it came from: the annotation of a label, the path of
+// an attestation. Nil when the hop is within bounds.
+func (h Hop) SizeErrors() map[string]string {
+	out := map[string]string{}
+	total := 0
+	for _, m := range []struct {
+		values map[string]string
+		field  func(string) string
+	}{
+		{h.Labels, func(k string) string { return "metadata.annotations[" + v1alpha1.AnnotationTraceLabelPrefix + k + "]" }},
+		{h.Attestations, func(k string) string { return k }},
+	} {
+		for k, v := range m.values {
+			total += len(k) + len(v)
+			if len(v) > MaxHopValue {
+				out[m.field(k)] = fmt.Sprintf("%d bytes, more than the %d a trace label or attestation may hold: every allowance of the chain copies it", len(v), MaxHopValue)
+			}
+		}
+	}
+	if len(out) == 0 && total > MaxHopValues {
+		out["metadata.annotations["+v1alpha1.AnnotationTraceLabelPrefix+"*]"] = fmt.Sprintf("the trace labels and attestations hold %d bytes together, more than %d: every allowance of the chain copies them", total, MaxHopValues)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // TraceLabels returns the kausality.io/trace-<label> annotations as hop

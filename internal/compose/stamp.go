@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -322,6 +323,14 @@ func (r *run) mrHop(dm childMeta, gen int64, ch change) allowance.Hop {
 		h.Field = ch.held[0].Path
 	}
 	h.Labels = allowance.TraceLabels(dm.ann)
+	if errs := h.SizeErrors(); errs != nil {
+		// A pipeline step set them: the resource's hop goes without its
+		// labels rather than carry them into every later write.
+		for _, f := range slices.Sorted(maps.Keys(errs)) {
+			r.problem(errors.Errorf("composed resource %s: %s: %s; its trace labels are left out", dm.resName, f, errs[f]))
+		}
+		h.Labels = nil
+	}
 	return h
 }
 

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -198,7 +199,21 @@ func (s Set) begin(req Request) (Decision, map[string]any, vars, int64, error) {
 	}
 	d.Hop = allowance.HopOf(&u, gen).By(req.User.Username, req.Now)
 	d.Hop.Labels = allowance.TraceLabels(u.GetAnnotations())
+	d.Violations = append(d.Violations, sizeViolations(d.Hop)...)
 	return d, object, v, gen, nil
+}
+
+// sizeViolations are the trace labels and attestations of h past the
+// bounds of allowance.MaxHopValue and MaxHopValues, in field order: a
+// write that carries them is refused rather than copied into every
+// allowance of its chain.
+func sizeViolations(h allowance.Hop) []Violation {
+	errs := h.SizeErrors()
+	out := make([]Violation, 0, len(errs))
+	for _, f := range slices.Sorted(maps.Keys(errs)) {
+		out = append(out, Violation{Field: f, Reason: errs[f]})
+	}
+	return out
 }
 
 // outcome is what the rules said of each changed field: permitted, or
@@ -230,14 +245,30 @@ func (s Set) applyRules(req Request, d *Decision, object map[string]any, v vars,
 				o.deny(hit, by, reason)
 				continue
 			}
+			captured := capture(r.capture, object)
+			if vs := sizeViolations(allowance.Hop{Attestations: captured}); len(vs) > 0 {
+				d.Violations = appendViolations(d.Violations, vs)
+				o.deny(hit, by, fmt.Sprintf("the rule captures %s, which is too large to copy into the change's allowances", vs[0].Field))
+				continue
+			}
 			o.permit(hit, by)
 			hop := d.Hop
 			hop.Field = hit[0]
-			hop.Attestations = capture(r.capture, object)
+			hop.Attestations = captured
 			d.Allowances = appendUnique(d.Allowances, allowancesFor(r, hop, gen, req.Parent)...)
 		}
 	}
 	return o
+}
+
+// appendViolations adds the violations of vs that vios does not hold yet.
+func appendViolations(vios, vs []Violation) []Violation {
+	for _, v := range vs {
+		if !slices.Contains(vios, v) {
+			vios = append(vios, v)
+		}
+	}
+	return vios
 }
 
 // deny records that the rule by denies the fields hit, unless an earlier
