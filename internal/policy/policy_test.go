@@ -797,7 +797,7 @@ func TestEvaluate(t *testing.T) {
 		"AttestationTooLarge": {
 			reason: "A captured value past the bound refuses the change it would be attached to, and earns nothing.",
 			old:    xr(t, "small", "{jira: INFRA-1}"), new: xr(t, "large", "{jira: "+strings.Repeat("J", allowance.MaxHopValue+1)+"}"), user: alice,
-			wantHop:        allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: "alice@example.com", Timestamp: "2026-11-22T12:00:00Z"},
+			wantHop: allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: "alice@example.com", Timestamp: "2026-11-22T12:00:00Z"},
 			wantViolations: []Violation{
 				{Field: "metadata.annotations[jira]", Reason: "1025 bytes, more than the 1024 a trace label or attestation may hold: every allowance of the chain copies it"},
 				{Field: "spec.size", Policy: "xdatabase-policy", Reason: "the rule captures metadata.annotations[jira], which is too large to copy into the change's allowances"},
