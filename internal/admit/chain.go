@@ -37,7 +37,7 @@ type Chain struct {
 // Refuse decides whether Crossplane may stamp these allowances: allowed
 // when every new one continues a chain: an unconsumed allowance of the
 // controlling composite that grants at least as much, a Create while the
-// resource is being created, or an UpgradeAllowance naming the resource's
+// composite is being created, or an UpgradeAllowance naming the resource's
 // composition revision. Each must also fit the resource's next generation
 // and carry a timestamp that is not in the future, or it would never be
 // consumed or expire, and name as what its gate ships only fields its
@@ -150,7 +150,7 @@ func (c Chain) composite(i int) (*chainTo, string, error) {
 
 // refuseChained says why the i-th allowance a, whose trace ends at parent,
 // does not continue an allowance of the composite to: a Create while the
-// resource is being created, or fields inserted while the composite is,
+// composite is being created, or fields inserted while it is,
 // need none; anything else must chain to one that grants at least as much
 // and lets through what a ships.
 func (c Chain) refuseChained(i int, a allowance.Allowance, parent allowance.Trace, to *chainTo) string {
@@ -159,8 +159,12 @@ func (c Chain) refuseChained(i int, a allowance.Allowance, parent allowance.Trac
 	switch {
 	case last.Kind != xr.GetKind() || last.Name != xr.GetName():
 		return fmt.Sprintf("allowance %d on %s: its trace names %s %s as parent, not the controlling %s", i, Describe(obj), last.Kind, last.Name, Describe(xr))
-	case c.Old == nil && slices.Equal(a.Verbs, []string{v1alpha1.VerbCreate}):
-		return "" // creation, bounded by the composite's initializing phase
+	case c.Old == nil && slices.Equal(a.Verbs, []string{v1alpha1.VerbCreate}) && !policy.Created(xr.Object):
+		// Creation while the composite is created, bounded by its
+		// initializing phase. Once it has been created, a new resource is a
+		// change: its Create must chain like any other, or a step after
+		// Kausality could forge one.
+		return ""
 	case c.Old != nil && !policy.Created(xr.Object) && completes(a, c.Child, c.Old):
 		return "" // completing the resource while the composite is created
 	case !slices.ContainsFunc(to.allowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) }):

@@ -2,6 +2,7 @@ package admit
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -61,6 +62,11 @@ func TestChainRefuse(t *testing.T) {
 	}
 	created := xr.DeepCopy()
 	created.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": v1alpha1.ConditionCreated, "status": "True"}}}
+	// addsABucket is created and holds an allowance to create a Bucket in
+	// the cloud, as a rule that adds a resource issues it.
+	addsABucket := created.DeepCopy()
+	addsABucket.SetAnnotations(map[string]string{v1alpha1.AnnotationAllowances: allowance.Format(append(slices.Clone(xrAllowances),
+		allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 4, allowance.Trace{claimHop, xrHop})))})
 
 	cases := map[string]struct {
 		reason    string
@@ -117,7 +123,11 @@ func TestChainRefuse(t *testing.T) {
 			})}, want: "ships spec.forProvider.region"},
 		"UpgradeNamesRevision": {reason: "An UpgradeAllowance naming the revision roots a chain of its own.", old: stored, as: []allowance.Allowance{upgraded}, upgrades: true},
 		"UpgradeOtherRevision": {reason: "One not naming the revision covers nothing.", old: stored, as: []allowance.Allowance{upgraded}, want: "does not name the logic change recorded on it: composition revision"},
-		"CreationWhileCreated": {reason: "A Create while the resource is created is bounded by the composite's initializing phase.", as: []allowance.Allowance{creation}, composite: xr},
+		"CreationWhileCreated": {reason: "A Create while the composite is created is bounded by the composite's initializing phase.", as: []allowance.Allowance{creation}, composite: xr},
+		"CreationAfterCreated": {reason: "Once the composite has been created, a new resource's Create must chain: a step after Kausality cannot forge one.", as: []allowance.Allowance{creation}, composite: created,
+			want: "does not chain"},
+		"ChainedCreationAfterCreated": {reason: "A Create the composite's own allowance grants (a rule adding a resource) chains.", composite: addsABucket,
+			as: []allowance.Allowance{allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 1, allowance.Trace{claimHop, xrHop, mrHop(1, ts)})}},
 		"CreateOnAnUpdate": {reason: "A Create on an existing resource must chain like any other.", old: stored, composite: xr,
 			as: []allowance.Allowance{allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbCreate, 6, allowance.Trace{xrHop, mrHop(6, ts)})}, want: "does not chain"},
 		"CompletionWhileCreated": {reason: "While the composite is created, its creation may insert a field the resource lacks.", old: stored, composite: xr,
