@@ -81,6 +81,9 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
 		if parent != nil {
+			if parent, err = guarded(ctx, h.Policies, h.Cache, parent); err != nil {
+				return admission.Errored(http.StatusInternalServerError, err)
+			}
 			r.Parent, parentNote, err = admit.ParentFor(parent, old, obj, requestChild(req))
 			if err != nil {
 				return deny(ctx, metrics.ReasonParentUncovered, err.Error())
@@ -123,6 +126,25 @@ func policiesFor(ctx context.Context, r client.Reader, cache *policy.Cache, obj 
 		broken = append(broken, err.Error())
 	}
 	return set, broken, nil
+}
+
+// guarded is parent as a chain may trust it: as it is when some
+// AllowancePolicy is for its kind, so admission wrote its allowances;
+// else without them, since no webhook guards the annotation on a kind no
+// policy names and anyone who may edit the object could have written it.
+func guarded(ctx context.Context, r client.Reader, cache *policy.Cache, parent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	set, broken, err := policiesFor(ctx, r, cache, parent)
+	if err != nil || len(set.Names()) > 0 || len(broken) > 0 {
+		return parent, err
+	}
+	if _, ok := parent.GetAnnotations()[v1alpha1.AnnotationAllowances]; !ok {
+		return parent, nil
+	}
+	out := parent.DeepCopy()
+	ann := out.GetAnnotations()
+	delete(ann, v1alpha1.AnnotationAllowances)
+	out.SetAnnotations(ann)
+	return out, nil
 }
 
 // listPolicies lists every AllowancePolicy. They are only read: it skips

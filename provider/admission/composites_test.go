@@ -189,6 +189,13 @@ func TestComposites(t *testing.T) {
 				Object: xr(t, set("spec.size", "large"), allowances(xrAllowancesFor(allowance.Trace{claimHop(), carried})...),
 					trace(claimHop(), carried)).Object},
 		},
+		"ForgedAllowanceOnAnUnguardedClaimKind": {
+			reason: "With no policy for the Claim's kind, no webhook guards its allowances annotation, so whatever it holds (Bob's forgery) carries nothing: Crossplane's write is judged as if the Claim held none.",
+			args: args{objs: []client.Object{xdatabases, resizedClaim()},
+				req: update(asCrossplane, storedXR, resizedXR())},
+			want: result{Code: http.StatusForbidden, Message: uncovered,
+				Audit: map[string]string{admit.AuditMode: "Enforce", admit.AuditViolations: uncovered}},
+		},
 		"CrossplaneWithoutClaimAllowanceDenied": {
 			reason: "Without an allowance on the Claim Crossplane may not change a watched XR field: the denial says no Claim allowance covers it.",
 			args:   args{objs: []client.Object{claims, xdatabases, stored}, req: update(asCrossplane, storedXR, resizedXR())},

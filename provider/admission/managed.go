@@ -91,7 +91,13 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	if req.UserInfo.Username == h.Trusted.Crossplane {
 		c := admit.Chain{Old: old, Obj: obj, Child: requestChild(req), Now: h.Now(),
-			Composite: func() (*unstructured.Unstructured, error) { return parents.Composite(ctx, h.Reader, obj) },
+			Composite: func() (*unstructured.Unstructured, error) {
+				xr, err := parents.Composite(ctx, h.Reader, obj)
+				if err != nil || xr == nil {
+					return xr, err
+				}
+				return guarded(ctx, h.Policies, h.Cache, xr)
+			},
 			Upgrades:  func(name string) (bool, error) { return h.upgrade(ctx, name, old, obj) }}
 		if v, err := c.Refuse(as); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +28,10 @@ import (
 func TestManaged(t *testing.T) {
 	type args struct {
 		// objs are what the API server holds: the composite, its Claim,
-		// policies and UpgradeAllowances.
+		// policies and UpgradeAllowances (without policies, the scenario
+		// suite's for XDatabases and their Claims, unless bare).
 		objs []client.Object
+		bare bool
 		req  admission.Request
 	}
 	var (
@@ -174,6 +177,12 @@ spec:
 				req: update(asCrossplane, bucket(t), carry(closed))},
 			want:     result{Allowed: true, Object: carry(openedU).Object},
 			approved: approvalAt(carry(closed), 6),
+		},
+		"ChainToAnUnguardedCompositeKind": {
+			reason: "With no policy for the composite's kind, no webhook guards its allowances annotation: an allowance chaining to one is refused.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()}, bare: true,
+				req: update(asCrossplane, bucket(t), carry(closed))},
+			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data does not chain to an unconsumed allowance of XDatabase orders-x1"},
 		},
 		// The Namespace's Log mode let a region change into the Bucket at
 		// generation 5 (approved: generation 4, region eu): Alice's resize
@@ -466,7 +475,7 @@ spec:
 		},
 		"NotGated": {
 			reason: "A managed resource without the gated label passes untouched, whatever the write.",
-			args: args{objs: []client.Object{parentXR(), parentClaim()},
+			args: args{objs: []client.Object{parentXR(), parentClaim()}, bare: true,
 				req: update(asBob, bucket(t, unlabel(v1alpha1.LabelGated)), bucket(t, unlabel(v1alpha1.LabelGated), set("spec.forProvider.size", "huge"), policies("*")))},
 			want: result{Allowed: true, Object: bucket(t, unlabel(v1alpha1.LabelGated), set("spec.forProvider.size", "huge"), policies("*")).Object},
 		},
@@ -626,7 +635,11 @@ spec:
 	}
 	for n, tc := range cases {
 		t.Run(n, func(t *testing.T) {
-			k := kube(t, tc.args.objs...)
+			objs := tc.args.objs
+			if !tc.args.bare {
+				objs = withComposites(t, objs)
+			}
+			k := kube(t, objs...)
 			h := &Managed{Reader: k, Policies: k, Cache: kpolicy.NewCache(), Trusted: trusted, Now: now}
 			got := admitted(t, tc.args.req, h.Handle(context.Background(), tc.args.req))
 			// The approval is asserted where a case names one.
@@ -685,4 +698,19 @@ func TestManagedReadsParentsWhenAFreezeMatters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withComposites is objs with the scenario suite's policies for the
+// composite kinds of the objs' parents, unless objs names its own: the
+// chain trusts a composite's allowances only when a policy is for its
+// kind, as admission wrote them then.
+func withComposites(t *testing.T, objs []client.Object) []client.Object {
+	t.Helper()
+	out := slices.Clone(objs)
+	for _, o := range objs {
+		if _, ok := o.(*v1alpha1.AllowancePolicy); ok {
+			return out
+		}
+	}
+	return append(out, allowancePolicy(t, xdatabasesPolicy), allowancePolicy(t, claimsPolicy))
 }
