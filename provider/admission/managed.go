@@ -98,7 +98,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 				}
 				return guarded(ctx, h.Policies, h.Cache, xr)
 			},
-			Upgrades:  func(name string) (bool, error) { return h.upgrade(ctx, name, old, obj) }}
+			Upgrades: func(name string) (bool, error) { return h.upgrade(ctx, name, old, obj) }}
 		if v, err := c.Refuse(as); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		} else if !v.Allowed() {
