@@ -67,9 +67,8 @@ type loaded struct {
 	frozen     string                // who froze the XR or its Namespace, empty if not frozen
 	ns         map[string]any        // the Namespace whose mode and freeze apply, nil when unknown
 
-	// creating: the XR is past its first reconcile (Steady) but its
-	// creation is not over (policy.Created), so what the pipeline adds
-	// belongs to its creation.
+	// creating: the XR's creation is not over (policy.Created), so what
+	// the pipeline adds belongs to its creation.
 	creating bool
 }
 
@@ -139,7 +138,10 @@ func (r *run) loadPolicies(req *fnv1.RunFunctionRequest) {
 		r.problem(errors.Wrapf(err, errFmtTellLifecyclePhase, ref(r.xr.Object)))
 		r.phase = policy.PhaseSteady
 	}
-	r.creating = r.phase == policy.PhaseSteady && !policy.Created(r.xr.Object)
+	// The policy's initializing phase (before Crossplane first reports the
+	// XR reconciled) is part of the creation too: a value wired in that
+	// early completes a resource as it does later, gate included.
+	r.creating = r.phase != policy.PhaseDeleting && !policy.Created(r.xr.Object)
 	mode, err := set.Mode(r.ns)
 	if err != nil {
 		r.problem(errors.Wrapf(err, errFmtReadMode, ref(r.xr.Object)))

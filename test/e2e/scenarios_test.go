@@ -170,9 +170,12 @@ func TestS3ChangeWithoutJira(t *testing.T) {
 	if err := controlplane.Update(as(t, "admin"), ns, logMode(ns)); err != nil {
 		t.Fatal(err)
 	}
-	if err := controlplane.Update(alice(t), c, withoutJira(nil)); err != nil {
-		t.Fatalf("Log mode denied the change: %v", err)
-	}
+	// The provider reads Namespaces from its watch cache: the switch takes
+	// effect a moment after the administrator's write.
+	fixture.Eventually(t, settleTimeout, "Log mode to let the change in", func() (bool, string) {
+		err := controlplane.Update(alice(t), c, withoutJira(nil))
+		return err == nil, fmt.Sprintf("Log mode denied the change: %v", err)
+	})
 	fixture.Eventually(t, settleTimeout, "the data bucket to take the size in Kubernetes", func() (bool, string) {
 		b := buckets(t, key)["data"]
 		size, _, _ := unstructured.NestedInt64(b.Object, "spec", "forProvider", "size")

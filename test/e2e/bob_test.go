@@ -1,0 +1,326 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/recorder"
+)
+
+var (
+	bobSeed   = flag.Uint64("bob.seed", 0, "the seed of TestRandomizedBob (0: one from the clock, printed)")
+	bobRounds = flag.Int("bob.rounds", 30, "how many rounds TestRandomizedBob plays (make soak-bob plays more)")
+)
+
+// bobGame is one game of TestRandomizedBob: Bob's random writes within his
+// RBAC to Alice's XStore, its Buckets and a production XStore's, Alice's
+// permitted changes in between, and what the oracle allows the cloud to
+// see.
+type bobGame struct {
+	t        *testing.T
+	rng      *rand.Rand
+	bob      client.Client
+	shop     client.ObjectKey
+	buckets  map[string]*unstructured.Unstructured // shop's and prod's, by "shop/data" etc.
+	victims  []string                              // external names of the production buckets
+	composed map[string]bool                       // external names Crossplane composed: their Create is caused
+	// sizes are the data bucket sizes Alice's changes caused, in order.
+	sizes   []int64
+	updates int // how many of Alice's changes reach the data bucket
+	log     []string
+}
+
+// TestRandomizedBob: Bob, with the RBAC a real install gives him, makes
+// random writes (metadata, labels, annotations, spec fields, status,
+// creations, deletions, pauses) to Alice's XStore, its Buckets and a
+// production XStore's Buckets in their namespace, interleaved with Alice's
+// permitted resizes and Crossplane's reconciles. After every round an
+// oracle checks every cloud call made so far against a cause: a creation
+// Crossplane composed, an Update of the data bucket to a size Alice set.
+// A violation fails with the seed and the rounds up to it (the shortest
+// prefix that shows it); -bob.seed replays a game, -bob.rounds lengthens
+// it (make soak-bob).
+func TestRandomizedBob(t *testing.T) {
+	t.Parallel()
+	seed := *bobSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("TestRandomizedBob seed %d (replay: go test ./test/e2e -run TestRandomizedBob -bob.seed %d -bob.rounds %d)", seed, seed, *bobRounds)
+	ctx := context.Background()
+	comp := storeComposition(t)
+	prod := createdStore(t, comp, "v2-random-bob", "prod")
+	shop := createdStore(t, comp, "v2-random-bob", "shop")
+	g := &bobGame{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bob: as(t, controlplane.Bob), shop: shop,
+		buckets: map[string]*unstructured.Unstructured{}, composed: map[string]bool{}, sizes: []int64{1}}
+	for xr, key := range map[string]client.ObjectKey{"shop": shop, "prod": prod} {
+		for res, b := range storeBuckets(t, key) {
+			g.buckets[xr+"/"+res] = b
+			g.composed[b.GetName()] = true
+			if xr == "prod" {
+				g.victims = append(g.victims, b.GetName())
+			}
+		}
+	}
+	slices.Sort(g.victims)
+	size := "small"
+	for round := 1; round <= *bobRounds; round++ {
+		if g.rng.IntN(4) == 0 {
+			size = map[string]string{"small": "large", "large": "small"}[size]
+			g.alice(ctx, size)
+		}
+		g.play(ctx)
+		time.Sleep(time.Duration(200+g.rng.IntN(600)) * time.Millisecond)
+		if v := g.violation(); v != "" {
+			t.Fatalf("seed %d, round %d: %s\nthe rounds up to it:\n%s", seed, round, v, strings.Join(g.log, "\n"))
+		}
+	}
+	// Bob's last pause lifted, the game settles: Alice's last size has
+	// reached the cloud, and nothing uncaused did meanwhile.
+	g.unpause(ctx)
+	want := map[string]int64{"small": 1, "large": 2}[size]
+	deadline := time.Now().Add(settleTimeout)
+	for {
+		s, _ := cp.Cloud.Get(g.buckets["shop/data"].GetName())
+		if v := g.violation(); v != "" {
+			t.Fatalf("seed %d, settling: %s\nthe rounds:\n%s", seed, v, strings.Join(g.log, "\n"))
+		}
+		if s.Size == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("seed %d: the data bucket's cloud size is %d, want Alice's last size %d — %s\nthe rounds:\n%s", seed, s.Size, want, cp.DescribeStore(ctx, shop), strings.Join(g.log, "\n"))
+		}
+		time.Sleep(controlplane.Poll)
+	}
+	t.Logf("seed %d: %d rounds, %d of Bob's writes admitted, Alice changed the size %d times", seed, *bobRounds, g.admitted(), len(g.sizes)-1)
+}
+
+// alice resizes the shop XStore, a change her policy permits.
+func (g *bobGame) alice(ctx context.Context, size string) {
+	x := store(g.shop.Namespace, g.shop.Name, "", nil)
+	err := controlplane.Update(alice(g.t), x, func() { _ = unstructured.SetNestedField(x.Object, size, "spec", "size") })
+	g.log = append(g.log, fmt.Sprintf("alice resizes shop to %s: %v", size, errText(err)))
+	if err == nil {
+		g.sizes = append(g.sizes, map[string]int64{"small": 1, "large": 2}[size])
+		g.updates++
+	}
+}
+
+// unpause lifts a pause Bob left on the shop XStore (as Alice would).
+func (g *bobGame) unpause(ctx context.Context) {
+	x := store(g.shop.Namespace, g.shop.Name, "", nil)
+	_ = controlplane.Update(alice(g.t), x, func() {
+		ann := x.GetAnnotations()
+		delete(ann, "crossplane.io/paused")
+		x.SetAnnotations(ann)
+	})
+}
+
+// bobMoves are what Bob may try, each on a target drawn at random.
+var bobMoves = []string{"resize", "tier", "annotate", "label", "bucket-spec", "manage-all", "provider-config", "status", "create", "delete", "unpause"}
+
+// play makes one of Bob's moves and logs it with what the API server said.
+func (g *bobGame) play(ctx context.Context) {
+	move := bobMoves[g.rng.IntN(len(bobMoves))]
+	var what string
+	var err error
+	switch move {
+	case "resize", "tier":
+		x := store(g.shop.Namespace, g.shop.Name, "", nil)
+		field, value := "size", []string{"small", "large"}[g.rng.IntN(2)]
+		if move == "tier" {
+			field, value = "tier", []string{"standard", "gold", "archive"}[g.rng.IntN(3)]
+		}
+		what = fmt.Sprintf("sets XStore shop spec.%s=%s", field, value)
+		err = controlplane.Update(g.bob, x, func() { _ = unstructured.SetNestedField(x.Object, value, "spec", field) })
+	case "annotate", "label":
+		key, value := g.metadata(move)
+		o, name := g.target()
+		what = fmt.Sprintf("sets %s %s[%s]=%q", name, move, key, value)
+		err = controlplane.Update(g.bob, o, func() {
+			if move == "label" {
+				l := o.GetLabels()
+				if l == nil {
+					l = map[string]string{}
+				}
+				l[key] = value
+				o.SetLabels(l)
+				return
+			}
+			a := o.GetAnnotations()
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[key] = value
+			o.SetAnnotations(a)
+		})
+	case "unpause":
+		o, name := g.target()
+		what = fmt.Sprintf("removes crossplane.io/paused from %s", name)
+		err = controlplane.Update(g.bob, o, func() {
+			a := o.GetAnnotations()
+			delete(a, "crossplane.io/paused")
+			o.SetAnnotations(a)
+		})
+	case "bucket-spec", "manage-all", "provider-config":
+		name := g.bucketName()
+		b := g.buckets[name].DeepCopy()
+		what = fmt.Sprintf("%s on Bucket %s", move, name)
+		err = controlplane.Update(g.bob, b, func() {
+			switch move {
+			case "bucket-spec":
+				_ = unstructured.SetNestedField(b.Object, int64(1+g.rng.IntN(9)), "spec", "forProvider", "size")
+			case "manage-all":
+				_ = unstructured.SetNestedStringSlice(b.Object, []string{"*"}, "spec", "managementPolicies")
+			default:
+				_ = unstructured.SetNestedMap(b.Object, map[string]any{"kind": "ProviderConfig", "name": "bobs"}, "spec", "providerConfigRef")
+			}
+		})
+	case "status":
+		o, name := g.target()
+		what = fmt.Sprintf("clears the conditions of %s through /status", name)
+		err = controlplane.UpdateStatus(g.bob, o, func() { unstructured.RemoveNestedField(o.Object, "status", "conditions") })
+	case "create":
+		b := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"forProvider": map[string]any{"size": int64(9), "region": "eu"}}}}
+		b.SetGroupVersionKind(controlplane.MBucketGVK)
+		b.SetNamespace(g.shop.Namespace)
+		b.SetName(fmt.Sprintf("bob-%d", g.rng.IntN(1_000_000)))
+		ann := map[string]string{"crossplane.io/external-name": g.victims[g.rng.IntN(len(g.victims))]}
+		if g.rng.IntN(2) == 0 {
+			ann["crossplane.io/composition-resource-name"] = []string{"data", "logs"}[g.rng.IntN(2)]
+		}
+		b.SetAnnotations(ann)
+		if g.rng.IntN(2) == 0 {
+			x, _ := cp.Object(ctx, controlplane.StoreGVK, g.shop)
+			if x != nil {
+				b.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(x, controlplane.StoreGVK)})
+			}
+		}
+		what = fmt.Sprintf("creates Bucket %s with %v, controlled: %t", b.GetName(), ann, len(b.GetOwnerReferences()) > 0)
+		err = g.bob.Create(ctx, b)
+	case "delete":
+		name := g.bucketName()
+		what = fmt.Sprintf("deletes Bucket %s", name)
+		err = g.bob.Delete(ctx, g.buckets[name].DeepCopy())
+	}
+	g.log = append(g.log, fmt.Sprintf("bob %s: %s", what, errText(err)))
+}
+
+// target is a random one of the shop XStore and the Buckets, as Bob would
+// read it now.
+func (g *bobGame) target() (*unstructured.Unstructured, string) {
+	if g.rng.IntN(3) == 0 {
+		x, _ := cp.Object(context.Background(), controlplane.StoreGVK, g.shop)
+		if x == nil {
+			x = store(g.shop.Namespace, g.shop.Name, "", nil)
+		}
+		return x, "XStore shop"
+	}
+	name := g.bucketName()
+	b := &unstructured.Unstructured{}
+	b.SetGroupVersionKind(controlplane.MBucketGVK)
+	_ = cp.AdminClient().Get(context.Background(), client.ObjectKeyFromObject(g.buckets[name]), b)
+	if b.GetName() == "" {
+		b = g.buckets[name].DeepCopy()
+	}
+	return b, "Bucket " + name
+}
+
+func (g *bobGame) bucketName() string {
+	names := []string{"shop/data", "shop/logs", "prod/data", "prod/logs"}
+	return names[g.rng.IntN(len(names))]
+}
+
+// metadata is a key and value Bob writes: one Crossplane or Kausality acts
+// on, or one nobody reads.
+func (g *bobGame) metadata(kind string) (string, string) {
+	if kind == "label" {
+		keys := []string{"crossplane.io/composite", "crossplane.io/claim-name", "kausality.io/gated", "team"}
+		return keys[g.rng.IntN(len(keys))], []string{"prod", "", "true", "false"}[g.rng.IntN(4)]
+	}
+	victim := g.victims[g.rng.IntN(len(g.victims))]
+	pairs := [][2]string{
+		{"crossplane.io/paused", "true"},
+		{"crossplane.io/external-name", victim},
+		{"crossplane.io/composition-resource-name", []string{"data", "logs"}[g.rng.IntN(2)]},
+		{"kausality.io/allowances", `[{"relation":"External","target":{"external":{"apiGroup":"recorder.m.kausality.io","kind":"Bucket"}},"verbs":["*"],"generation":99}]`},
+		{"kausality.io/trace-ticket", "BOB-1"},
+		{"kausality.io/freeze", "bob"},
+		{"kausality.io/allow-delete", "true"},
+		{"example.org/note", "hello"},
+	}
+	p := pairs[g.rng.IntN(len(pairs))]
+	return p[0], p[1]
+}
+
+// violation is the first cloud call so far that no cause covers, or "".
+func (g *bobGame) violation() string {
+	creates := map[string]int{}
+	updates := 0
+	data := g.buckets["shop/data"].GetName()
+	for _, c := range cp.Cloud.Calls() {
+		if c.Kind != "" || !g.ours(c.Name) {
+			continue
+		}
+		switch c.Verb {
+		case recorder.VerbCreate:
+			creates[c.Name]++
+			if !g.composed[c.Name] || creates[c.Name] > 1 {
+				return fmt.Sprintf("cloud Create of bucket %s (size %d), which Crossplane did not compose or created already", c.Name, c.Size)
+			}
+		case recorder.VerbUpdate:
+			updates++
+			if c.Name != data || !slices.Contains(g.sizes, c.Size) {
+				return fmt.Sprintf("cloud Update of bucket %s to size %d: Alice set only the data bucket's sizes %v", c.Name, c.Size, g.sizes)
+			}
+			if updates > g.updates {
+				return fmt.Sprintf("cloud Update %d of the data bucket, after only %d changes of Alice's", updates, g.updates)
+			}
+		case recorder.VerbDelete:
+			return fmt.Sprintf("cloud Delete of bucket %s", c.Name)
+		}
+	}
+	return ""
+}
+
+// ours reports whether a bucket name belongs to this game: the composed
+// buckets and whatever Bob's creations point at.
+func (g *bobGame) ours(name string) bool {
+	if g.composed[name] || strings.HasPrefix(name, "bob-") {
+		return true
+	}
+	return false
+}
+
+func (g *bobGame) admitted() int {
+	n := 0
+	for _, l := range g.log {
+		if strings.HasPrefix(l, "bob ") && strings.HasSuffix(l, ": admitted") {
+			n++
+		}
+	}
+	return n
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "admitted"
+	}
+	s := err.Error()
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}
