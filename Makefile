@@ -45,7 +45,7 @@ export KUBEBUILDER_ASSETS := $(BIN)
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all tools generate check-generate build release test lint unit render golden demo examples e2e fuzz bench bench-scale clean xpkg
+.PHONY: all tools generate check-generate build release test lint unit render golden demo examples e2e soak-bob fuzz bench bench-scale clean xpkg
 
 all: build
 
@@ -192,6 +192,11 @@ examples: tools
 ## e2e: the accident scenarios S1-S8 on real Crossplane core (also part of make test).
 e2e: tools xpkg
 	$(GO) test -count=1 -timeout 30m ./test/e2e/
+
+BOB_ROUNDS ?= 300
+## soak-bob: the randomized Bob of the scenario suite for BOB_ROUNDS rounds (make test plays 30), with a new seed each run (BOB_SEED replays one).
+soak-bob: tools xpkg
+	$(GO) test -count=1 -timeout 60m ./test/e2e/ -run '^TestRandomizedBob$$' -v -bob.rounds $(BOB_ROUNDS) $(if $(BOB_SEED),-bob.seed $(BOB_SEED))
 
 FUZZTIME ?= 20s
 ## fuzz: run every fuzz target for FUZZTIME each.
