@@ -71,7 +71,7 @@ func TestCreationPhase(t *testing.T) {
 		"WiredDuringCreation": {reason: "A field wired in from another resource's status completes the resource during creation; its gate ships that field only.",
 			xr: xrWithConditions(t, notReady), observed: observed, desired: wired, wantLetOn: true, wantShips: "spec.forProvider.dbSubnetGroupName"},
 		"WiredWhileInitializing": {reason: "Wired in before Crossplane first reports the XR reconciled (the policy's initializing phase), a field completes the resource as it does later in the creation: its gate ships that field, so the spec does not hold a value the cloud never gets.",
-			xr: obj(t, "apiVersion: example.com/v1alpha1\nkind: XDatabase\nmetadata: {name: db, uid: 0d0b0e0f-0000-4000-8000-000000000001, generation: 1}\nspec: {size: small}\n"),
+			xr:       obj(t, "apiVersion: example.com/v1alpha1\nkind: XDatabase\nmetadata: {name: db, uid: 0d0b0e0f-0000-4000-8000-000000000001, generation: 1}\nspec: {size: small}\n"),
 			observed: observed, desired: wired, wantLetOn: true, wantShips: "spec.forProvider.dbSubnetGroupName"},
 		"WiredAfterCreation": {reason: "After creation, a wired value is a change like any other.",
 			xr: xrWithConditions(t, createdOnce, notReady), observed: observed, desired: wired, wantWarning: "withheld Insert spec.forProvider.dbSubnetGroupName", wantCreated: true},
