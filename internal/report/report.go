@@ -57,6 +57,10 @@ type Object struct {
 	// propagation control holds back, and why.
 	Withheld string `json:"withheld,omitempty"`
 	Held     string `json:"held,omitempty"`
+	// Unrestricted is a composite's KausalityRestricted condition when
+	// False: the managed resources it composes that no policy names, whose
+	// changes reach the cloud without a cause.
+	Unrestricted string `json:"unrestricted,omitempty"`
 	// Creating is true for a composite Kausality still counts as being
 	// created (no KausalityCreated condition yet).
 	Creating bool `json:"creating,omitempty"`
@@ -116,6 +120,9 @@ func Of(u *unstructured.Unstructured, role Role) Object {
 	if c := condition(u, v1alpha1.ConditionPropagated); c.Status == "False" {
 		o.Held = c.Message
 	}
+	if c := condition(u, v1alpha1.ConditionRestricted); c.Status == "False" {
+		o.Unrestricted = c.Message
+	}
 	o.Creating = role == RoleComposite && condition(u, v1alpha1.ConditionCreated).Status != "True"
 	return o
 }
@@ -148,6 +155,9 @@ func (o Object) Summary() string {
 	}
 	if o.Held != "" {
 		parts = append(parts, "held: "+o.Held)
+	}
+	if o.Unrestricted != "" {
+		parts = append(parts, "unrestricted: "+o.Unrestricted)
 	}
 	if len(o.Pending) > 0 {
 		parts = append(parts, "pending "+strings.Join(o.Pending, ", "))

@@ -148,6 +148,12 @@ func TestOf(t *testing.T) {
 				map[string]any{"type": v1alpha1.ConditionPropagated, "status": "False", "message": "2 of 6 pools hold the change"}),
 			role: RoleComposite, summary: "held: 2 of 6 pools hold the change",
 		},
+		"CompositeUnrestricted": {
+			reason: "A created composite that composes a managed resource no policy names says so: its changes reach the cloud without a cause.",
+			obj: xnetwork(map[string]any{"type": v1alpha1.ConditionCreated, "status": "True"},
+				map[string]any{"type": v1alpha1.ConditionRestricted, "status": "False", "message": "gateway (InternetGateway ec2.aws.m.upbound.io) is a managed resource of a kind no AllowancePolicy names"}),
+			role: RoleComposite, summary: "unrestricted: gateway (InternetGateway ec2.aws.m.upbound.io) is a managed resource of a kind no AllowancePolicy names",
+		},
 		"CompositeQuiet": {
 			reason: "Nothing withheld or held on a created composite.",
 			obj:    xnetwork(map[string]any{"type": v1alpha1.ConditionCreated, "status": "True"}, map[string]any{"type": v1alpha1.ConditionAllowed, "status": "True"}),
