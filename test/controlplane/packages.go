@@ -18,6 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
 // A pkg is one package the control plane installs.
@@ -45,12 +47,12 @@ var packages = []pkg{
 
 // Names of the installed packages.
 const (
-	FunctionKausality      = "function-kausality"
-	FunctionPatchTransform = "function-patch-and-transform"
-	FunctionAutoReady      = "function-auto-ready"
-	FunctionCelFilter      = "function-cel-filter"
-	FunctionGoTemplating   = "function-go-templating"
-	FunctionSequencer      = "function-sequencer"
+	FunctionKausality      = render.FunctionKausality
+	FunctionPatchTransform = render.FunctionPatchTransform
+	FunctionAutoReady      = render.FunctionAutoReady
+	FunctionCelFilter      = render.FunctionCelFilter
+	FunctionGoTemplating   = render.FunctionGoTemplating
+	FunctionSequencer      = render.FunctionSequencer
 	ProviderKausality      = "provider-kausality"
 	ProviderRecorder       = "provider-recorder"
 )

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,37 +28,18 @@ var accessKeysDir = filepath.Join("..", "..", "examples", "access-keys")
 
 var accessKeyGVK = schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "UserAccessKey"}
 
+// accessKeyKinds are the managed kinds the UserAccessKey composes.
+var accessKeyKinds = []schema.GroupVersionKind{
+	{Group: "iam.aws.m.upbound.io", Version: "v1beta1", Kind: "User"},
+	{Group: "iam.aws.m.upbound.io", Version: "v1beta1", Kind: "AccessKey"},
+}
+
 // installAccessKeys installs the UserAccessKey's XRD and the policy
 // `policy derive` wrote for it, and waits until the provider resolved the
 // policy's targets as managed kinds and its webhooks cover the XR.
 func installAccessKeys(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	if err := cp.ApplyFile(ctx, filepath.Join(accessKeysDir, "xrd.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.Established(ctx, 90*time.Second, "useraccesskeys.example.org"); err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.ApplyFile(ctx, filepath.Join(accessKeysDir, "policies.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	if err := controlplane.WaitForRules(ctx, cp.AdminClient(), "useraccesskeys", "users", "accesskeys"); err != nil {
-		t.Fatal(err)
-	}
-	fixture.Eventually(t, settleTimeout, "the UserAccessKey policy's targets to resolve", func() (bool, string) {
-		p := &v1alpha1.AllowancePolicy{}
-		if err := cp.AdminClient().Get(ctx, client.ObjectKey{Name: "useraccesskeys"}, p); err != nil {
-			return false, err.Error()
-		}
-		k := policy.KindsOf([]v1alpha1.AllowancePolicy{*p})
-		for _, c := range []policy.Child{k.ChildOf("iam.aws.m.upbound.io/v1beta1", "User"), k.ChildOf("iam.aws.m.upbound.io/v1beta1", "AccessKey")} {
-			if c.Guessed || c.Class != policy.ClassManaged {
-				return false, fmt.Sprintf("%s: %+v", c.Kind, c)
-			}
-		}
-		return true, ""
-	})
+	installExample(t, accessKeysDir, "useraccesskeys.example.org", "useraccesskeys", []string{"useraccesskeys", "users", "accesskeys"}, policy.ClassManaged, accessKeyKinds...)
 }
 
 // TestV2ConnectionDetails: the UserAccessKey of Crossplane v2's
@@ -109,7 +89,7 @@ func TestV2ConnectionDetails(t *testing.T) {
 
 			var mrs map[string]*unstructured.Unstructured
 			fixture.Eventually(t, settleTimeout, "the User, both AccessKeys and the connection Secret", func() (bool, string) {
-				mrs = accessKeyResources(t, key)
+				mrs = composedOf(t, key, accessKeyKinds...)
 				s := &corev1.Secret{}
 				err := cp.AdminClient().Get(ctx, client.ObjectKey{Namespace: ns, Name: secretName}, s)
 				var keys []string
@@ -120,7 +100,7 @@ func TestV2ConnectionDetails(t *testing.T) {
 				}
 				sort.Strings(keys)
 				want := []string{"password-0", "password-1", "user-0", "user-1"}
-				return len(mrs) == 3 && err == nil && slices.Equal(keys, want), fmt.Sprintf("composed %v; Secret %s: %v, keys %v, want %v — %s", slices.Sorted(maps.Keys(mrs)), secretName, err, keys, want, describeAccessKey(ctx, key))
+				return len(mrs) == 3 && err == nil && slices.Equal(keys, want), fmt.Sprintf("composed %v; Secret %s: %v, keys %v, want %v — %s", slices.Sorted(maps.Keys(mrs)), secretName, err, keys, want, describeXR(ctx, accessKeyGVK, key))
 			})
 			for res, mr := range mrs {
 				if got := cp.Cloud.CountObject(recorder.VerbCreate, mr.GetKind(), mr.GetName()); got != 1 {
@@ -136,35 +116,8 @@ func TestV2ConnectionDetails(t *testing.T) {
 					return false, fmt.Sprint(err)
 				}
 				return policy.Ready(o.Object) && policy.ConditionTrue(o.Object, v1alpha1.ConditionCreated) &&
-					policy.ConditionTrue(o.Object, v1alpha1.ConditionRestricted) && policy.ConditionTrue(o.Object, v1alpha1.ConditionAllowed), describeAccessKey(ctx, key)
+					policy.ConditionTrue(o.Object, v1alpha1.ConditionRestricted) && policy.ConditionTrue(o.Object, v1alpha1.ConditionAllowed), describeXR(ctx, accessKeyGVK, key)
 			})
 		})
 	}
-}
-
-// accessKeyResources are the managed resources composed for the XR, by
-// composition resource name.
-func accessKeyResources(t *testing.T, key client.ObjectKey) map[string]*unstructured.Unstructured {
-	t.Helper()
-	out := map[string]*unstructured.Unstructured{}
-	for _, kind := range []string{"User", "AccessKey"} {
-		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(schema.GroupVersionKind{Group: "iam.aws.m.upbound.io", Version: "v1beta1", Kind: kind + "List"})
-		if err := cp.AdminClient().List(context.Background(), l, client.InNamespace(key.Namespace), client.MatchingLabels{"crossplane.io/composite": key.Name}); err != nil {
-			t.Fatal(err)
-		}
-		for i := range l.Items {
-			out[l.Items[i].GetAnnotations()["crossplane.io/composition-resource-name"]] = &l.Items[i]
-		}
-	}
-	return out
-}
-
-func describeAccessKey(ctx context.Context, key client.ObjectKey) string {
-	x, err := cp.Object(ctx, accessKeyGVK, key)
-	if err != nil || x == nil {
-		return fmt.Sprintf("UserAccessKey %s: %v", key, err)
-	}
-	cs, _, _ := unstructured.NestedSlice(x.Object, "status", "conditions")
-	return fmt.Sprintf("UserAccessKey %s conditions %v", key, cs)
 }

@@ -37,32 +37,8 @@ var appGVK = schema.GroupVersionKind{Group: "example.crossplane.io", Version: "v
 // its webhooks cover Apps.
 func installApp(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	if err := cp.ApplyFile(ctx, filepath.Join(appDir, "xrd.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.Established(ctx, 90*time.Second, "apps.example.crossplane.io"); err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.ApplyFile(ctx, filepath.Join(appDir, "policies.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	if err := controlplane.WaitForRules(ctx, cp.AdminClient(), "apps"); err != nil {
-		t.Fatal(err)
-	}
-	fixture.Eventually(t, settleTimeout, "the App policy's targets to resolve", func() (bool, string) {
-		p := &v1alpha1.AllowancePolicy{}
-		if err := cp.AdminClient().Get(ctx, client.ObjectKey{Name: "apps"}, p); err != nil {
-			return false, err.Error()
-		}
-		k := policy.KindsOf([]v1alpha1.AllowancePolicy{*p})
-		for _, c := range []policy.Child{k.ChildOf("apps/v1", "Deployment"), k.ChildOf("v1", "Service")} {
-			if c.Guessed || c.Class != policy.ClassUnmanaged {
-				return false, fmt.Sprintf("%s: %+v", c.Kind, c)
-			}
-		}
-		return true, ""
-	})
+	installExample(t, appDir, "apps.example.crossplane.io", "apps", []string{"apps"}, policy.ClassUnmanaged,
+		schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, schema.GroupVersionKind{Version: "v1", Kind: "Service"})
 }
 
 // appDeployment is the App's Deployment, nil until it exists.

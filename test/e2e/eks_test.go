@@ -40,32 +40,7 @@ var eksKinds = []schema.GroupVersionKind{
 
 func installEKS(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	if err := cp.ApplyFile(ctx, filepath.Join(eksDir, "xrd.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.Established(ctx, 90*time.Second, "xeks.aws.platform.example.org"); err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.ApplyFile(ctx, filepath.Join(eksDir, "policies.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	if err := controlplane.WaitForRules(ctx, cp.AdminClient(), "xeks", "roles", "clusters", "addons", "accessentries", "nodegroups"); err != nil {
-		t.Fatal(err)
-	}
-	fixture.Eventually(t, settleTimeout, "the XEKS policy's targets to resolve", func() (bool, string) {
-		p := &v1alpha1.AllowancePolicy{}
-		if err := cp.AdminClient().Get(ctx, client.ObjectKey{Name: "xeks"}, p); err != nil {
-			return false, err.Error()
-		}
-		k := policy.KindsOf([]v1alpha1.AllowancePolicy{*p})
-		for _, gvk := range eksKinds {
-			if c := k.ChildOf(gvk.GroupVersion().String(), gvk.Kind); c.Guessed || c.Class != policy.ClassManaged {
-				return false, fmt.Sprintf("%s: %+v", gvk.Kind, c)
-			}
-		}
-		return true, ""
-	})
+	installExample(t, eksDir, "xeks.aws.platform.example.org", "xeks", []string{"xeks", "roles", "clusters", "addons", "accessentries", "nodegroups"}, policy.ClassManaged, eksKinds...)
 }
 
 // TestV2SequencedEKS: the EKS-like XR under Kausality on real core, with
@@ -100,13 +75,13 @@ func TestV2SequencedEKS(t *testing.T) {
 	want := []string{"accessEntry", "aws-ebs-csi-driver-addon", "controlplaneRole", "eks-pod-identity-agent-addon", "kubernetesCluster", "nodeGroupPublic", "nodegroupRole", "vpc-cni-addon"}
 	var mrs map[string]*unstructured.Unstructured
 	fixture.Eventually(t, settleTimeout, "every managed resource to be composed and the XR Ready and created", func() (bool, string) {
-		mrs = eksResources(t, key)
+		mrs = composedOf(t, key, eksKinds...)
 		o, err := cp.Object(ctx, eksGVK, key)
 		if err != nil || o == nil {
 			return false, fmt.Sprint(err)
 		}
 		done := slices.Equal(slices.Sorted(maps.Keys(mrs)), want) && policy.Ready(o.Object) && policy.ConditionTrue(o.Object, v1alpha1.ConditionCreated)
-		return done, fmt.Sprintf("composed %v — %s", slices.Sorted(maps.Keys(mrs)), describeEKS(ctx, key))
+		return done, fmt.Sprintf("composed %v — %s", slices.Sorted(maps.Keys(mrs)), describeXR(ctx, eksGVK, key))
 	})
 	created := map[string]int{}
 	for i, c := range cp.Cloud.Calls() {
@@ -139,7 +114,7 @@ func TestV2SequencedEKS(t *testing.T) {
 	}
 	o, _ := cp.Object(ctx, eksGVK, key)
 	if !policy.ConditionTrue(o.Object, v1alpha1.ConditionRestricted) || !policy.ConditionTrue(o.Object, v1alpha1.ConditionAllowed) {
-		t.Errorf("the XR does not say every kind is restricted and every change allowed: %s", describeEKS(ctx, key))
+		t.Errorf("the XR does not say every kind is restricted and every change allowed: %s", describeXR(ctx, eksGVK, key))
 	}
 	ng := mrs["nodeGroupPublic"].GetName()
 
@@ -152,7 +127,7 @@ func TestV2SequencedEKS(t *testing.T) {
 	fixture.Eventually(t, settleTimeout, "the instance type to reach the node group in the cloud", func() (bool, string) {
 		s, _ := cp.Cloud.GetObject("NodeGroup", ng)
 		types, _ := s["instanceTypes"].([]any)
-		return len(types) == 1 && types[0] == "t3.large", fmt.Sprintf("cloud node group %v — %s", s, describeEKS(ctx, key))
+		return len(types) == 1 && types[0] == "t3.large", fmt.Sprintf("cloud node group %v — %s", s, describeXR(ctx, eksGVK, key))
 	})
 	time.Sleep(2 * controlplane.Poll)
 	if n := cp.Cloud.CountObject(recorder.VerbUpdate, "NodeGroup", ng); n != 1 {
@@ -182,7 +157,7 @@ func TestV2SequencedEKS(t *testing.T) {
 		}
 		c := policy.Condition(o.Object, v1alpha1.ConditionAllowed)
 		m, _ := c["message"].(string)
-		return c["status"] == "False" && strings.Contains(m, "scalingConfig.maxSize") && strings.Contains(m, "UpgradeAllowance"), describeEKS(ctx, key)
+		return c["status"] == "False" && strings.Contains(m, "scalingConfig.maxSize") && strings.Contains(m, "UpgradeAllowance"), describeXR(ctx, eksGVK, key)
 	})
 	time.Sleep(2 * controlplane.Poll)
 	if n := cp.Cloud.CountObject(recorder.VerbUpdate, "NodeGroup", ng); n != 1 {
@@ -191,31 +166,4 @@ func TestV2SequencedEKS(t *testing.T) {
 	if s, _ := cp.Cloud.GetObject("NodeGroup", ng); fmt.Sprint(s["scalingConfig"]) != "map[maxSize:100 minSize:1]" {
 		t.Errorf("cloud node group scalingConfig = %v, want maxSize 100 kept", s["scalingConfig"])
 	}
-}
-
-// eksResources are the managed resources composed for the XR, by
-// composition resource name.
-func eksResources(t *testing.T, key client.ObjectKey) map[string]*unstructured.Unstructured {
-	t.Helper()
-	out := map[string]*unstructured.Unstructured{}
-	for _, gvk := range eksKinds {
-		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := cp.AdminClient().List(context.Background(), l, client.InNamespace(key.Namespace), client.MatchingLabels{"crossplane.io/composite": key.Name}); err != nil {
-			t.Fatal(err)
-		}
-		for i := range l.Items {
-			out[l.Items[i].GetAnnotations()["crossplane.io/composition-resource-name"]] = &l.Items[i]
-		}
-	}
-	return out
-}
-
-func describeEKS(ctx context.Context, key client.ObjectKey) string {
-	x, err := cp.Object(ctx, eksGVK, key)
-	if err != nil || x == nil {
-		return fmt.Sprintf("XEKS %s: %v", key, err)
-	}
-	cs, _, _ := unstructured.NestedSlice(x.Object, "status", "conditions")
-	return fmt.Sprintf("XEKS %s conditions %v", key, cs)
 }

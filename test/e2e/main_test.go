@@ -20,10 +20,12 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
@@ -277,5 +279,67 @@ func allowDelete(user client.Client, obj *unstructured.Unstructured) error {
 		}
 		ann[v1alpha1.AnnotationAllowDelete] = "true"
 		obj.SetAnnotations(ann)
+	})
+}
+
+// composedOf are the composed resources of the given kinds an XR
+// controls, by composition resource name.
+func composedOf(t *testing.T, key client.ObjectKey, gvks ...schema.GroupVersionKind) map[string]*unstructured.Unstructured {
+	t.Helper()
+	out := map[string]*unstructured.Unstructured{}
+	for _, gvk := range gvks {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := cp.AdminClient().List(context.Background(), l, client.InNamespace(key.Namespace), client.MatchingLabels{"crossplane.io/composite": key.Name}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range l.Items {
+			out[l.Items[i].GetAnnotations()["crossplane.io/composition-resource-name"]] = &l.Items[i]
+		}
+	}
+	return out
+}
+
+// describeXR is an XR's conditions, for messages.
+func describeXR(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) string {
+	x, err := cp.Object(ctx, gvk, key)
+	if err != nil || x == nil {
+		return fmt.Sprintf("%s %s: %v", gvk.Kind, key, err)
+	}
+	cs, _, _ := unstructured.NestedSlice(x.Object, "status", "conditions")
+	return fmt.Sprintf("%s %s conditions %v", gvk.Kind, key, cs)
+}
+
+// installExample installs an example's XRD (whose CRD is crd) and
+// policies.yaml, as an administrator would, and waits until the
+// provider's webhooks cover resources and it has resolved the policy
+// named policyName's targets for kinds (apiVersion and kind) as class.
+func installExample(t *testing.T, dir, crd, policyName string, resources []string, class policy.Class, kinds ...schema.GroupVersionKind) {
+	t.Helper()
+	ctx := context.Background()
+	if err := cp.ApplyFile(ctx, filepath.Join(dir, "xrd.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Established(ctx, 90*time.Second, crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.ApplyFile(ctx, filepath.Join(dir, "policies.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := controlplane.WaitForRules(ctx, cp.AdminClient(), resources...); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, settleTimeout, fmt.Sprintf("policy %s's targets to resolve", policyName), func() (bool, string) {
+		p := &v1alpha1.AllowancePolicy{}
+		if err := cp.AdminClient().Get(ctx, client.ObjectKey{Name: policyName}, p); err != nil {
+			return false, err.Error()
+		}
+		k := policy.KindsOf([]v1alpha1.AllowancePolicy{*p})
+		for _, gvk := range kinds {
+			if c := k.ChildOf(gvk.GroupVersion().String(), gvk.Kind); c.Guessed || c.Class != class {
+				return false, fmt.Sprintf("%s: %+v", gvk.Kind, c)
+			}
+		}
+		return true, ""
 	})
 }
