@@ -42,6 +42,16 @@ type Managed struct {
 	Now  func() time.Time
 }
 
+// composite is obj's controlling composite as a chain may trust it
+// (guarded), nil when it has none.
+func (h *Managed) composite(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	xr, err := parents.Composite(ctx, h.Reader, obj)
+	if err != nil || xr == nil {
+		return xr, err
+	}
+	return guarded(ctx, h.Policies, h.Cache, xr)
+}
+
 // Handle implements admission.Handler.
 func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.Response {
 	old, obj, sent, done := write(h.Trusted, req, true)
@@ -91,14 +101,8 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	if req.UserInfo.Username == h.Trusted.Crossplane {
 		c := admit.Chain{Old: old, Obj: obj, Child: requestChild(req), Now: h.Now(),
-			Composite: func() (*unstructured.Unstructured, error) {
-				xr, err := parents.Composite(ctx, h.Reader, obj)
-				if err != nil || xr == nil {
-					return xr, err
-				}
-				return guarded(ctx, h.Policies, h.Cache, xr)
-			},
-			Upgrades: func(name string) (bool, error) { return h.upgrade(ctx, name, old, obj) }}
+			Composite: func() (*unstructured.Unstructured, error) { return h.composite(ctx, obj) },
+			Upgrades:  func(name string) (bool, error) { return h.upgrade(ctx, name, old, obj) }}
 		if v, err := c.Refuse(as); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		} else if !v.Allowed() {

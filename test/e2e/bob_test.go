@@ -80,7 +80,7 @@ func TestRandomizedBob(t *testing.T) {
 	for round := 1; round <= *bobRounds; round++ {
 		if g.rng.IntN(4) == 0 {
 			size = map[string]string{"small": "large", "large": "small"}[size]
-			g.alice(ctx, size)
+			g.alice(size)
 		}
 		g.play(ctx)
 		time.Sleep(time.Duration(200+g.rng.IntN(600)) * time.Millisecond)
@@ -93,7 +93,7 @@ func TestRandomizedBob(t *testing.T) {
 	// deleted her data bucket: that orphans the cloud bucket, and
 	// composing it again is a creation no cause covers, withheld until
 	// one does; then only the oracle is asked.
-	g.unpause(ctx)
+	g.unpause()
 	if g.deletedData {
 		time.Sleep(settleTimeout / 9)
 		if v := g.violation(); v != "" {
@@ -121,7 +121,7 @@ func TestRandomizedBob(t *testing.T) {
 }
 
 // alice resizes the shop XStore, a change her policy permits.
-func (g *bobGame) alice(ctx context.Context, size string) {
+func (g *bobGame) alice(size string) {
 	x := store(g.shop.Namespace, g.shop.Name, "", nil)
 	err := controlplane.Update(alice(g.t), x, func() { _ = unstructured.SetNestedField(x.Object, size, "spec", "size") })
 	g.log = append(g.log, fmt.Sprintf("alice resizes shop to %s: %v", size, errText(err)))
@@ -132,7 +132,7 @@ func (g *bobGame) alice(ctx context.Context, size string) {
 }
 
 // unpause lifts a pause Bob left on the shop XStore (as Alice would).
-func (g *bobGame) unpause(ctx context.Context) {
+func (g *bobGame) unpause() {
 	x := store(g.shop.Namespace, g.shop.Name, "", nil)
 	_ = controlplane.Update(alice(g.t), x, func() {
 		ann := x.GetAnnotations()
