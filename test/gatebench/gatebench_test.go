@@ -251,11 +251,13 @@ func (r *result) report(b *testing.B) {
 	b.Logf("%d gated Buckets, %s: %s", r.n, how, r)
 }
 
-// cleanup stops the provider and deletes the run's objects.
+// cleanup deletes the run's objects and the XDatabase policy, while the
+// provider still answers the deletion webhooks they are under, and then
+// stops the provider.
 func (r *result) cleanup(t testing.TB) {
 	t.Helper()
-	r.provider.Stop()
-	r.reference.Stop()
+	defer r.reference.Stop()
+	defer r.provider.Stop()
 	kube, err := as("")
 	if err != nil {
 		t.Fatal(err)
@@ -266,6 +268,13 @@ func (r *result) cleanup(t testing.TB) {
 		if err := kube.DeleteAllOf(context.Background(), u, client.MatchingLabels{labelRun: r.run}); err != nil {
 			t.Errorf("cannot delete the run's %ss: %v", kind.Kind, err)
 		}
+	}
+	p := &unstructured.Unstructured{}
+	p.SetAPIVersion(v1alpha1.SchemeGroupVersion.String())
+	p.SetKind(v1alpha1.AllowancePolicyKind)
+	p.SetName(policyXDatabases)
+	if err := kube.Delete(context.Background(), p); err != nil && !kerrors.IsNotFound(err) {
+		t.Errorf("cannot delete AllowancePolicy %s: %v", policyXDatabases, err)
 	}
 }
 
@@ -332,6 +341,13 @@ func measureRun(t testing.TB, n int, run string) *result {
 			fail("cannot create composite %s: %v", name, err)
 		}
 		xrs[i] = xr
+	}
+	// A chain trusts a composite's allowances only when a policy is for
+	// its kind (admission wrote them then): one for XDatabases, after the
+	// composites, so that composite admission leaves the allowances
+	// written above as they are.
+	if err := forXDatabases(ctx, kube); err != nil {
+		fail("%v", err)
 	}
 
 	names := make([]string, n)
@@ -700,4 +716,22 @@ func (w *watch) count(pred func(*state) bool) int {
 		}
 	}
 	return n
+}
+
+// policyXDatabases names the AllowancePolicy for the runs' composites.
+const policyXDatabases = "gatebench-xdatabases"
+
+// forXDatabases makes sure an AllowancePolicy is for XDatabases and the
+// provider's webhooks cover them.
+func forXDatabases(ctx context.Context, kube client.Client) error {
+	p := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"for": map[string]any{"apiGroup": "example.com", "apiVersion": "v1alpha1", "kind": "XDatabase"},
+	}}}
+	p.SetAPIVersion(v1alpha1.SchemeGroupVersion.String())
+	p.SetKind(v1alpha1.AllowancePolicyKind)
+	p.SetName(policyXDatabases)
+	if err := kube.Create(ctx, p); err != nil && !kerrors.IsAlreadyExists(err) {
+		return fmt.Errorf("cannot create AllowancePolicy %s: %w", p.GetName(), err)
+	}
+	return controlplane.WaitForRules(ctx, kube, "xdatabases")
 }
