@@ -246,8 +246,13 @@ func (s Set) applyRules(req Request, d *Decision, object map[string]any, v vars,
 				continue
 			}
 			captured := capture(r.capture, object)
-			if vs := sizeViolations(allowance.Hop{Attestations: captured}); len(vs) > 0 {
-				d.Violations = appendViolations(d.Violations, vs)
+			// Bounded with the object's trace labels, which the same hop
+			// carries; what begin reported of the labels alone is not this
+			// rule's doing.
+			withCaptured := d.Hop
+			withCaptured.Attestations = captured
+			if vs := slices.DeleteFunc(sizeViolations(withCaptured), func(v Violation) bool { return slices.Contains(d.Violations, v) }); len(vs) > 0 {
+				d.Violations = append(d.Violations, vs...)
 				o.deny(hit, by, fmt.Sprintf("the rule captures %s, which is too large to copy into the change's allowances", vs[0].Field))
 				continue
 			}
@@ -259,16 +264,6 @@ func (s Set) applyRules(req Request, d *Decision, object map[string]any, v vars,
 		}
 	}
 	return o
-}
-
-// appendViolations adds the violations of vs that vios does not hold yet.
-func appendViolations(vios, vs []Violation) []Violation {
-	for _, v := range vs {
-		if !slices.Contains(vios, v) {
-			vios = append(vios, v)
-		}
-	}
-	return vios
 }
 
 // deny records that the rule by denies the fields hit, unless an earlier

@@ -803,6 +803,18 @@ func TestEvaluate(t *testing.T) {
 				{Field: "spec.size", Policy: "xdatabase-policy", Reason: "the rule captures metadata.annotations[jira], which is too large to copy into the change's allowances"},
 			},
 		},
+		"CapturedWithLabelsTooLarge": {
+			reason: "Within its own bound, a captured value still counts with the object's trace labels: together past the bound, the change it would be attached to is refused.",
+			old:    xr(t, "small", "{jira: INFRA-1}"),
+			new: xr(t, "large", "{jira: "+strings.Repeat("J", 1024)+", kausality.io/trace-a: "+strings.Repeat("a", 1024)+", kausality.io/trace-b: "+strings.Repeat("b", 1024)+
+				", kausality.io/trace-c: "+strings.Repeat("c", 1024)+"}"), user: alice,
+			wantHop: allowance.Hop{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "db", Generation: 5, User: "alice@example.com", Timestamp: "2026-11-22T12:00:00Z",
+				Labels: map[string]string{"a": strings.Repeat("a", 1024), "b": strings.Repeat("b", 1024), "c": strings.Repeat("c", 1024)}},
+			wantViolations: []Violation{
+				{Field: "metadata.annotations[kausality.io/trace-*]", Reason: "the trace labels and attestations hold 4125 bytes together, more than 4096: every allowance of the chain copies them"},
+				{Field: "spec.size", Policy: "xdatabase-policy", Reason: "the rule captures metadata.annotations[kausality.io/trace-*], which is too large to copy into the change's allowances"},
+			},
+		},
 		"Create": {
 			reason: "Creation is bounded by the initializing phase, not by allowances.",
 			new:    xr(t, "small", "{}"), user: bob,
