@@ -49,7 +49,7 @@ func Inject(old, obj *unstructured.Unstructured, d policy.Decision, parentTrace 
 	if old != nil {
 		// The stored status decides what is consumed, never the status a
 		// client sends with its write; an allowance stays until the object
-		// has moved past its generation (see allowance.OnComposite).
+		// has observed a later generation (see allowance.OnComposite).
 		kept = allowance.OnComposite(have, old.Object)
 	}
 	kept = append(kept, d.Allowances...)

@@ -152,6 +152,55 @@ func TestObservedGeneration(t *testing.T) {
 	}
 }
 
+func TestOnComposite(t *testing.T) {
+	xr := func(gen, observed int64) map[string]any {
+		return map[string]any{
+			"metadata": map[string]any{"generation": gen},
+			"status": map[string]any{"conditions": []any{
+				map[string]any{"type": "Synced", "status": "True", "observedGeneration": observed},
+			}},
+		}
+	}
+	at5 := Allowance{Generation: 5, Verbs: []string{"Create"}}
+	cases := map[string]struct {
+		reason string
+		as     []Allowance
+		xr     map[string]any
+		want   int
+	}{
+		"NotYetObserved": {
+			reason: "The composite has not observed the allowance's generation.",
+			as:     []Allowance{at5}, xr: xr(5, 4), want: 1,
+		},
+		"ObservedWhileComposingEarlier": {
+			reason: "The write landed while Crossplane composed generation 4, so Synced reads 5 before anything composed from 5.",
+			as:     []Allowance{at5}, xr: xr(5, 5), want: 1,
+		},
+		"ResourceRefsRaisedGeneration": {
+			reason: "Composing from 5, Crossplane records its resource references first (generation 6) and creates the new resource after: the allowance must still be there for the Create to chain.",
+			as:     []Allowance{at5}, xr: xr(6, 5), want: 1,
+		},
+		"ObservedLater": {
+			reason: "A reconcile read back a later generation: the one that composed from 5 is done.",
+			as:     []Allowance{at5}, xr: xr(6, 6), want: 0,
+		},
+		"Consumed": {
+			as: []Allowance{{Generation: 5, Consumed: true}}, xr: xr(5, 4), want: 0,
+		},
+		"Unreconciled": {
+			reason: "No Synced condition: nothing says the composite moved past the allowance.",
+			as:     []Allowance{at5}, xr: map[string]any{"metadata": map[string]any{"generation": int64(9)}}, want: 1,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := OnComposite(tc.as, tc.xr); len(got) != tc.want {
+				t.Errorf("%s\nOnComposite() kept %d allowances; want %d", tc.reason, len(got), tc.want)
+			}
+		})
+	}
+}
+
 func TestTrace(t *testing.T) {
 	parent := Trace{{APIVersion: "v1", Kind: "Claim", Name: "c", Generation: 2, Field: "spec.size", User: "hans"}}
 	child := append(Trace{{APIVersion: "v1", Kind: "Claim", Name: "c", Generation: 2, Field: "spec.size", User: "hans", Timestamp: "2026-01-01T00:00:00Z"}},

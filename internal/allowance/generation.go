@@ -82,22 +82,23 @@ func ApprovedGeneration(carrier map[string]any) (int64, bool) {
 }
 
 // OnComposite are the allowances of a composite (XR) still to be
-// propagated: all but those marked consumed and those of an earlier
-// generation the composite has moved past and observed.
+// propagated: all but those marked consumed and those of a generation
+// the composite has observed a later one than.
 //
 // A composite's observed generation alone does not say its allowance was
 // propagated: Crossplane marks a composite Synced at the generation it
 // reads back after composing, which a write that landed while it composed
-// (the claim controller syncing a Claim's change) has already raised. So
-// an allowance stays until its composite has a later generation, and
-// whether it was used for a composed resource is read off that resource
-// (UncomposedFor).
+// (the claim controller syncing a Claim's change, a user's edit) has
+// already raised. The next reconcile, the one that composes from that
+// generation, first records its resource references on the composite,
+// which raises the generation again before it creates what it composed.
+// So an allowance stays until the composite has observed a later
+// generation, and whether it was used for a composed resource is read off
+// that resource (UncomposedFor).
 func OnComposite(as []Allowance, xr map[string]any) []Allowance {
 	og, ok := ObservedGeneration(xr)
-	md, _ := xr["metadata"].(map[string]any)
-	gen, _ := asInt(md["generation"])
 	return slices.DeleteFunc(slices.Clone(as), func(a Allowance) bool {
-		return a.Consumed || (ok && og >= a.Generation && gen > a.Generation)
+		return a.Consumed || (ok && og > a.Generation)
 	})
 }
 

@@ -232,11 +232,18 @@ func TestComposites(t *testing.T) {
 				Message: "cannot parse annotation kausality.io/allowances on DatabaseClaim team-a/orders: invalid JSON: unexpected EOF"},
 		},
 		"ConsumedAllowancesPruned": {
-			reason: "An allowance the stored object observed and has moved past (a later generation) is pruned on the next write.",
+			reason: "An allowance of a generation the stored object has observed a later one than is pruned on the next write.",
+			args: args{objs: []client.Object{claims}, req: update(asAlice, resizedClaim(generation(3), observed(3)),
+				resizedClaim(generation(3), observed(3), annotate("jira", "INFRA-24000")))},
+			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"},
+				Object: resizedClaim(generation(3), observed(3), annotate("jira", "INFRA-24000"), unannotate(v1alpha1.AnnotationAllowances)).Object},
+		},
+		"MovedPastButNotObservedKept": {
+			reason: "An allowance of a generation the stored object has moved past but not observed past is kept: Crossplane records a composite's resource references, raising its generation, before it creates what it composed from the allowance.",
 			args: args{objs: []client.Object{claims}, req: update(asAlice, resizedClaim(generation(3), observed(2)),
 				resizedClaim(generation(3), observed(2), annotate("jira", "INFRA-24000")))},
 			want: result{Allowed: true, Audit: map[string]string{admit.AuditMode: "Enforce"},
-				Object: resizedClaim(generation(3), observed(2), annotate("jira", "INFRA-24000"), unannotate(v1alpha1.AnnotationAllowances)).Object},
+				Object: resizedClaim(generation(3), observed(2), annotate("jira", "INFRA-24000")).Object},
 		},
 		"ObservedAtItsGenerationKept": {
 			reason: "An allowance of the stored object's current generation is kept although that generation is observed: Crossplane marks a composite observed at a generation a concurrent write raised before it composed it.",

@@ -229,10 +229,16 @@ spec:
 			approved:        approvalAt(bucket(t, set("spec.forProvider.region", "eu")), 4),
 		},
 		"ConsumedParentDenied": {
-			reason: "An allowance whose XR allowance the XR has observed and moved past does not chain: Crossplane's write is denied.",
-			args: args{objs: []client.Object{parentXR(generation(5), synced("True", 4)), parentClaim()},
+			reason: "An allowance whose XR allowance is of a generation the XR has observed a later one than does not chain: Crossplane's write is denied.",
+			args: args{objs: []client.Object{parentXR(generation(5), synced("True", 5)), parentClaim()},
 				req: update(asCrossplane, bucket(t), carry(openedU))},
 			want: result{Code: http.StatusForbidden, Message: "allowance 0 on Bucket orders-data does not chain to an unconsumed allowance of XDatabase orders-x1"},
+		},
+		"ResourceRefsRecordedChains": {
+			reason: "Composing from the XR's allowance, Crossplane records the XR's resource references (a later generation) before it writes the Bucket: the allowance still chains until the XR observes a later generation.",
+			args: args{objs: []client.Object{parentXR(generation(5), synced("True", 4)), parentClaim()},
+				req: update(asCrossplane, bucket(t), carry(openedU))},
+			want: result{Allowed: true, Object: carry(openedU).Object},
 		},
 		"ParentAllowanceComposedDenied": {
 			reason: "An XR allowance the function already composed this Bucket from (its composed generation) is used up for it: a second allowance from it does not chain.",
