@@ -40,6 +40,7 @@ func TestParse(t *testing.T) {
 		"Seed":          {reason: "The DESIGN example parses.", in: seedAllowance, want: want{as: seed}},
 		"YAMLNotJSON":   {reason: "The annotation is JSON.", in: "- relation: External", want: want{err: "invalid JSON"}},
 		"UnknownField":  {reason: "A typo must not silently drop a field.", in: `[{"relation":"External","target":{"external":{"kind":"X"}},"generation":1,"verb":["Update"]}]`, want: want{err: `unknown field "verb"`}},
+		"NewerRelease":  {reason: "A field a newer release adds may narrow the grant: refused, naming the upgrade order.", in: `[{"relation":"External","target":{"external":{"kind":"X"}},"generation":1,"verbs":["Update"],"notAfter":"2027-01-01T00:00:00Z"}]`, want: want{err: `unknown field "notAfter": written by a newer release of Kausality? Upgrade provider-kausality before function-kausality`}},
 		"BadRelation":   {reason: "Relations are a closed set.", in: `[{"relation":"Sibling","target":{"resource":"x"},"generation":1}]`, want: want{err: `allowance [0]: relation "Sibling"`}},
 		"NoTarget":      {reason: "ControllerChild needs a resource.", in: `[{"relation":"ControllerChild","target":{},"generation":1}]`, want: want{err: "needs target.resource"}},
 		"NoExternal":    {reason: "External needs target.external.", in: `[{"relation":"External","target":{},"generation":1}]`, want: want{err: "needs target.external"}},

@@ -81,6 +81,13 @@ func decodeStrict(s string, into any) error {
 	d := json.NewDecoder(strings.NewReader(s))
 	d.DisallowUnknownFields()
 	if err := d.Decode(into); err != nil {
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			// A field this build does not know may narrow what an
+			// allowance grants (as pending, values and held do), so
+			// ignoring it could widen the grant: refused, naming the
+			// likely cause.
+			return errors.Errorf("unknown field %s: written by a newer release of Kausality? Upgrade provider-kausality before function-kausality (docs/OPERATIONS.md, \"Upgrades\")", f)
+		}
 		return errors.Wrap(err, "invalid JSON")
 	}
 	if d.More() {

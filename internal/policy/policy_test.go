@@ -541,6 +541,16 @@ spec:
 	input := func(to string) logic.Change {
 		return logic.Change{Input: "EnvironmentConfig/team-a", From: "3", To: to}
 	}
+	// An invalid one (a path that does not parse) names the change: stored
+	// while the webhook that validates UpgradeAllowances was down, it must
+	// name nothing, or an allowance citing it would chain.
+	invalid := decode[v1alpha1.UpgradeAllowance](t, `metadata: {name: invalid}
+spec:
+  functions: [{name: function-patch-and-transform, version: v0.10.*}]
+  policies:
+  - target: {apiGroup: rds.aws.crossplane.io, resource: rdsinstances}
+    verbs: [Update]
+    mutations: [{jsonPath: "spec.forProvider[", verbs: [Mutate]}]`)
 	ic := mutation.Mutation{Path: "spec.forProvider.instanceClass", Verb: v1alpha1.MutationMutate}
 	cases := map[string]struct {
 		us   []v1alpha1.UpgradeAllowance
@@ -561,6 +571,7 @@ spec:
 		"InputOtherGeneration":   {us: []v1alpha1.UpgradeAllowance{*env, *anyEnv}, up: Upgrade{Changes: []logic.Change{input("5")}}, want: []string{"any-env"}},
 		"OtherInput":             {us: []v1alpha1.UpgradeAllowance{*env, *anyEnv}, up: Upgrade{Changes: []logic.Change{{Input: "EnvironmentConfig/team-b", From: "3", To: "4"}}}},
 		"InputIsNoFunction":      {us: []v1alpha1.UpgradeAllowance{*env}, up: Upgrade{Changes: []logic.Change{fn("v0.10.8")}}},
+		"InvalidNamesNothing":    {us: []v1alpha1.UpgradeAllowance{*invalid}, up: Upgrade{Changes: []logic.Change{fn("v0.10.8")}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

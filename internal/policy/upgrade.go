@@ -53,13 +53,20 @@ type Upgrade struct {
 // number; each new Function package in functions, by name and version
 // pattern; each input's new generation in inputs, by kind and name (and
 // generation, when given); a controller's new build by its service
-// account in serviceAccount. No change, no UpgradeAllowance.
+// account in serviceAccount. No change, no UpgradeAllowance; one that does
+// not compile names nothing.
 func UpgradesFor(us []v1alpha1.UpgradeAllowance, up Upgrade) []v1alpha1.UpgradeAllowance {
 	if len(up.Changes) == 0 {
 		return nil
 	}
 	var out []v1alpha1.UpgradeAllowance
 	for _, u := range us {
+		// One that does not compile names nothing: the webhook that
+		// validates UpgradeAllowances fails open while the provider is
+		// down, so an invalid one can be stored.
+		if _, err := compileUpgrade(&u); err != nil {
+			continue
+		}
 		if !slices.ContainsFunc(up.Changes, func(c logic.Change) bool { return !upgradeNames(&u, up.Revision, c) }) {
 			out = append(out, u)
 		}

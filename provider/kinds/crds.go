@@ -9,9 +9,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -45,10 +47,12 @@ func CRDMetadata() *metav1.PartialObjectMetadata {
 	return crd
 }
 
-// Setup watches CRDs (metadata only) with mgr.
+// Setup watches CRDs (metadata only) with mgr, on every replica: each
+// serves admission from the kinds it has discovered.
 func (c *CRDs) Setup(mgr ctrl.Manager) error {
 	return errors.Wrap(ctrl.NewControllerManagedBy(mgr).Named("managed-crds").
-		For(CRDMetadata(), builder.OnlyMetadata).Complete(c), "cannot watch CustomResourceDefinitions")
+		For(CRDMetadata(), builder.OnlyMetadata).
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).Complete(c), "cannot watch CustomResourceDefinitions")
 }
 
 // Reconcile runs discovery when the CRD is an established managed kind

@@ -91,6 +91,11 @@ func (w *Watcher) Kinds() []Kind {
 	return out
 }
 
+// NeedLeaderElection is false: every replica serves admission, which
+// decides from the kinds discovered. The controllers a Watcher adds are
+// the leader's alone; the manager holds them back until it is elected.
+func (w *Watcher) NeedLeaderElection() bool { return false }
+
 // Start discovers kinds until ctx ends. It implements manager.Runnable.
 func (w *Watcher) Start(ctx context.Context) error {
 	t := time.NewTicker(w.interval)

@@ -32,6 +32,9 @@ const (
 	ReasonCompiled   = "Compiled"
 	ReasonInvalid    = "InvalidPolicy"
 	ReasonUnresolved = "UnresolvedTarget"
+	// ReasonNotInForce: the policy compiled but the webhook configurations
+	// could not be written for it yet.
+	ReasonNotInForce = "NotInForce"
 )
 
 // unresolvedRetry is how soon a policy with a target the API server does
@@ -68,6 +71,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonUnresolved
 		c.Message = fmt.Sprintf("the API server serves no resource %s (no CustomResourceDefinition of that name); every kind of its apiGroup counts as restricted until it does", strings.Join(unresolved, ", "))
 	}
+	// Ready says the policy is in force: admission sees its kinds, so a
+	// platform team that waits for it knows from then on a change needs a
+	// cause.
+	synced := r.Webhooks.Sync(ctx)
+	if synced != nil && c.Status == metav1.ConditionTrue {
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonNotInForce
+		c.Message = "admission is not configured for it yet: " + synced.Error()
+	}
 	before := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
 	if before == nil || before.Status != c.Status || before.Message != c.Message || p.Status.ObservedGeneration != p.GetGeneration() ||
 		!equality.Semantic.DeepEqual(p.Status.Targets, targets) {
@@ -82,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(unresolved) > 0 {
 		res.RequeueAfter = unresolvedRetry
 	}
-	return res, r.Webhooks.Sync(ctx)
+	return res, synced
 }
 
 // resolve looks up every resource p's targets name; unresolved are those

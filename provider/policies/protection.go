@@ -37,7 +37,7 @@ func (w *Webhooks) syncDeletionPolicies(ctx context.Context, t target) error {
 		msg := policy.DeletionMessage("\x00", t.protectedBy[r])
 		_, suffix, _ := strings.Cut(msg, "\x00")
 		vap := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if err := w.apply(ctx, vap, "ValidatingAdmissionPolicy", func() {
+		if err := w.apply(ctx, vap, "ValidatingAdmissionPolicy", t.owners, func() {
 			vap.Spec = admissionregistrationv1.ValidatingAdmissionPolicySpec{
 				FailurePolicy: failClosed,
 				MatchConstraints: &admissionregistrationv1.MatchResources{
@@ -51,7 +51,7 @@ func (w *Webhooks) syncDeletionPolicies(ctx context.Context, t target) error {
 			return err
 		}
 		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if err := w.apply(ctx, b, "ValidatingAdmissionPolicyBinding", func() {
+		if err := w.apply(ctx, b, "ValidatingAdmissionPolicyBinding", t.owners, func() {
 			b.Spec = admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
 				PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 			}

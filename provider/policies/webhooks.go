@@ -62,7 +62,12 @@ type Webhooks struct {
 	// Until it is, the configurations are not rewritten: written from no
 	// managed kinds they would drop every managed webhook.
 	Discovered func() bool
-	Log        logging.Logger
+	// Writes reports whether this replica writes the configurations (nil:
+	// always). Of several replicas only the leader does, so two builds
+	// during a rolling upgrade do not take turns rewriting them; the others
+	// serve admission from what the leader wrote.
+	Writes func() bool
+	Log    logging.Logger
 
 	mu      sync.Mutex
 	synced  bool  // a Sync has written the configurations
@@ -75,11 +80,14 @@ var errNotSynced = errors.New(errWebhookConfigurationsHaveNotBeen)
 // Ready is a readiness check: ready once the webhook configurations are
 // written and the last attempt to keep them in line with the policies
 // succeeded. Without them admission checks nothing, so a provider that
-// cannot write them (missing RBAC, say) must not look healthy.
+// cannot write them (missing RBAC, say) must not look healthy. A replica
+// that does not write them (not the leader) is ready as far as they go.
 func (w *Webhooks) Ready(_ *http.Request) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
+	case w.Writes != nil && !w.Writes():
+		return nil
 	case w.lastErr != nil:
 		return errors.Wrap(w.lastErr, "cannot keep the webhook configurations in line with the AllowancePolicies")
 	case !w.synced:
@@ -96,11 +104,23 @@ type target struct {
 	// restricted are the managed kinds the policies that compile restrict:
 	// their ungated resources (created before) are gated on their next write.
 	restricted []schema.GroupVersionResource
+	// creating are the managed kinds whose creation admission sees: those
+	// the policies restrict, every one while a policy does not compile
+	// (it might restrict any).
+	creating []schema.GroupVersionResource
+	// owners are the package configuration's owners (the ProviderRevisions
+	// Crossplane installed it from), which every object the provider
+	// manages here shares: deleting the provider package deletes them all,
+	// so no webhook is left failing closed for a Service that is gone.
+	owners []metav1.OwnerReference
 }
 
 // Sync rewrites the dynamic webhook configurations and deletion protection
 // policies. It is safe to call concurrently.
 func (w *Webhooks) Sync(ctx context.Context) error {
+	if w.Writes != nil && !w.Writes() {
+		return nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	err := w.sync(ctx)
@@ -145,8 +165,15 @@ func (w *Webhooks) sync(ctx context.Context) error {
 		for _, k := range w.Managed() {
 			r := k.GVK.GroupVersion().WithResource(k.Resource)
 			t.managed = append(t.managed, r)
-			if w.Cache != nil && w.Cache.RestrictingCompiled(l.Items, policy.ChildFor(k.GVK, k.Resource)) {
+			if w.Cache == nil {
+				continue
+			}
+			child := policy.ChildFor(k.GVK, k.Resource)
+			if w.Cache.RestrictingCompiled(l.Items, child) {
 				t.restricted = append(t.restricted, r)
+			}
+			if restricting, _ := w.Cache.Restricting(l.Items, child); restricting {
+				t.creating = append(t.creating, r)
 			}
 		}
 	}
@@ -154,10 +181,11 @@ func (w *Webhooks) sync(ctx context.Context) error {
 	// the managed webhook, which knows Crossplane's writes from a user's.
 	t.composites = slices.DeleteFunc(t.composites, func(r schema.GroupVersionResource) bool { return slices.Contains(t.managed, r) })
 
-	cc, err := w.staticClientConfig(ctx)
+	cc, owners, err := w.static(ctx)
 	if err != nil {
 		return err
 	}
+	t.owners = owners
 	if err := w.syncMutating(ctx, cc, t); err != nil {
 		return err
 	}
@@ -173,24 +201,25 @@ func (w *Webhooks) sync(ctx context.Context) error {
 // chooses, so the provider finds it by this webhook.
 const StaticWebhookName = "policies.kausality.io"
 
-// staticClientConfig is the client config of the package's webhook, which
-// Crossplane points at the provider's service with its CA bundle: the
-// configuration named Static, or the one holding StaticWebhookName.
-func (w *Webhooks) staticClientConfig(ctx context.Context) (admissionregistrationv1.WebhookClientConfig, error) {
+// static is the client config of the package's webhook, which Crossplane
+// points at the provider's service with its CA bundle, and the owners of
+// its configuration (the configuration named Static, or the one holding
+// StaticWebhookName), as non-controlling references.
+func (w *Webhooks) static(ctx context.Context) (admissionregistrationv1.WebhookClientConfig, []metav1.OwnerReference, error) {
 	var none admissionregistrationv1.WebhookClientConfig
 	if w.Static != "" {
 		static := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		if err := w.Reader.Get(ctx, client.ObjectKey{Name: w.Static}, static); err != nil {
-			return none, errors.Wrapf(err, errFmtGetValidatingWebhookConfigurationFromPackage, w.Static)
+			return none, nil, errors.Wrapf(err, errFmtGetValidatingWebhookConfigurationFromPackage, w.Static)
 		}
 		if len(static.Webhooks) == 0 {
-			return none, errors.Errorf(errFmtValidatingWebhookConfigurationHasNoWebhooksCopy, w.Static)
+			return none, nil, errors.Errorf(errFmtValidatingWebhookConfigurationHasNoWebhooksCopy, w.Static)
 		}
-		return static.Webhooks[0].ClientConfig, nil
+		return static.Webhooks[0].ClientConfig, shared(static.GetOwnerReferences()), nil
 	}
 	l := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
 	if err := w.Reader.List(ctx, l); err != nil {
-		return none, errors.Wrap(err, errListValidatingWebhookConfigurations)
+		return none, nil, errors.Wrap(err, errListValidatingWebhookConfigurations)
 	}
 	for _, c := range l.Items {
 		if c.GetName() == DynamicName {
@@ -198,11 +227,26 @@ func (w *Webhooks) staticClientConfig(ctx context.Context) (admissionregistratio
 		}
 		for _, h := range c.Webhooks {
 			if h.Name == StaticWebhookName {
-				return h.ClientConfig, nil
+				return h.ClientConfig, shared(c.GetOwnerReferences()), nil
 			}
 		}
 	}
-	return none, errors.Errorf(errFmtNoValidatingWebhookConfigurationHasWebhook, StaticWebhookName)
+	return none, nil, errors.Errorf(errFmtNoValidatingWebhookConfigurationHasWebhook, StaticWebhookName)
+}
+
+// shared are refs as references of an object that shares the owners
+// without being controlled by them: the garbage collector deletes it once
+// they are all gone, and nothing waits for it (blocking an owner's deletion
+// would need the right to update the owner's finalizers).
+func shared(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	if len(refs) == 0 {
+		return nil
+	}
+	out := make([]metav1.OwnerReference, len(refs))
+	for i, r := range refs {
+		out[i] = metav1.OwnerReference{APIVersion: r.APIVersion, Kind: r.Kind, Name: r.Name, UID: r.UID}
+	}
+	return out
 }
 
 // clientConfig is the static webhook's client config with another path.
@@ -308,11 +352,15 @@ func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.
 	if len(t.managed) > 0 {
 		// Updates of gated resources only (the API server matches the
 		// selector against the old object too, so a write dropping the
-		// label is still seen), and every creation: a restricted kind is
-		// gated however it is created.
-		hooks = append(hooks,
-			mutating("managed.kausality.io", clientConfig(cc, PathManaged), rules(t.managed, admissionregistrationv1.Update), gatedSelector),
-			mutating("create.managed.kausality.io", clientConfig(cc, PathManaged), rules(t.managed, admissionregistrationv1.Create), nil))
+		// label is still seen).
+		hooks = append(hooks, mutating("managed.kausality.io", clientConfig(cc, PathManaged), rules(t.managed, admissionregistrationv1.Update), gatedSelector))
+	}
+	if len(t.creating) > 0 {
+		// Creation of the kinds the policies restrict, however it comes
+		// about: gated, with an origin trace, and what Crossplane stamps
+		// on it chained. Not every managed kind: while the provider is
+		// down, only these kinds cannot be created.
+		hooks = append(hooks, mutating("create.managed.kausality.io", clientConfig(cc, PathManaged), rules(t.creating, admissionregistrationv1.Create), nil))
 	}
 	if len(t.restricted) > 0 {
 		// Updates of ungated resources of the kinds the policies restrict:
@@ -326,7 +374,7 @@ func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.
 	if len(hooks) == 0 {
 		return w.remove(ctx, c, "MutatingWebhookConfiguration")
 	}
-	return w.apply(ctx, c, "MutatingWebhookConfiguration", func() {
+	return w.apply(ctx, c, "MutatingWebhookConfiguration", t.owners, func() {
 		if !equality.Semantic.DeepEqual(c.Webhooks, hooks) {
 			c.Webhooks = hooks
 		}
@@ -361,18 +409,19 @@ func (w *Webhooks) syncValidating(ctx context.Context, cc admissionregistrationv
 	if len(t.managed) > 0 {
 		hooks = append(hooks, validating("managed-status.kausality.io", clientConfig(cc, PathStatus), rules(subresource(t.managed, "status"), admissionregistrationv1.Update), gatedSelector))
 	}
-	return w.apply(ctx, c, "ValidatingWebhookConfiguration", func() {
+	return w.apply(ctx, c, "ValidatingWebhookConfiguration", t.owners, func() {
 		if !equality.Semantic.DeepEqual(c.Webhooks, hooks) {
 			c.Webhooks = hooks
 		}
 	})
 }
 
-// apply creates or updates obj, labelled as the provider's own, with
-// mutate setting what the provider wants of it.
-func (w *Webhooks) apply(ctx context.Context, obj client.Object, kind string, mutate func()) error {
+// apply creates or updates obj, labelled as the provider's own and owned
+// by owners, with mutate setting what the provider wants of it.
+func (w *Webhooks) apply(ctx context.Context, obj client.Object, kind string, owners []metav1.OwnerReference, mutate func()) error {
 	_, err := controllerutil.CreateOrUpdate(ctx, w.Kube, obj, func() error {
 		obj.SetLabels(map[string]string{labelManaged: managedBy})
+		obj.SetOwnerReferences(owners)
 		mutate()
 		return nil
 	})

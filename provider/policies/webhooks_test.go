@@ -87,6 +87,35 @@ func static() *admissionregistrationv1.ValidatingWebhookConfiguration {
 	}
 }
 
+// revision is the ProviderRevision Crossplane installed the package from,
+// as the owner it sets on the package's objects.
+var revision = metav1.OwnerReference{APIVersion: "pkg.crossplane.io/v1", Kind: "ProviderRevision", Name: "provider-kausality-0123456789ab", UID: "revision-uid",
+	Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+
+func ownedStatic() *admissionregistrationv1.ValidatingWebhookConfiguration {
+	s := static()
+	s.OwnerReferences = []metav1.OwnerReference{revision}
+	return s
+}
+
+// owned is m with the revision as a non-controlling owner.
+func owned(m metav1.ObjectMeta) metav1.ObjectMeta {
+	m.OwnerReferences = []metav1.OwnerReference{{APIVersion: revision.APIVersion, Kind: revision.Kind, Name: revision.Name, UID: revision.UID}}
+	return m
+}
+
+func ownedVAP(v *admissionregistrationv1.ValidatingAdmissionPolicy) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	v = v.DeepCopy()
+	v.ObjectMeta = owned(v.ObjectMeta)
+	return v
+}
+
+func ownedBinding(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	b = b.DeepCopy()
+	b.ObjectMeta = owned(b.ObjectMeta)
+	return b
+}
+
 func staticURL() *admissionregistrationv1.ValidatingWebhookConfiguration {
 	s := static()
 	s.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://provider.example.org:9443/validate-policies"), CABundle: caBundle}
@@ -446,7 +475,7 @@ func TestWebhooksSync(t *testing.T) {
 			}},
 		},
 		"ManagedKindsOnly": {
-			reason: "Without policies only the managed webhook is needed: the validating configuration goes.",
+			reason: "Without policies only the webhook for gated resources is needed: no kind is restricted, so no creation goes through admission and the validating configuration goes.",
 			args: args{
 				objs:    []client.Object{static(), oldMutating, oldValidating},
 				managed: func() []kinds.Kind { return managedKinds[:1] },
@@ -454,8 +483,44 @@ func TestWebhooksSync(t *testing.T) {
 			want: want{state: state{
 				mutating: &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.MutatingWebhook{
 					managedHook(service(PathManaged), rule("nop.example.org", []string{"nopresources"}, admissionregistrationv1.Update)),
-					createHook(service(PathManaged), rule("nop.example.org", []string{"nopresources"}, admissionregistrationv1.Create)),
 				}},
+			}},
+		},
+		"CreationOfRestrictedKindsOnly": {
+			reason: "With policies that compile, only the kinds they restrict are seen on creation: while the provider is down the other providers' kinds can still be created.",
+			args: args{
+				objs:    []client.Object{static(), allowancePolicy("xdatabases", xdbGVK)},
+				managed: func() []kinds.Kind { return managedKinds },
+			},
+			want: want{state: state{
+				mutating: &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.MutatingWebhook{
+					compositesHook(service(PathComposites), rule("example.com", []string{"xdatabases"}, createUpdate...)),
+					managedHook(service(PathManaged), rule("nop.example.org", []string{"nopresources"}, admissionregistrationv1.Update), rule("recorder.kausality.io", []string{"buckets"}, admissionregistrationv1.Update)),
+					createHook(service(PathManaged), rule("recorder.kausality.io", []string{"buckets"}, admissionregistrationv1.Create)),
+					restrictedHook(service(PathManaged), rule("recorder.kausality.io", []string{"buckets"}, admissionregistrationv1.Update)),
+				}},
+				validating: &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.ValidatingWebhook{
+					deletionHook(service(PathDeletion), rule("example.com", []string{"xdatabases"}, deleteOp)),
+					managedDeletionHook(service(PathDeletion), rule("nop.example.org", []string{"nopresources"}, deleteOp), rule("recorder.kausality.io", []string{"buckets"}, deleteOp)),
+					restrictedDeletionHook(service(PathDeletion), rule("recorder.kausality.io", []string{"buckets"}, deleteOp)),
+					statusHook(service(PathStatus), rule("example.com", []string{"xdatabases/status"}, admissionregistrationv1.Update)),
+					managedStatusHook(service(PathStatus), rule("nop.example.org", []string{"nopresources/status"}, admissionregistrationv1.Update), rule("recorder.kausality.io", []string{"buckets/status"}, admissionregistrationv1.Update)),
+				}},
+			}},
+		},
+		"OwnedLikeThePackage": {
+			reason: "What the provider writes shares the owners of the package's configuration (its ProviderRevision), without being controlled by them: deleting the package deletes it all.",
+			args:   args{objs: []client.Object{ownedStatic(), allowancePolicy("xdatabases", xdbGVK, protected())}},
+			want: want{state: state{
+				mutating: &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: owned(labelled(DynamicName)), Webhooks: []admissionregistrationv1.MutatingWebhook{
+					compositesHook(service(PathComposites), rule("example.com", []string{"xdatabases"}, createUpdate...)),
+				}},
+				validating: &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: owned(labelled(DynamicName)), Webhooks: []admissionregistrationv1.ValidatingWebhook{
+					deletionHook(service(PathDeletion), rule("example.com", []string{"xdatabases"}, deleteOp)),
+					statusHook(service(PathStatus), rule("example.com", []string{"xdatabases/status"}, admissionregistrationv1.Update)),
+				}},
+				vaps:     []admissionregistrationv1.ValidatingAdmissionPolicy{*ownedVAP(vapXDB)},
+				bindings: []admissionregistrationv1.ValidatingAdmissionPolicyBinding{*ownedBinding(bindingXDB)},
 			}},
 		},
 		"TwoPoliciesProtectOneKind": {
@@ -618,6 +683,10 @@ func TestReconcile(t *testing.T) {
 	xdbHooks := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: labelled(DynamicName), Webhooks: []admissionregistrationv1.MutatingWebhook{
 		compositesHook(service(PathComposites), rule("example.com", []string{"xdatabases"}, createUpdate...)),
 	}}
+	noStatic := errors.Wrapf(kerrors.NewNotFound(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"}, staticName),
+		"cannot get ValidatingWebhookConfiguration %s from the package", staticName)
+	notInForce := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNotInForce,
+		Message: "admission is not configured for it yet: " + noStatic.Error(), ObservedGeneration: 2}
 
 	type args struct {
 		objs     []client.Object
@@ -653,6 +722,15 @@ func TestReconcile(t *testing.T) {
 				policy:        allowancePolicy("broken", xdbGVK, broken(), withReady(notReady, 2)),
 				statusUpdates: 1,
 				mutating:      xdbHooks,
+			},
+		},
+		"NotInForce": {
+			reason: "A policy that compiles is not Ready while admission cannot be configured for it: Ready means a change of its kind needs a cause from then on.",
+			args:   args{objs: []client.Object{allowancePolicy("xdatabases", xdbGVK)}, name: "xdatabases"},
+			want: want{
+				err:           noStatic,
+				policy:        allowancePolicy("xdatabases", xdbGVK, withReady(notInForce, 2)),
+				statusUpdates: 1,
 			},
 		},
 		"Fixed": {
@@ -828,5 +906,34 @@ func TestReady(t *testing.T) {
 	}
 	if err := w.Ready(nil); err != nil {
 		t.Errorf("Ready() after a Sync wrote the configurations = %v, want nil", err)
+	}
+}
+
+// TestOnlyTheLeaderWrites: of several replicas only the leader writes the
+// configurations; the others are ready without writing, and a replica
+// elected later writes them.
+func TestOnlyTheLeaderWrites(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(static(), allowancePolicy("xdatabases", xdbGVK)).Build()
+	leader := false
+	w := &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Static: staticName, Writes: func() bool { return leader }, Log: logging.NewNopLogger()}
+	if err := w.Sync(ctx); err != nil {
+		t.Fatalf("Sync(...) on a replica that is not the leader = %v, want nil", err)
+	}
+	if s := observe(t, kube); s.mutating != nil || s.validating != nil {
+		t.Errorf("Sync(...) on a replica that is not the leader wrote %+v, want nothing", s)
+	}
+	if err := w.Ready(nil); err != nil {
+		t.Errorf("Ready() on a replica that is not the leader = %v, want nil: it serves admission from what the leader wrote", err)
+	}
+	leader = true
+	if err := w.Ready(nil); !errors.Is(err, errNotSynced) {
+		t.Errorf("Ready() once elected, before its first Sync = %v, want %v", err, errNotSynced)
+	}
+	if err := w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := observe(t, kube); s.mutating == nil || s.validating == nil {
+		t.Errorf("Sync(...) on the leader wrote %+v, want both configurations", s)
 	}
 }

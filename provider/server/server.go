@@ -7,6 +7,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -147,7 +149,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        "provider-kausality.kausality.io",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
-		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir}),
+		// A replica that stops (a rolling upgrade, a drained node) hands the
+		// lease over at once instead of leaving gates unclosed for its
+		// duration.
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir}),
 		// The gate controller reads managed resources (unstructured) from
 		// the cache too; controller-runtime would otherwise read them from
 		// the API server and cache them for nothing.
@@ -193,7 +199,19 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	}
 
 	pc := policy.NewCache()
-	hooks := &policies.Webhooks{Kube: direct, Reader: direct, Mapper: mgr.GetRESTMapper(), Cache: pc, Static: o.StaticWebhook, Managed: watcher.Kinds, Discovered: watcher.Discovered, Log: o.Log.WithValues("controller", "webhooks")}
+	// Every replica discovers the managed kinds and serves admission; the
+	// leader alone runs the controllers and writes the webhook
+	// configurations.
+	elected := func() bool {
+		select {
+		case <-mgr.Elected():
+			return true
+		default:
+			return false
+		}
+	}
+	hooks := &policies.Webhooks{Kube: direct, Reader: direct, Mapper: mgr.GetRESTMapper(), Cache: pc, Static: o.StaticWebhook, Managed: watcher.Kinds, Discovered: watcher.Discovered,
+		Writes: elected, Log: o.Log.WithValues("controller", "webhooks")}
 	watcher.OnChange(func() {
 		if err := hooks.Sync(ctx); err != nil {
 			o.Log.Info("cannot update the webhook rules for new managed kinds", "error", err)
@@ -256,7 +274,44 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	if err := mgr.AddReadyzCheck("webhook-configurations", hooks.Ready); err != nil {
 		return nil, errors.Wrap(err, errAddReadinessCheck)
 	}
+	// A replica takes no admission request it would decide on partial
+	// knowledge: not before it has discovered the managed kinds (a gated
+	// managed resource would look like a composite) and its caches hold
+	// the policies, UpgradeAllowances and Namespaces.
+	if err := mgr.AddReadyzCheck("managed-kinds", discovered(watcher.Discovered)); err != nil {
+		return nil, errors.Wrap(err, errAddReadinessCheck)
+	}
+	if err := mgr.AddReadyzCheck("caches", synced(mgr.GetCache(), &v1alpha1.AllowancePolicy{}, &v1alpha1.UpgradeAllowance{}, &corev1.Namespace{})); err != nil {
+		return nil, errors.Wrap(err, errAddReadinessCheck)
+	}
 	return mgr, nil
+}
+
+// discovered is a readiness check: ready once a discovery round has run.
+func discovered(done func() bool) healthz.Checker {
+	return func(_ *http.Request) error {
+		if !done() {
+			return errors.New(errManagedKindsNotDiscoveredYet)
+		}
+		return nil
+	}
+}
+
+// synced is a readiness check: ready once the cache of each of objs holds
+// what the API server does.
+func synced(c cache.Cache, objs ...client.Object) healthz.Checker {
+	return func(req *http.Request) error {
+		for _, o := range objs {
+			i, err := c.GetInformer(req.Context(), o, cache.BlockUntilSynced(false))
+			if err != nil {
+				return errors.Wrapf(err, errFmtGetInformer, fmt.Sprintf("%T", o))
+			}
+			if !i.HasSynced() {
+				return errors.Errorf(errFmtCacheNotSynced, fmt.Sprintf("%T", o))
+			}
+		}
+		return nil
+	}
 }
 
 // ServiceAccountUser is the username of the service account

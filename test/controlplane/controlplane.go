@@ -313,7 +313,13 @@ func (c *ControlPlane) Stop() {
 // builds with -race, or "" when there were none.
 func (c *ControlPlane) Races() string {
 	var out strings.Builder
-	for _, name := range []string{ProviderKausality, "function-kausality"} {
+	names := []string{"function-kausality", ProviderKausality}
+	if c.runtime != nil && c.runtime.provider != nil {
+		for _, rep := range c.runtime.provider.replicas[1:] {
+			names = append(names, rep.log)
+		}
+	}
+	for _, name := range names {
 		raw, err := os.ReadFile(c.Log(name))
 		if err != nil {
 			continue

@@ -2,9 +2,11 @@ package controlplane
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -18,16 +20,69 @@ import (
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
-// supervise restarts provider-kausality when it exits, as Kubernetes
-// restarts a crashed container (it exits when it starts before its CRDs
-// are served), unless KillProvider stopped it, until ctx ends.
+// Replicas is how many provider-kausality processes the control plane
+// runs, as the install's DeploymentRuntimeConfig does: every one serves
+// admission behind the webhook Service and the leader runs the
+// controllers, so every scenario's writes reach leader and non-leader
+// alike.
+const Replicas = 2
+
+// newProviderProcess prepares n replicas of bin, each on free ports, and
+// starts the balancer in front of them and their readiness probes, which
+// run until ctx ends.
+func newProviderProcess(ctx context.Context, bin string, n int) (*providerProcess, error) {
+	p := &providerProcess{bin: bin}
+	for i := range n {
+		webhook, err := freeAddress(webhookHost)
+		if err != nil {
+			return nil, err
+		}
+		health, err := freeAddress("127.0.0.1")
+		if err != nil {
+			return nil, err
+		}
+		name := ProviderKausality
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d", ProviderKausality, i)
+		}
+		rep := &replica{backend: backend{webhook: webhook, health: health}, log: name}
+		p.replicas = append(p.replicas, rep)
+		go rep.probe(ctx, 200*time.Millisecond)
+	}
+	backends := make([]*backend, len(p.replicas))
+	for i, rep := range p.replicas {
+		backends[i] = &rep.backend
+	}
+	lb, err := listen(net.JoinHostPort(webhookHost, "9443"), func() []*backend { return backends })
+	if err != nil {
+		return nil, err
+	}
+	p.lb = lb
+	return p, nil
+}
+
+// freeAddress is a free port on host.
+func freeAddress(host string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", errors.Wrapf(err, "cannot find a free port on %s", host)
+	}
+	defer l.Close() //nolint:errcheck // only its port is wanted
+	return l.Addr().String(), nil
+}
+
+// supervise restarts a provider-kausality replica when it exits, as
+// Kubernetes restarts a crashed container (it exits when it starts before
+// its CRDs are served, or when it loses the lease), unless KillProvider
+// stopped it, until ctx ends.
 func (r *externalRuntime) supervise(ctx context.Context) {
 	for ctx.Err() == nil {
 		r.mu.Lock()
-		p := r.provider
-		if p.cmd != nil && p.exited() && !p.down {
-			if err := r.startProvider(); err != nil {
-				appendLog(r.c.Log("runtime"), err.Error())
+		for _, rep := range r.provider.replicas {
+			if rep.cmd != nil && rep.exited() && !rep.down {
+				if err := r.startReplica(rep); err != nil {
+					appendLog(r.c.Log("runtime"), err.Error())
+				}
 			}
 		}
 		r.mu.Unlock()
@@ -38,9 +93,9 @@ func (r *externalRuntime) supervise(ctx context.Context) {
 	}
 }
 
-func (p *providerProcess) exited() bool {
+func (rep *replica) exited() bool {
 	select {
-	case <-p.done:
+	case <-rep.done:
 		return true
 	default:
 		return false
@@ -53,31 +108,53 @@ func (p *providerProcess) exited() bool {
 // a loaded machine.
 const MaxGateOpen = 90 * time.Second
 
-// startProvider starts provider-kausality. The caller holds r.mu.
+// startProvider starts every replica of provider-kausality that is not
+// running. The caller holds r.mu.
 func (r *externalRuntime) startProvider() error {
+	for _, rep := range r.provider.replicas {
+		if rep.cmd != nil && !rep.exited() {
+			continue
+		}
+		if err := r.startReplica(rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startReplica starts one replica, with leader election as the install
+// runs it. The caller holds r.mu.
+func (r *externalRuntime) startReplica(rep *replica) error {
 	p := r.provider
-	pr, err := r.c.process(ProviderKausality, []string{"KUBECONFIG=" + p.kubeconfig}, p.bin,
-		"--webhook-host", webhookHost, "--webhook-port", "9443", "--webhook-certs", p.certs,
-		"--metrics-address", "0", "--health-address", "0", "--discovery-interval", "1s",
+	host, port, err := net.SplitHostPort(rep.webhook)
+	if err != nil {
+		return errors.Wrapf(err, "bad webhook address %s", rep.webhook)
+	}
+	if fi, err := os.Stat(r.c.Log(rep.log)); err == nil {
+		rep.logFrom = fi.Size()
+	}
+	pr, err := r.c.process(rep.log, []string{"KUBECONFIG=" + p.kubeconfig, "POD_NAMESPACE=" + SystemNamespace}, p.bin,
+		"--webhook-host", host, "--webhook-port", port, "--webhook-certs", p.certs,
+		"--metrics-address", "0", "--health-address", rep.health, "--discovery-interval", "1s", "--leader-election",
 		"--crossplane-service-account", CrossplaneSA, "--max-gate-open", MaxGateOpen.String(), "--debug")
 	if err != nil {
 		return err
 	}
-	p.cmd, p.done, p.down = pr.cmd, pr.done, false
+	rep.cmd, rep.done, rep.down = pr.cmd, pr.done, false
 	return nil
 }
 
-// listening waits until provider-kausality's webhook server listens.
+// listening waits until some provider-kausality replica is ready, so the
+// webhook Service answers.
 func (r *externalRuntime) listening() error {
-	addr := net.JoinHostPort(webhookHost, "9443")
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		if conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			return conn.Close()
+		if r.provider.lb.ready() {
+			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return errors.Errorf("provider-kausality does not listen on %s; see %s", addr, r.c.Log(ProviderKausality))
+	return errors.Errorf("no provider-kausality replica is ready after 2 minutes; see %s", r.c.Log(ProviderKausality))
 }
 
 // startRecorder runs the recording provider's controller in this process,
@@ -113,8 +190,8 @@ func (r *externalRuntime) startRecorder(user string, pod *corev1.Pod) error {
 	return nil
 }
 
-// StartProvider starts provider-kausality again after KillProvider and
-// waits until its webhooks listen.
+// StartProvider starts the provider-kausality replicas again after
+// KillProvider and waits until one is ready.
 func (c *ControlPlane) StartProvider() error {
 	c.runtime.mu.Lock()
 	err := c.runtime.startProvider()
@@ -125,16 +202,64 @@ func (c *ControlPlane) StartProvider() error {
 	return c.runtime.listening()
 }
 
-// KillProvider kills provider-kausality, as a crash would.
+// KillProvider kills every provider-kausality replica, as a crash of the
+// whole Deployment would; they stay down until StartProvider.
 func (c *ControlPlane) KillProvider() {
 	c.runtime.mu.Lock()
 	defer c.runtime.mu.Unlock()
-	if p := c.runtime.provider; p != nil && p.cmd != nil {
-		p.down = true
-		_ = p.cmd.Process.Kill()
-		<-p.done
+	for _, rep := range c.runtime.provider.replicas {
+		if rep.cmd != nil && !rep.exited() {
+			rep.down = true
+			_ = rep.cmd.Process.Kill()
+			<-rep.done
+		}
 	}
 }
 
-// ProviderLog is provider-kausality's log so far.
-func (c *ControlPlane) ProviderLog() string { return c.Tail(ProviderKausality, 1<<20) }
+// leaseAcquired is what client-go's leader election logs when a replica
+// becomes the leader, in lower case (its capitalisation changed between
+// versions).
+const leaseAcquired = "successfully acquired lease"
+
+// Leader is the index of the provider-kausality replica that holds the
+// lease, -1 while none does: the one that logged acquiring it since it
+// last started. A replica that loses the lease exits, so at most one
+// running replica has.
+func (c *ControlPlane) Leader() int {
+	c.runtime.mu.Lock()
+	defer c.runtime.mu.Unlock()
+	for i, rep := range c.runtime.provider.replicas {
+		if rep.cmd == nil || rep.exited() {
+			continue
+		}
+		b, err := os.ReadFile(c.Log(rep.log))
+		if err != nil || int64(len(b)) < rep.logFrom {
+			continue
+		}
+		if strings.Contains(strings.ToLower(string(b[rep.logFrom:])), leaseAcquired) {
+			return i
+		}
+	}
+	return -1
+}
+
+// KillReplica kills replica i as a crash would (SIGKILL: the lease is not
+// released); Kubernetes, here supervise, starts it again a second later.
+func (c *ControlPlane) KillReplica(i int) {
+	c.runtime.mu.Lock()
+	defer c.runtime.mu.Unlock()
+	rep := c.runtime.provider.replicas[i]
+	if rep.cmd != nil && !rep.exited() {
+		_ = rep.cmd.Process.Kill()
+		<-rep.done
+	}
+}
+
+// ProviderLog is provider-kausality's log so far, every replica's.
+func (c *ControlPlane) ProviderLog() string {
+	var out strings.Builder
+	for _, rep := range c.runtime.provider.replicas {
+		fmt.Fprintf(&out, "--- %s\n%s\n", rep.log, c.Tail(rep.log, 1<<20))
+	}
+	return out.String()
+}

@@ -21,11 +21,12 @@ import (
 	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
-// webhookHost is where provider-kausality's webhooks listen. Crossplane
-// points the package's webhook configuration at the Service named after
-// the Provider, port 9443; the runtime makes that Service an ExternalName
-// for this loopback address, so the API server reaches the process
-// without cluster DNS, and nothing else on 127.0.0.1:9443 is in the way.
+// webhookHost is where provider-kausality's webhook Service answers.
+// Crossplane points the package's webhook configuration at the Service
+// named after the Provider, port 9443; the runtime makes that Service an
+// ExternalName for this loopback address, so the API server reaches the
+// balancer in front of the replicas without cluster DNS, and nothing else
+// on 127.0.0.1:9443 is in the way.
 const webhookHost = "127.0.0.2"
 
 // externalRuntime plays Crossplane's External package runtime, what a
@@ -50,13 +51,25 @@ type externalRuntime struct {
 	recorder context.CancelFunc
 }
 
-// providerProcess is provider-kausality's process and how to start it
-// again.
+// providerProcess is provider-kausality's replicas, the balancer in
+// front of them and how to start them again.
 type providerProcess struct {
 	bin, kubeconfig, certs string
-	cmd                    *exec.Cmd
-	done                   <-chan struct{} // closed when cmd exits
-	down                   bool            // killed on purpose: not restarted
+	replicas               []*replica
+	lb                     *balancer
+}
+
+// replica is one provider-kausality process, as one pod of its Deployment.
+type replica struct {
+	backend
+	// log names its log: provider-kausality, provider-kausality-1, ...
+	log  string
+	cmd  *exec.Cmd
+	done <-chan struct{} // closed when cmd exits
+	down bool            // killed on purpose: not restarted
+	// logFrom is the size of its log when it last started: what it
+	// logged in this life comes after.
+	logFrom int64
 }
 
 func (c *ControlPlane) startRuntime(ctx, rctx context.Context) error {
@@ -95,7 +108,10 @@ func (c *ControlPlane) startRuntime(ctx, rctx context.Context) error {
 	if out, err := build.CombinedOutput(); err != nil {
 		return errors.Wrapf(err, "cannot build provider-kausality: %s", out)
 	}
-	r.provider = &providerProcess{bin: bin}
+	if r.provider, err = newProviderProcess(rctx, bin, Replicas); err != nil {
+		return err
+	}
+	c.stop = append(c.stop, r.provider.lb.close)
 
 	go func() {
 		t := time.NewTicker(250 * time.Millisecond)
@@ -301,10 +317,14 @@ func (r *externalRuntime) stopAll() {
 	if r.recorder != nil {
 		r.recorder()
 	}
-	if r.provider != nil && r.provider.cmd != nil {
-		// Down on purpose: supervise must not start it again.
-		r.provider.down = true
-		_ = r.provider.cmd.Process.Kill()
+	if r.provider != nil {
+		for _, rep := range r.provider.replicas {
+			if rep.cmd != nil {
+				// Down on purpose: supervise must not start it again.
+				rep.down = true
+				_ = rep.cmd.Process.Kill()
+			}
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/provider/policies"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
@@ -385,11 +387,36 @@ func TestS8Faults(t *testing.T) {
 	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "small", "spec", "size") }); err == nil {
 		t.Error("a Claim change was admitted with the webhook down")
 	}
+	// An administrator's way out while it stays down (docs/OPERATIONS.md):
+	// removing the dynamic webhook configurations takes Kausality's
+	// admission out of the write path; the provider writes them again when
+	// it is back. Alice's label reaches the Claim.
+	label := func() error {
+		return controlplane.Update(alice(t), c, func() { c.SetLabels(map[string]string{"team": "orders"}) })
+	}
+	if err := label(); err == nil {
+		t.Error("a Claim's label was admitted with the webhook down")
+	}
+	for _, o := range []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: policies.DynamicName}},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: policies.DynamicName}},
+	} {
+		if err := as(t, "admin").Delete(context.Background(), o); err != nil {
+			t.Fatalf("the administrator deletes %T %s: %v", o, policies.DynamicName, err)
+		}
+	}
+	fixture.Eventually(t, 30*time.Second, "the Claim's label admitted without Kausality's webhooks", func() (bool, string) {
+		err := label()
+		return err == nil, fmt.Sprint(err)
+	})
 
 	if err := cp.StartProvider(); err != nil {
 		t.Fatal(err)
 	}
 	restarted = true
+	if err := controlplane.WaitForRules(context.Background(), cp.AdminClient(), "databaseclaims", "buckets"); err != nil {
+		t.Fatalf("the restarted provider does not write its webhook configurations again: %v", err)
+	}
 	// The allowance is consumed: marked by the restarted provider, or
 	// already pruned by the function once the Bucket was observed at its
 	// generation (Crossplane may reconcile first).

@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
+)
+
+// TestReplicasLeaderKilled kills the leading provider-kausality replica
+// (SIGKILL: its lease is not released) while Alice resizes several
+// XStores at once; the control plane runs the replicas as the install
+// does, behind the webhook Service, with leader election. The other
+// replica answers admission throughout: a write in flight to the dying
+// one is refused at most once and goes through when retried, Bob's resize
+// is still refused, every permitted resize reaches its data bucket exactly
+// once and nothing else reaches the cloud, and every gate closes once a
+// replica holds the lease again. It kills a replica, so it runs alone: Go
+// starts the parallel scenarios only after it.
+func TestReplicasLeaderKilled(t *testing.T) {
+	if controlplane.Replicas < 2 {
+		t.Fatalf("the control plane runs %d provider replica(s); this scenario needs two", controlplane.Replicas)
+	}
+	comp := storeComposition(t)
+	const n = 4
+	keys := make([]client.ObjectKey, n)
+	for i := range keys {
+		keys[i] = createdStore(t, comp, "replicas", fmt.Sprintf("shop-%d", i))
+	}
+	before := make([]map[string]*unstructured.Unstructured, n)
+	for i, key := range keys {
+		before[i] = storeBuckets(t, key)
+		expectStoreCalls(t, key, before[i], map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+	}
+
+	leader := -1
+	fixture.Eventually(t, time.Minute, "a provider replica to hold the lease", func() (bool, string) {
+		leader = cp.Leader()
+		return leader >= 0, "no replica logged acquiring the lease"
+	})
+
+	// Alice's resizes race the kill.
+	resize := func(key client.ObjectKey) error {
+		x := store(key.Namespace, key.Name, "", nil)
+		return controlplane.Update(alice(t), x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") })
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, key := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = resize(key)
+		}()
+	}
+	cp.KillReplica(leader)
+	wg.Wait()
+	refused := 0
+	for i, key := range keys {
+		if errs[i] == nil {
+			continue
+		}
+		refused++
+		t.Logf("alice's resize of %s was refused while the leader died (%v); she retries once", key, errs[i])
+		if err := resize(key); err != nil {
+			t.Errorf("alice's retried resize of %s: %v, want it admitted by the replica still running", key, err)
+		}
+	}
+	t.Logf("%d of %d resizes needed their one retry", refused, n)
+
+	// Admission goes on without a leader: Bob is still refused.
+	x := store(keys[0].Namespace, keys[0].Name, "", nil)
+	err := controlplane.Update(as(t, controlplane.Bob), x, func() { _ = unstructured.SetNestedField(x.Object, "small", "spec", "size") })
+	fixture.ErrorContains(t, err, "spec.size", "AllowancePolicy xstores")
+
+	fixture.Eventually(t, 2*time.Minute, "a provider replica to hold the lease again", func() (bool, string) {
+		return cp.Leader() >= 0, "no running replica logged acquiring the lease since it started"
+	})
+	var settled sync.WaitGroup
+	for i, key := range keys {
+		settled.Add(1)
+		go func() {
+			defer settled.Done()
+			settleStore(t, key)
+			expectStoreCalls(t, key, before[i], map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+			if s, _ := cp.Cloud.Get(before[i]["data"].GetName()); s.Size != 2 {
+				t.Errorf("cloud size of %s's data bucket = %d, want 2", key, s.Size)
+			}
+		}()
+	}
+	settled.Wait()
+	if t.Failed() {
+		t.Log(cp.DescribeStore(context.Background(), keys[0]))
+	}
+}
