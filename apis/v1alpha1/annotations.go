@@ -19,8 +19,8 @@ const (
 	AnnotationMode = "kausality.io/mode"
 	// AnnotationControllerUAHash records which build of each controller
 	// last wrote a managed resource: a JSON object of service account user
-	// name to a short hash of the images of the writer's pod (seed 000
-	// hashed the User-Agent, which admission requests do not carry).
+	// name to a short hash of the images of the writer's pod (admission
+	// requests carry no User-Agent to hash; the name is kept).
 	// Admission writes it; a new build's uncaused changes need an
 	// UpgradeAllowance naming the service account.
 	AnnotationControllerUAHash = "kausality.io/controller-ua-hash"

@@ -79,7 +79,7 @@ type InputRef struct {
 }
 
 // Propagation paces a permitted change through the composed resources
-// (DESIGN §6, seed 001): a change reaches a resource only once all of its
+// (DESIGN §6): a change reaches a resource only once all of its
 // propagateWhen expressions hold; until then the resource keeps its
 // observed spec and a closed gate, and carries the change as a pending
 // allowance.

@@ -37,7 +37,7 @@ func IsResourceGraph(u *unstructured.Unstructured) bool {
 // template field whose value references the instance
 // (`${schema.spec.replicas}`, `web-${schema.spec.name}`). Derive turns it
 // into a policy with the same rule builder. kro's graph is explicit, so
-// nothing has to be rendered: seed 000's "Kro Integration".
+// nothing has to be rendered.
 //
 // References to other resources (`${deployment.status.x}`) are noted, not
 // ruled: no subject changes them, as no subject changes an XR's status.
@@ -53,7 +53,7 @@ func ReadGraph(u *unstructured.Unstructured) (*Model, error) {
 		return nil, errors.Errorf("%s: spec.schema.apiVersion and spec.schema.kind are required", at)
 	}
 	if g, v, ok := strings.Cut(version, "/"); ok {
-		// An apiVersion with its group, as seed 000 writes it.
+		// An apiVersion with its group ("group/version").
 		group, version = g, v
 	}
 	if group == "" {

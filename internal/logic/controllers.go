@@ -63,8 +63,7 @@ const UnboundBuild = "unbound"
 
 // BuildHash is the hash of a controller's build: of the images its pod
 // runs, which name the binary and its version and nothing that changes
-// when the same version is restarted or rescheduled (seed 000, hash
-// stability). Order and repetition of images do not matter.
+// when the same version is restarted or rescheduled. Order and repetition of images do not matter.
 func BuildHash(images []string) string {
 	s := slices.Clone(images)
 	slices.Sort(s)

@@ -3,8 +3,8 @@
 // composed resource carries the logic that last produced it
 // (kausality.io/composition-revision, kausality.io/function-versions); when
 // a later run's logic differs, the change it makes is a logic change, which
-// reaches the cloud only as far as an UpgradeAllowance covers it (seed 000,
-// "Controller, Composition, and Function Upgrades").
+// reaches the cloud only as far as an UpgradeAllowance covers it
+// (docs/UPGRADES.md).
 //
 // The function, which stamps the logic, and admission, which checks an
 // upgrade's allowance against it, both read it here.

@@ -17,7 +17,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
-// Phase is an object's lifecycle phase (seed 000).
+// Phase is an object's lifecycle phase: initializing, steady or deleting.
 type Phase string
 
 // Lifecycle phases.

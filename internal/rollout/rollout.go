@@ -1,5 +1,5 @@
-// Package rollout holds the batch arithmetic of propagation control (seed
-// 001, KREP-006): which members of an ordered collection may take a change
+// Package rollout holds the batch arithmetic of propagation control
+// (docs/PROPAGATION.md): which members of an ordered collection may take a change
 // now, given how many already applied it, and the CEL functions that expose
 // it to propagateWhen expressions (exponentiallyUpdated, linearlyUpdated,
 // and each member's updated() and ready()). One implementation serves both

@@ -35,7 +35,7 @@ func (b Build) String() string { return strings.Join(b.Images, ", ") }
 
 // buildOf is the build that sent a request, or nil when the request names
 // no pod: a user, or a token not bound to a pod. An AdmissionRequest
-// carries no User-Agent (seed 000 assumed one), but since Kubernetes 1.32
+// carries no User-Agent, but since Kubernetes 1.32
 // every pod's projected service account token names its pod in the user's
 // extra (authentication.kubernetes.io/pod-name and pod-uid), and the pod
 // names the images it runs. Only the API server sets these: a user would
@@ -73,7 +73,7 @@ func buildOf(ctx context.Context, r client.Reader, u authenticationv1.UserInfo) 
 // build records which build of a controller, Crossplane or a provider,
 // writes a managed resource (annotation kausality.io/controller-ua-hash,
 // one entry per service account), and decides what a build new to the
-// resource may change (seed 000, controller upgrades). Its changes that no
+// resource may change (docs/UPGRADES.md, controller upgrades). Its changes that no
 // allowance ships (gate.Unshipped; for a provider, its late
 // initialization) are an upgrade: the write is denied unless an
 // UpgradeAllowance for its service account covers every one. Covered, a

@@ -64,7 +64,7 @@ func TestS1UserCreatesClaim(t *testing.T) {
 		}
 	}
 	// Crossplane and the recording provider act from their pods: each
-	// resource records the build of both (seed 000, controller upgrades).
+	// resource records the build of both (docs/UPGRADES.md).
 	want := logic.BuildHash([]string{cp.CrossplaneImage()})
 	fixture.Eventually(t, settleTimeout, "both controllers' builds recorded", func() (bool, string) {
 		for res, b := range buckets(t, key) {
