@@ -87,3 +87,12 @@ const (
 	// controller last decided it, and why.
 	ConditionGateOpen = "GateOpen"
 )
+
+// Reasons of ConditionAllowed when it is True although something would be
+// withheld in Enforce mode: the message names it.
+const (
+	// ReasonWouldWithhold: Log mode let it into the spec; gates stay closed.
+	ReasonWouldWithhold = "WouldWithhold"
+	// ReasonAuditWouldWithhold: Audit mode let it through, gates and all.
+	ReasonAuditWouldWithhold = "AuditWouldWithhold"
+)

@@ -7,16 +7,38 @@ import (
 )
 
 // Mode says whether a policy denies or only reports what it does not permit.
-// +kubebuilder:validation:Enum=Enforce;Log
+// +kubebuilder:validation:Enum=Enforce;Log;Audit
 type Mode string
 
 // Modes.
 const (
 	// ModeEnforce denies (admission) or withholds (function) what no rule permits.
 	ModeEnforce Mode = "Enforce"
-	// ModeLog lets everything through and reports what Enforce would stop.
+	// ModeLog lets everything through admission and the function and
+	// reports what Enforce would stop; gates still close, so what Enforce
+	// would withhold does not reach the cloud.
 	ModeLog Mode = "Log"
+	// ModeAudit closes no gate and refuses nothing: composed managed
+	// resources keep the management policies their Composition gives them,
+	// and Kausality only reports what Enforce would withhold or deny. The
+	// way to adopt Kausality on a running cluster before enforcing it.
+	ModeAudit Mode = "Audit"
 )
+
+// Stricter reports whether m stops more than o: Enforce, then Log, then
+// Audit.
+func (m Mode) Stricter(o Mode) bool { return m.rank() > o.rank() }
+
+func (m Mode) rank() int {
+	switch m {
+	case ModeAudit:
+		return 0
+	case ModeLog:
+		return 1
+	default:
+		return 2
+	}
+}
 
 // DriftPolicy says whether the composition may correct drift on a composed
 // resource: a field the pipeline still wants as it wanted last time, while the
@@ -218,7 +240,8 @@ type AllowancePolicySpec struct {
 	// Rules map trigger fields to permitted downstream operations.
 	// +optional
 	Rules []Rule `json:"rules,omitempty"`
-	// Mode Enforce denies or withholds what no rule permits; Log reports it.
+	// Mode Enforce denies or withholds what no rule permits; Log reports it
+	// and still closes gates; Audit reports it and closes no gate.
 	// +kubebuilder:default=Enforce
 	// +optional
 	Mode Mode `json:"mode,omitempty"`

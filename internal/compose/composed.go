@@ -160,7 +160,7 @@ func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
 		if !r.log {
 			return change{reports: []withheld{w}}, false
 		}
-		w.logOnly = true
+		w.logOnly, w.audit = true, r.audit
 		reports = append(reports, w)
 	}
 	return change{
@@ -220,7 +220,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 			}
 		case r.log:
 			w := withheldOf(dm, string(m.Verb), m.Path, d.code, d.reason)
-			w.logOnly = true
+			w.logOnly, w.audit = true, r.audit
 			ch.reports = append(ch.reports, w)
 			ch.passed = append(ch.passed, m)
 		default:

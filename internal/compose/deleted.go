@@ -38,7 +38,7 @@ func (r *run) deleted(resName string, observed map[string]any) deletion {
 	}
 	if r.log {
 		w := withheldOf(m, v1alpha1.VerbDelete, "", d.code, d.reason)
-		w.logOnly = true
+		w.logOnly, w.audit = true, r.audit
 		return deletion{withheld: &w}
 	}
 	if upgradeDeleteOpen(m, observed) {
@@ -121,9 +121,22 @@ func upgradeDelete(a allowance.Allowance) bool {
 	return a.OpensDelete() && !a.Consumed && a.FromUpgrade()
 }
 
-// gated reports whether the resource's gate is Kausality's.
+// gated reports whether the resource's gate is Kausality's: not while it
+// is audited.
 func (r *run) gated(m childMeta) bool {
-	return m.child.Class.Gated() && !admit.IsComposite(m.obj.Object) && !admit.IsClaim(m.obj.Object) && (r.restrictAll || r.set.RestrictsExternal(m.child))
+	return m.child.Class.Gated() && !admit.IsComposite(m.obj.Object) && !admit.IsClaim(m.obj.Object) && (r.restrictAll || r.set.RestrictsExternal(m.child)) && !r.audited(m)
+}
+
+// audited reports whether the resource is in Audit mode (policy.ManagedMode,
+// as admission decides it): Kausality reports what it would withhold and
+// leaves its management policies to the Composition. Never while the
+// policies are unknown.
+func (r *run) audited(m childMeta) bool {
+	if r.restrictAll || !r.auditable {
+		return false
+	}
+	mode, err := r.compiled.policies.ManagedMode(r.all, m.child, r.ns)
+	return err == nil && mode == v1alpha1.ModeAudit
 }
 
 // keptAsObserved is the resource as observed, for Crossplane to keep.

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -482,6 +483,80 @@ func TestRunFunctionFailsClosed(t *testing.T) {
 				if !strings.Contains(joined, w) {
 					t.Errorf("%s\nresults %q do not contain %q", tc.reason, joined, w)
 				}
+			}
+		})
+	}
+}
+
+// TestAuditMode: in a Namespace in Audit mode, or under policies that all
+// say Audit, the function withholds nothing and gates nothing: the change
+// goes through, the resource gets neither the gated label nor a gate (the
+// Composition's management policies stand), and the XR names what Enforce
+// would have withheld. A policy that enforces for the same kind wins.
+func TestAuditMode(t *testing.T) {
+	observedAnn := map[string]string{v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1"}
+	observed := func() *structpb.Struct {
+		return observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]")
+	}
+	auditPolicy := strings.Replace(policyDB, "spec:\n", "spec:\n  mode: Audit\n", 1)
+	enforcing := strings.NewReplacer("name: xdatabase-policy, uid: p-1", "name: other-policy, uid: p-2", "kind: XDatabase", "kind: XOther").Replace(policyDB)
+	cases := map[string]struct {
+		reason     string
+		req        *fnv1.RunFunctionRequest
+		wantClass  string
+		wantGate   any // nil: none
+		wantGated  bool
+		wantReason string
+	}{
+		"NamespaceAudits": {
+			reason: "The Claim's Namespace says Audit.",
+			req: inNamespace(t, newRequest(t, claimed(t, xr(t, 2, 1, nil)), observed(), obj(t, rds("db.t3.large", "")), policyDB),
+				map[string]string{v1alpha1.AnnotationMode: "Audit"}),
+			wantClass: "db.t3.large", wantReason: ReasonAuditOnly,
+		},
+		"PolicyAudits": {
+			reason:    "The only policy says Audit.",
+			req:       newRequest(t, xr(t, 2, 1, nil), observed(), obj(t, rds("db.t3.large", "")), auditPolicy),
+			wantClass: "db.t3.large", wantReason: ReasonAuditOnly,
+		},
+		"AnotherPolicyEnforces": {
+			reason:    "Another kind's policy restricts RDSInstances in Enforce: they stay gated, so the change is let through the function (the XR's policy says Audit) but the gate stays closed.",
+			req:       newRequest(t, xr(t, 2, 1, nil), observed(), obj(t, rds("db.t3.large", "")), auditPolicy, enforcing),
+			wantClass: "db.t3.large", wantGate: []any{"Observe", "LateInitialize"}, wantGated: true, wantReason: ReasonAuditOnly,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rsp, err := newTestFunction().RunFunction(context.Background(), tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := rsp.GetDesired().GetResources()["rds"].GetResource().AsMap()
+			u := unstructured.Unstructured{Object: res}
+			if got, _, _ := unstructured.NestedString(res, "spec", "forProvider", "instanceClass"); got != tc.wantClass {
+				t.Errorf("%s\ninstanceClass = %v, want %v", tc.reason, got, tc.wantClass)
+			}
+			spec, _ := res["spec"].(map[string]any)
+			if diff := cmp.Diff(tc.wantGate, spec["managementPolicies"]); diff != "" {
+				t.Errorf("%s\nmanagementPolicies: -want +got:\n%s", tc.reason, diff)
+			}
+			if got := u.GetLabels()[v1alpha1.LabelGated] == "true"; got != tc.wantGated {
+				t.Errorf("%s\ngated label: %t, want %t", tc.reason, got, tc.wantGated)
+			}
+			if u.GetAnnotations()[v1alpha1.AnnotationTrace] == "" {
+				t.Errorf("%s\nno trace: an audited resource is still traced", tc.reason)
+			}
+			var reason string
+			for _, c := range rsp.GetConditions() {
+				if c.GetType() == ConditionAllowed {
+					reason = c.GetReason()
+					if c.GetStatus() != fnv1.Status_STATUS_CONDITION_TRUE || !strings.Contains(c.GetMessage(), "spec.forProvider.instanceClass") {
+						t.Errorf("%s\n%s = %s %q, want True naming what Enforce would withhold", tc.reason, ConditionAllowed, c.GetStatus(), c.GetMessage())
+					}
+				}
+			}
+			if reason != tc.wantReason {
+				t.Errorf("%s\n%s reason = %q, want %q", tc.reason, ConditionAllowed, reason, tc.wantReason)
 			}
 		})
 	}

@@ -35,7 +35,9 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 		ch.applied = nextApplied(ch.owned, ch.wanted, append(slices.Clone(ch.withheld), ch.held...))
 	}
 
-	restricted := r.restricted(dm.child)
+	// An audited resource is stamped as a restricted one is: traced, its
+	// gate left to the pipeline.
+	restricted := r.restricted(dm.child) || r.audited(dm)
 	gated := r.gated(dm)
 	if !restricted && !gated {
 		r.noteUnrestricted(dm)

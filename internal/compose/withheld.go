@@ -30,9 +30,11 @@ const (
 
 // Condition reasons.
 const (
-	ReasonAllAllowed       = "AllMutationsAllowed"
-	ReasonWithheld         = "MutationsWithheld"
-	ReasonLogOnly          = "WouldWithhold"
+	ReasonAllAllowed = "AllMutationsAllowed"
+	ReasonWithheld   = "MutationsWithheld"
+	ReasonLogOnly    = v1alpha1.ReasonWouldWithhold
+	// ReasonAuditOnly: Audit mode, which also closes no gate.
+	ReasonAuditOnly        = v1alpha1.ReasonAuditWouldWithhold
 	ReasonAnnotationsValid = "AnnotationsValid"
 	ReasonMalformed        = "MalformedAnnotation"
 	ReasonAllPropagated    = "AllPropagated"
@@ -61,13 +63,14 @@ type withheld struct {
 	reason     string
 	code       string       // the reason's class, for metrics
 	child      policy.Child // the resource's kind, for metrics
-	logOnly    bool         // Log mode: reported, let through
+	logOnly    bool         // Log or Audit mode: reported, let through
+	audit      bool         // Audit mode, which logOnly is
 }
 
 // String is the line the XR's results and conditions carry; its format
 // is report.Withheld's, which `kubectl kausality explain` parses.
 func (w withheld) String() string {
-	return report.Withheld{Resource: w.resource, Kind: w.kind, Name: w.name, Verb: w.verb, Path: w.path, Reason: w.reason, LogOnly: w.logOnly}.String()
+	return report.Withheld{Resource: w.resource, Kind: w.kind, Name: w.name, Verb: w.verb, Path: w.path, Reason: w.reason, LogOnly: w.logOnly, Audit: w.audit}.String()
 }
 
 // withheldOf is what is reported of verb (at path, for a mutation) kept
@@ -104,6 +107,8 @@ func (r *run) report(rsp *fnv1.RunFunctionResponse) {
 		// the Claim (status.claimConditionTypes), so a Claim that was told
 		// a change was withheld must also be told when nothing is.
 		response.ConditionTrue(rsp, ConditionAllowed, ReasonAllAllowed).TargetCompositeAndClaim()
+	case r.audit:
+		response.ConditionTrue(rsp, ConditionAllowed, ReasonAuditOnly).WithMessage(strings.Join(lines, "; ")).TargetCompositeAndClaim()
 	case r.log:
 		response.ConditionTrue(rsp, ConditionAllowed, ReasonLogOnly).WithMessage(strings.Join(lines, "; ")).TargetCompositeAndClaim()
 	default:

@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"slices"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -49,14 +50,21 @@ type loaded struct {
 	set         policy.Set
 	kinds       policy.Kinds // the resources policy targets name, as the API server serves them
 	phase       policy.Phase
-	log         bool // Log mode: report, do not withhold
-	drift       v1alpha1.DriftPolicy
-	upgrades    []v1alpha1.UpgradeAllowance
-	revision    string
-	rev         policy.Revision // revision with its Composition and number, when Crossplane supplied its CompositionRevision
-	logic       logic.Logic     // what produces the composed resources now
-	functions   string          // logic.Functions, formatted for kausality.io/function-versions
-	inputs      string          // logic.Inputs, formatted for kausality.io/input-versions
+	log         bool // Log or Audit mode: report, do not withhold
+	audit       bool // Audit mode: gate nothing either (see audited)
+	// auditable: the Namespace or some policy says Audit, so some composed
+	// resource may be audited.
+	auditable bool
+	// all are every AllowancePolicy, whatever kind each is for: whether a
+	// composed resource is audited depends on all that restrict its kind.
+	all       []v1alpha1.AllowancePolicy
+	drift     v1alpha1.DriftPolicy
+	upgrades  []v1alpha1.UpgradeAllowance
+	revision  string
+	rev       policy.Revision // revision with its Composition and number, when Crossplane supplied its CompositionRevision
+	logic     logic.Logic     // what produces the composed resources now
+	functions string          // logic.Functions, formatted for kausality.io/function-versions
+	inputs    string          // logic.Inputs, formatted for kausality.io/input-versions
 	// added is the upgrade a composed resource the pipeline adds is
 	// compared with: that of the logic recorded on those observed (read
 	// right after load, from the observed resources).
@@ -128,6 +136,7 @@ func (r *run) loadPolicies(req *fnv1.RunFunctionRequest) {
 		r.restrictAll = true
 	}
 	r.kinds = policy.KindsOf(aps)
+	r.all = aps
 	set, errs := r.compiled.policies.For(r.xr.GetAPIVersion(), r.xr.GetKind(), aps)
 	for _, err := range errs {
 		r.problem(err)
@@ -149,7 +158,10 @@ func (r *run) loadPolicies(req *fnv1.RunFunctionRequest) {
 	if w := policy.IgnoredMode(r.xr.Object); w != "" {
 		r.problem(errors.New(w))
 	}
-	r.log = r.cfg.mode == v1beta1.ModeLog || mode == v1alpha1.ModeLog
+	r.audit = mode == v1alpha1.ModeAudit
+	nsMode, _, _ := policy.NamespaceMode(r.ns)
+	r.auditable = nsMode == v1alpha1.ModeAudit || slices.ContainsFunc(r.all, func(p v1alpha1.AllowancePolicy) bool { return p.Spec.Mode == v1alpha1.ModeAudit })
+	r.log = r.cfg.mode == v1beta1.ModeLog || mode == v1alpha1.ModeLog || r.audit
 	r.drift = set.Drift()
 }
 

@@ -66,7 +66,10 @@ func (c Change) text(b *strings.Builder) {
 		what += " " + c.Path
 	}
 	mode := "Withheld"
-	if c.LogOnly {
+	switch {
+	case c.LogOnly && c.Audit:
+		mode = "Would be withheld (Audit mode let it through)"
+	case c.LogOnly:
 		mode = "Would be withheld (Log mode let it through)"
 	}
 	fmt.Fprintf(b, "%s: %s of %s/%s (resource %s)\n", mode, what, c.Kind, c.Name, c.Resource)

@@ -59,9 +59,9 @@ func Compile(p *v1alpha1.AllowancePolicy) (*Compiled, error) {
 		fail("spec.for.kind", errors.New("is required"))
 	}
 	switch p.Spec.Mode {
-	case "", v1alpha1.ModeEnforce, v1alpha1.ModeLog:
+	case "", v1alpha1.ModeEnforce, v1alpha1.ModeLog, v1alpha1.ModeAudit:
 	default:
-		fail("spec.mode", errors.Errorf("%q is not Enforce or Log", p.Spec.Mode))
+		fail("spec.mode", errors.Errorf("%q is not Enforce, Log or Audit", p.Spec.Mode))
 	}
 	switch p.Spec.Drift {
 	case "", v1alpha1.DriftAllow, v1alpha1.DriftDeny:

@@ -11,7 +11,10 @@ import (
 
 // ModeNamespace names the Namespace whose kausality.io/mode annotation
 // governs obj: its own, or for a cluster-scoped legacy XR its Claim's
-// (spec.claimRef.namespace). "" when none does. Only a Namespace may switch
+// (spec.claimRef.namespace), for a cluster-scoped managed resource its
+// Claim's as Crossplane labels it (crossplane.io/claim-namespace; only
+// Crossplane and administrators write cluster-scoped objects). "" when
+// none does. Only a Namespace may switch
 // the mode, because whoever may edit a Claim or XR must not be able to
 // switch off enforcement of their own change; editing a Namespace is an
 // administrator's right.
@@ -20,36 +23,59 @@ func ModeNamespace(obj map[string]any) string {
 	if ns := u.GetNamespace(); ns != "" {
 		return ns
 	}
-	ns, _, _ := unstructured.NestedString(obj, "spec", "claimRef", "namespace")
-	return ns
+	if ns, _, _ := unstructured.NestedString(obj, "spec", "claimRef", "namespace"); ns != "" {
+		return ns
+	}
+	return u.GetLabels()[labelClaimNamespace]
 }
 
-// Mode is Enforce unless the Namespace ns (nil when there is none, or it is
-// not known) says Log in its kausality.io/mode annotation, or it has none
-// and every policy says Log. An unreadable annotation is an error and
-// Enforce.
+// labelClaimNamespace is the label Crossplane puts on what a Claim's
+// composite composes, naming the Claim's Namespace.
+const labelClaimNamespace = "crossplane.io/claim-namespace"
+
+// Mode is the Namespace ns's kausality.io/mode annotation (ns nil when
+// there is none, or it is not known), else the strictest of the policies'
+// modes (Enforce, then Log, then Audit; Enforce without policies). An
+// unreadable annotation is an error and Enforce.
 func (s Set) Mode(ns map[string]any) (v1alpha1.Mode, error) {
-	if ns != nil {
-		u := unstructured.Unstructured{Object: ns}
-		if v, ok := u.GetAnnotations()[v1alpha1.AnnotationMode]; ok {
-			switch m := v1alpha1.Mode(v); m {
-			case v1alpha1.ModeEnforce, v1alpha1.ModeLog:
-				return m, nil
-			default:
-				return v1alpha1.ModeEnforce, errors.Errorf("annotation %s on Namespace %s is %q, want %s or %s",
-					v1alpha1.AnnotationMode, u.GetName(), v, v1alpha1.ModeEnforce, v1alpha1.ModeLog)
-			}
-		}
+	if m, ok, err := NamespaceMode(ns); ok || err != nil {
+		return m, err
 	}
 	if len(s.policies) == 0 {
 		return v1alpha1.ModeEnforce, nil
 	}
+	m := v1alpha1.ModeAudit
 	for _, p := range s.policies {
-		if p.policy.Spec.Mode != v1alpha1.ModeLog {
-			return v1alpha1.ModeEnforce, nil
+		pm := p.policy.Spec.Mode
+		if pm == "" {
+			pm = v1alpha1.ModeEnforce
+		}
+		if pm.Stricter(m) {
+			m = pm
 		}
 	}
-	return v1alpha1.ModeLog, nil
+	return m, nil
+}
+
+// NamespaceMode is the mode the Namespace ns sets in its kausality.io/mode
+// annotation; ok is false when it sets none (or ns is nil). An unreadable
+// annotation is an error and Enforce.
+func NamespaceMode(ns map[string]any) (_ v1alpha1.Mode, ok bool, _ error) {
+	if ns == nil {
+		return "", false, nil
+	}
+	u := unstructured.Unstructured{Object: ns}
+	v, ok := u.GetAnnotations()[v1alpha1.AnnotationMode]
+	if !ok {
+		return "", false, nil
+	}
+	switch m := v1alpha1.Mode(v); m {
+	case v1alpha1.ModeEnforce, v1alpha1.ModeLog, v1alpha1.ModeAudit:
+		return m, true, nil
+	default:
+		return v1alpha1.ModeEnforce, true, errors.Errorf("annotation %s on Namespace %s is %q, want %s, %s or %s",
+			v1alpha1.AnnotationMode, u.GetName(), v, v1alpha1.ModeEnforce, v1alpha1.ModeLog, v1alpha1.ModeAudit)
+	}
 }
 
 // IgnoredMode is the warning for an object other than a Namespace that

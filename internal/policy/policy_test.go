@@ -424,6 +424,12 @@ spec: {for: {apiGroup: example.com, kind: XDatabase}, mode: Log, drift: Allow}`
 	s := dbSet(t)
 	onlyLog, _ := NewCache().For("example.com/v1alpha1", "XDatabase", []v1alpha1.AllowancePolicy{*decode[v1alpha1.AllowancePolicy](t, logAllow)})
 	mixed := dbSet(t, logAllow)
+	audit := `metadata: {name: audit}
+spec: {for: {apiGroup: example.com, kind: XDatabase}, mode: Audit}`
+	onlyAudit, _ := NewCache().For("example.com/v1alpha1", "XDatabase", []v1alpha1.AllowancePolicy{*decode[v1alpha1.AllowancePolicy](t, audit)})
+	auditLog, _ := NewCache().For("example.com/v1alpha1", "XDatabase", []v1alpha1.AllowancePolicy{
+		*decode[v1alpha1.AllowancePolicy](t, audit), *decode[v1alpha1.AllowancePolicy](t, `metadata: {name: log}
+spec: {for: {apiGroup: example.com, kind: XDatabase}, mode: Log}`)})
 	cases := map[string]struct {
 		set       Set
 		ann       string
@@ -437,6 +443,9 @@ spec: {for: {apiGroup: example.com, kind: XDatabase}, mode: Log, drift: Allow}`
 		"NamespaceOverride":  {set: s, ann: "Log", wantMode: v1alpha1.ModeLog, wantDrift: v1alpha1.DriftDeny},
 		"NamespaceEnforces":  {set: onlyLog, ann: "Enforce", wantMode: v1alpha1.ModeEnforce, wantDrift: v1alpha1.DriftAllow},
 		"BadAnnotation":      {set: onlyLog, ann: "Loud", wantMode: v1alpha1.ModeEnforce, wantDrift: v1alpha1.DriftAllow, wantErr: true},
+		"NamespaceAudits":    {set: s, ann: "Audit", wantMode: v1alpha1.ModeAudit, wantDrift: v1alpha1.DriftDeny},
+		"AuditAndLogIsLog":   {set: auditLog, wantMode: v1alpha1.ModeLog, wantDrift: v1alpha1.DriftDeny},
+		"AllAudit":           {set: onlyAudit, wantMode: v1alpha1.ModeAudit, wantDrift: v1alpha1.DriftDeny},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -458,6 +467,61 @@ spec: {for: {apiGroup: example.com, kind: XDatabase}, mode: Log, drift: Allow}`
 	}
 }
 
+// TestManagedMode: a managed resource is audited only when its Namespace
+// says so, or every policy restricting its kind, whatever kind each is
+// for, says Audit; the function and admission both ask this.
+func TestManagedMode(t *testing.T) {
+	group := map[string]string{"rdsinstances": "rds.aws.crossplane.io", "buckets": "s3.aws.crossplane.io"}
+	policyFor := func(name, mode, resource string) v1alpha1.AllowancePolicy {
+		return *decode[v1alpha1.AllowancePolicy](t, `metadata: {name: `+name+`}
+spec:
+  for: {apiGroup: example.com, kind: X`+name+`}
+  mode: `+mode+`
+  rules:
+  - trigger: spec.size
+    policies:
+    - target: {apiGroup: `+group[resource]+`, resource: `+resource+`}
+      relation: ControllerChild
+      verbs: [Update]`)
+	}
+	broken := policyFor("broken", "Audit", "rdsinstances")
+	broken.Spec.Rules[0].Conditions = []string{"object.spec.size >"}
+	ns := func(mode string) map[string]any {
+		md := map[string]any{"name": "prod"}
+		if mode != "" {
+			md["annotations"] = map[string]any{v1alpha1.AnnotationMode: mode}
+		}
+		return map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": md}
+	}
+	cases := map[string]struct {
+		ps      []v1alpha1.AllowancePolicy
+		ns      map[string]any
+		want    v1alpha1.Mode
+		wantErr bool
+	}{
+		"EveryRestrictingPolicyAudits": {ps: []v1alpha1.AllowancePolicy{policyFor("a", "Audit", "rdsinstances"), policyFor("b", "Enforce", "buckets")}, want: v1alpha1.ModeAudit},
+		"OneEnforces":                  {ps: []v1alpha1.AllowancePolicy{policyFor("a", "Audit", "rdsinstances"), policyFor("b", "Enforce", "rdsinstances")}, want: v1alpha1.ModeEnforce},
+		"LogAndAudit":                  {ps: []v1alpha1.AllowancePolicy{policyFor("a", "Audit", "rdsinstances"), policyFor("b", "Log", "rdsinstances")}, want: v1alpha1.ModeLog},
+		"NoneRestricts":                {ps: []v1alpha1.AllowancePolicy{policyFor("b", "Audit", "buckets")}, want: v1alpha1.ModeEnforce},
+		"BrokenIsEnforce":              {ps: []v1alpha1.AllowancePolicy{policyFor("a", "Audit", "rdsinstances"), broken}, want: v1alpha1.ModeEnforce},
+		"NamespaceAudits":              {ps: []v1alpha1.AllowancePolicy{policyFor("a", "Enforce", "rdsinstances")}, ns: ns("Audit"), want: v1alpha1.ModeAudit},
+		"NamespaceEnforces":            {ps: []v1alpha1.AllowancePolicy{policyFor("a", "Audit", "rdsinstances")}, ns: ns("Enforce"), want: v1alpha1.ModeEnforce},
+		"NamespaceWithout":             {ps: []v1alpha1.AllowancePolicy{policyFor("a", "Audit", "rdsinstances")}, ns: ns(""), want: v1alpha1.ModeAudit},
+		"NamespaceUnreadable":          {ns: ns("Quiet"), want: v1alpha1.ModeEnforce, wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			m, err := NewCache().ManagedMode(tc.ps, rdsChild, tc.ns)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("ManagedMode() error = %v, want error %v", err, tc.wantErr)
+			}
+			if m != tc.want {
+				t.Errorf("ManagedMode() = %s, want %s", m, tc.want)
+			}
+		})
+	}
+}
+
 func TestModeNamespace(t *testing.T) {
 	cases := map[string]struct {
 		obj  string
@@ -466,6 +530,7 @@ func TestModeNamespace(t *testing.T) {
 		"Namespaced":        {obj: "metadata: {name: db, namespace: prod}", want: "prod"},
 		"LegacyXRClaimed":   {obj: "metadata: {name: db-x7k}\nspec: {claimRef: {namespace: prod, name: db}}", want: "prod"},
 		"LegacyXRUnclaimed": {obj: "metadata: {name: db-x7k}\nspec: {}", want: ""},
+		"LegacyManaged":     {obj: "metadata: {name: db-x7k-data, labels: {crossplane.io/claim-namespace: prod}}\nspec: {}", want: "prod"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

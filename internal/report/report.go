@@ -57,6 +57,9 @@ type Object struct {
 	// propagation control holds back, and why.
 	Withheld string `json:"withheld,omitempty"`
 	Held     string `json:"held,omitempty"`
+	// WouldWithhold is a composite's KausalityAllowed condition when Log
+	// or Audit mode let through what Enforce would withhold.
+	WouldWithhold string `json:"wouldWithhold,omitempty"`
 	// Unrestricted is a composite's KausalityRestricted condition when
 	// False: the managed resources it composes that no policy names, whose
 	// changes reach the cloud without a cause.
@@ -114,8 +117,11 @@ func Of(u *unstructured.Unstructured, role Role) Object {
 		}
 		return o
 	}
-	if c := condition(u, v1alpha1.ConditionAllowed); c.Status == "False" {
+	switch c := condition(u, v1alpha1.ConditionAllowed); {
+	case c.Status == "False":
 		o.Withheld = c.Message
+	case c.Reason == v1alpha1.ReasonWouldWithhold || c.Reason == v1alpha1.ReasonAuditWouldWithhold:
+		o.WouldWithhold = c.Message
 	}
 	if c := condition(u, v1alpha1.ConditionPropagated); c.Status == "False" {
 		o.Held = c.Message
@@ -155,6 +161,9 @@ func (o Object) Summary() string {
 	}
 	if o.Held != "" {
 		parts = append(parts, "held: "+o.Held)
+	}
+	if o.WouldWithhold != "" {
+		parts = append(parts, "Enforce would withhold: "+o.WouldWithhold)
 	}
 	if o.Unrestricted != "" {
 		parts = append(parts, "unrestricted: "+o.Unrestricted)

@@ -154,6 +154,12 @@ func TestOf(t *testing.T) {
 				map[string]any{"type": v1alpha1.ConditionRestricted, "status": "False", "message": "gateway (InternetGateway ec2.aws.m.upbound.io) is a managed resource of a kind no AllowancePolicy names"}),
 			role: RoleComposite, summary: "unrestricted: gateway (InternetGateway ec2.aws.m.upbound.io) is a managed resource of a kind no AllowancePolicy names",
 		},
+		"CompositeAudited": {
+			reason: "In Audit mode a True KausalityAllowed still names what Enforce would withhold, which status lists.",
+			obj: xnetwork(map[string]any{"type": v1alpha1.ConditionCreated, "status": "True"},
+				map[string]any{"type": v1alpha1.ConditionAllowed, "status": "True", "reason": v1alpha1.ReasonAuditWouldWithhold, "message": "resource vpc: withheld Mutate spec.forProvider.cidrBlock (Audit mode, let through)"}),
+			role: RoleComposite, summary: "Enforce would withhold: resource vpc: withheld Mutate spec.forProvider.cidrBlock (Audit mode, let through)",
+		},
 		"CompositeQuiet": {
 			reason: "Nothing withheld or held on a created composite.",
 			obj:    xnetwork(map[string]any{"type": v1alpha1.ConditionCreated, "status": "True"}, map[string]any{"type": v1alpha1.ConditionAllowed, "status": "True"}),

@@ -9,8 +9,12 @@ import (
 // rather than a change from a composed resource's spec.
 const VerbOpenGate = "open gate"
 
-// logOnlyPrefix starts a line Log mode reported and let through.
-const logOnlyPrefix = "(Log mode, let through) "
+// logOnlyPrefix and auditPrefix start a line Log or Audit mode reported
+// and let through.
+const (
+	logOnlyPrefix = "(Log mode, let through) "
+	auditPrefix   = "(Audit mode, let through) "
+)
 
 // Withheld is one change the function kept from a composed resource (or,
 // in Log mode, would have kept and let through), as the XR's
@@ -30,8 +34,10 @@ type Withheld struct {
 	Path string `json:"path,omitempty"`
 	// Reason is why nothing permitted it.
 	Reason string `json:"reason"`
-	// LogOnly says Log mode reported it and let it through.
+	// LogOnly says Log or Audit mode reported it and let it through;
+	// Audit says which.
 	LogOnly bool `json:"logOnly,omitempty"`
+	Audit   bool `json:"audit,omitempty"`
 }
 
 // String is the line the XR's results and conditions carry.
@@ -41,7 +47,10 @@ func (w Withheld) String() string {
 		what += " " + w.Path
 	}
 	s := fmt.Sprintf("resource %s (%s %s): withheld %s: %s", w.Resource, w.Kind, w.Name, what, w.Reason)
-	if w.LogOnly {
+	switch {
+	case w.LogOnly && w.Audit:
+		s = auditPrefix + s
+	case w.LogOnly:
 		s = logOnlyPrefix + s
 	}
 	return s
@@ -70,7 +79,7 @@ func splitLines(msg string) []string {
 			continue
 		}
 		rest := msg[i+2:]
-		if strings.HasPrefix(rest, "resource ") || strings.HasPrefix(rest, logOnlyPrefix+"resource ") {
+		if strings.HasPrefix(rest, "resource ") || strings.HasPrefix(rest, logOnlyPrefix+"resource ") || strings.HasPrefix(rest, auditPrefix+"resource ") {
 			parts = append(parts, msg[start:i])
 			start = i + 2
 		}
@@ -83,6 +92,8 @@ func parseLine(s string) (Withheld, bool) {
 	var w Withheld
 	if rest, ok := strings.CutPrefix(s, logOnlyPrefix); ok {
 		w.LogOnly, s = true, rest
+	} else if rest, ok := strings.CutPrefix(s, auditPrefix); ok {
+		w.LogOnly, w.Audit, s = true, true, rest
 	}
 	s, ok := strings.CutPrefix(s, "resource ")
 	if !ok {

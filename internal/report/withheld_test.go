@@ -21,6 +21,7 @@ func TestWithheldRoundTrip(t *testing.T) {
 			lines: []Withheld{
 				{Resource: "logs", Kind: "Bucket", Name: "shop-logs", Verb: "Create", Reason: "a; b"},
 				{Resource: "data", Kind: "Bucket", Name: "shop-data", Verb: "Delete", Reason: "c", LogOnly: true},
+				{Resource: "data", Kind: "Bucket", Name: "shop-data", Verb: "Mutate", Path: "spec.forProvider.size", Reason: "d", LogOnly: true, Audit: true},
 			},
 		},
 		"OpenGate": {
@@ -63,7 +64,7 @@ func FuzzParseWithheld(f *testing.F) {
 	f.Fuzz(func(t *testing.T, msg, res, kind, name, verb, path, reason string, logOnly bool) {
 		_ = ParseWithheld(msg)
 		w := Withheld{Resource: res, Kind: kind, Name: name, Verb: verb, Path: path, Reason: reason, LogOnly: logOnly}
-		if !plain(res, kind, name) || !plainVerb(verb) || !plainPath(path) || strings.Contains(reason, "; resource ") || strings.Contains(reason, "; (Log mode") {
+		if !plain(res, kind, name) || !plainVerb(verb) || !plainPath(path) || strings.Contains(reason, "; resource ") || strings.Contains(reason, "; (Log mode") || strings.Contains(reason, "; (Audit mode") {
 			_ = ParseWithheld(w.String())
 			return
 		}

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -156,6 +157,31 @@ func listPolicies(ctx context.Context, r client.Reader) ([]v1alpha1.AllowancePol
 		return nil, errors.Wrap(err, errListAllowancePolicies)
 	}
 	return l.Items, nil
+}
+
+// audited reports whether the managed resource obj of kind child is in
+// Audit mode (policy.ManagedMode, as the function decides it): admission
+// then gates nothing and refuses nothing of it. Its Namespace is read from
+// r (a cached client).
+func audited(ctx context.Context, r client.Reader, cache *policy.Cache, child policy.Child, obj *unstructured.Unstructured) (bool, error) {
+	ps, err := listPolicies(ctx, r)
+	if err != nil {
+		return false, err
+	}
+	audit := slices.ContainsFunc(ps, func(p v1alpha1.AllowancePolicy) bool { return p.Spec.Mode == v1alpha1.ModeAudit })
+	if !audit && policy.ModeNamespace(obj.Object) == "" {
+		return false, nil
+	}
+	var nsObj map[string]any
+	ns, err := parents.Namespace(ctx, r, obj)
+	if err != nil {
+		return false, err
+	}
+	if ns != nil {
+		nsObj = ns.Object
+	}
+	mode, err := cache.ManagedMode(ps, child, nsObj)
+	return err == nil && mode == v1alpha1.ModeAudit, nil
 }
 
 func withAudit(r admission.Response, audit map[string]string) admission.Response {

@@ -93,6 +93,11 @@ func (h *Deletion) ungatedDeleted(ctx context.Context, req admission.Request, ol
 	if restricted, _ := h.Cache.Restricting(ps, requestChild(req)); !restricted {
 		return admission.Allowed("")
 	}
+	if audit, err := audited(ctx, h.Policies, h.Cache, requestChild(req), old); err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	} else if audit {
+		return admission.Allowed("")
+	}
 	if (req.DryRun != nil && *req.DryRun) || h.Kube == nil {
 		return admission.Allowed("")
 	}

@@ -58,6 +58,9 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	if done != nil {
 		return protected(ctx, *done)
 	}
+	if r := h.auditOnly(ctx, req, obj, sent); r != nil {
+		return *r
+	}
 	var warnings []string
 	if obj.GetLabels()[v1alpha1.LabelGated] != "true" {
 		gated, warning, err := h.gates(ctx, req, old, obj)
@@ -135,6 +138,21 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	warnings = append(warnings, gateWarnings...)
 	return patched(sent, obj).WithWarnings(warnings...)
+}
+
+// auditOnly answers a write of a resource in Audit mode as it came, nil
+// when the resource is not in Audit mode: the gate is the Composition's
+// (the function sets none), and the function reports what Enforce would
+// withhold.
+func (h *Managed) auditOnly(ctx context.Context, req admission.Request, obj *unstructured.Unstructured, sent map[string]any) *admission.Response {
+	audit, err := audited(ctx, h.Policies, h.Cache, requestChild(req), obj)
+	switch {
+	case err != nil:
+		return refOf(admission.Errored(http.StatusInternalServerError, err))
+	case audit:
+		return refOf(patched(sent, obj))
+	}
+	return nil
 }
 
 // gates decides whether a write of a resource without the gated label is

@@ -468,6 +468,24 @@ spec:
 			want:            result{Allowed: true, Object: adopter(policies(closed...), label(v1alpha1.LabelGated, "true"), trace(adopterHop)).Object},
 			warningsContain: "an AllowancePolicy that does not compile might restrict its kind",
 		},
+		"AuditedCreationUntouched": {
+			reason: "The only policy restricting Buckets says Audit: creating one by hand is reported by nobody and gated by nothing, as on a cluster without Kausality.",
+			args: args{objs: []client.Object{allowancePolicy(t, xdatabasesPolicy, func(p *v1alpha1.AllowancePolicy) { p.Spec.Mode = v1alpha1.ModeAudit })},
+				req: create(asBob, adopter(policies("*")))},
+			want: result{Allowed: true, Object: adopter(policies("*")).Object},
+		},
+		"AuditNamespaceLetsTheGateGo": {
+			reason: "The Claim's Namespace says Audit: Crossplane applying the pipeline (the function gates nothing in Audit) drops the gated label and the gate, and admission keeps neither.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), namespace(v1alpha1.AnnotationMode, "Audit")},
+				req: update(asCrossplane, bucket(t), bucket(t, unlabel(v1alpha1.LabelGated), policies("*")))},
+			want: result{Allowed: true, Object: bucket(t, unlabel(v1alpha1.LabelGated), policies("*")).Object},
+		},
+		"LogNamespaceKeepsTheGate": {
+			reason: "Log mode is no Audit: the gated label is restored and the gate stays closed.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), namespace(v1alpha1.AnnotationMode, "Log")},
+				req: update(asCrossplane, bucket(t), bucket(t, unlabel(v1alpha1.LabelGated), policies("*")))},
+			want: result{Allowed: true, Object: bucket(t).Object},
+		},
 		"CreateOfUnrestrictedKindUntouched": {
 			reason: "Without a policy restricting Buckets, creating one by hand is no business of Kausality.",
 			args:   args{objs: []client.Object{allowancePolicy(t, claimsPolicy)}, req: create(asBob, adopter(policies("*")))},

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -215,19 +214,7 @@ func TestLoggedChangeDoesNotRideAlong(t *testing.T) {
 	ctx := context.Background()
 	comp := composition(t, 1)
 	key := created(t, comp, "ride", "orders")
-	mode := func(m string) {
-		t.Helper()
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}
-		if err := controlplane.Update(as(t, "admin"), ns, func() {
-			if m == "" {
-				delete(ns.Annotations, v1alpha1.AnnotationMode)
-				return
-			}
-			metav1.SetMetaDataAnnotation(&ns.ObjectMeta, v1alpha1.AnnotationMode, m)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mode := func(m string) { namespaceMode(t, key.Namespace, m) }
 	mode(string(v1alpha1.ModeLog))
 	if err := cp.Composition(ctx, filepath.Join("testdata", "composition-3.yaml"), comp); err != nil {
 		t.Fatal(err)

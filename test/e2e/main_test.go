@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -127,6 +129,22 @@ func namespace(t *testing.T, name string) {
 	t.Helper()
 	if err := cp.Namespace(context.Background(), name); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// namespaceMode has the administrator set the Namespace's kausality.io/mode
+// to m, or remove it when m is "".
+func namespaceMode(t *testing.T, name, m string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := controlplane.Update(as(t, "admin"), ns, func() {
+		if m == "" {
+			delete(ns.Annotations, v1alpha1.AnnotationMode)
+			return
+		}
+		metav1.SetMetaDataAnnotation(&ns.ObjectMeta, v1alpha1.AnnotationMode, m)
+	}); err != nil {
+		t.Fatalf("the administrator sets %s=%q on Namespace %s: %v", v1alpha1.AnnotationMode, m, name, err)
 	}
 }
 

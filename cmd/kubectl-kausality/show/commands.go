@@ -114,7 +114,7 @@ func Status(ctx context.Context, r client.Reader, namespace string, w io.Writer)
 					open++
 				}
 				pending += len(n.Pending)
-				if n.Frozen != "" || n.Withheld != "" || n.Held != "" || n.Unrestricted != "" || n.Creating || len(n.Problems) > 0 {
+				if n.Frozen != "" || n.Withheld != "" || n.Held != "" || n.WouldWithhold != "" || n.Unrestricted != "" || n.Creating || len(n.Problems) > 0 {
 					held = append(held, n.Kind+"/"+n.Name+": "+n.Summary())
 				}
 			})
