@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml")
@@ -125,18 +126,5 @@ func deriveExample(t *testing.T, path string, defs *Definitions, deleting Deleti
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden.yaml")
-	if *update {
-		if err := os.WriteFile(path, got, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update)", err)
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s differs from the derivation (go test ./internal/derive -update rewrites it):\n%s", path, got)
-	}
+	fixture.Golden(t, filepath.Join("testdata", name+".golden.yaml"), got, *update)
 }

@@ -2,7 +2,6 @@ package explain
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/report"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -173,19 +173,7 @@ func TestText(t *testing.T) {
 
 func golden(t *testing.T, path, got string) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s: -want, +got:\n%s", path, diff)
-	}
+	fixture.Golden(t, path, []byte(got), *update)
 }
 
 // TestSuggestedRulePermits adds the suggested rule to the policy and

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -69,6 +70,72 @@ var CompositionSelection = []string{
 func selection(path string) bool {
 	return slices.ContainsFunc(CompositionSelection, func(f string) bool { return mutation.Under(path, f) })
 }
+
+// UserMetadata are the keys in Crossplane's domain that anyone may set on
+// a Claim, a composite or a managed resource: they only stop Crossplane or
+// a provider (crossplane.io/paused) or time its next reconcile
+// (docs/FIELDS.md, rows C8, X11, X16, M6, M7).
+var UserMetadata = []string{"crossplane.io/paused", "crossplane.io/poll-interval", "crossplane.io/reconcile-requested-at"}
+
+// crossplaneKey reports whether an annotation or label key is in
+// Crossplane's domain (crossplane.io, or a subdomain of it) and not one of
+// UserMetadata: Crossplane or a provider may act on it, today or in a
+// later release.
+func crossplaneKey(k string) bool {
+	domain, _, ok := strings.Cut(k, "/")
+	if !ok || slices.Contains(UserMetadata, k) {
+		return false
+	}
+	return domain == "crossplane.io" || strings.HasSuffix(domain, ".crossplane.io")
+}
+
+// CrossplaneMetadata are the changes of obj's annotations and labels in
+// Crossplane's domain since old (nil: created), UserMetadata aside, as
+// mutations of metadata.annotations[key] and metadata.labels[key]. A
+// field nobody has shown harmless is not harmless: a user's change of one
+// is a watched change, which a rule whose trigger names it may permit
+// (docs/FIELDS.md, "Rule").
+func CrossplaneMetadata(old, obj map[string]any) []mutation.Mutation {
+	var out []mutation.Mutation
+	for _, field := range []string{"annotations", "labels"} {
+		was, now := crossplaneOnly(old, field), crossplaneOnly(obj, field)
+		if len(was) == 0 && len(now) == 0 {
+			continue
+		}
+		prefix := "metadata." + field
+		out = append(out, mutation.Diff(prefix, was, now)...)
+		// Diff reads a key the write leaves out as nothing wanted, as
+		// server-side apply does; for metadata a removed key is a change.
+		for _, k := range slices.Sorted(maps.Keys(was)) {
+			if _, ok := now[k]; ok {
+				continue
+			}
+			for _, m := range mutation.Diff(prefix, map[string]any{}, map[string]any{k: was[k]}) {
+				m.Verb = v1alpha1.MutationDelete
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// crossplaneOnly is obj's metadata.<field> restricted to crossplaneKey
+// keys (empty, never nil: Diff reads an absent map as nothing wanted).
+func crossplaneOnly(obj map[string]any, field string) map[string]any {
+	md, _ := obj["metadata"].(map[string]any)
+	m, _ := md[field].(map[string]any)
+	out := map[string]any{}
+	for k, v := range m {
+		if crossplaneKey(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// ReasonCrossplaneMetadata is why a user's change of a key in Crossplane's
+// domain that no rule permits is a violation.
+const ReasonCrossplaneMetadata = "it is in Crossplane's domain, which Crossplane and providers act on (docs/FIELDS.md), and no rule's trigger permits changing it"
 
 // ReasonHandEdit is why a hand edit of a gated managed resource that no
 // rule permits is a violation.
@@ -197,6 +264,11 @@ func (s Set) begin(req Request) (Decision, map[string]any, vars, int64, error) {
 			gen = stored
 		}
 	}
+	if req.WatchSelection || req.WatchAll {
+		// A user's write: what it changes in Crossplane's domain is
+		// watched too (judge), and a rule may name it as a trigger.
+		d.Changed = append(d.Changed, CrossplaneMetadata(req.OldObject, req.Object)...)
+	}
 	d.Hop = allowance.HopOf(&u, gen).By(req.User.Username, req.Now)
 	d.Hop.Labels = allowance.TraceLabels(u.GetAnnotations())
 	d.Violations = append(d.Violations, sizeViolations(d.Hop)...)
@@ -314,6 +386,8 @@ func (s Set) judge(req Request, d *Decision, o outcome) string {
 		case req.WatchSelection && len(s.policies) > 0 && selection(m.Path):
 			d.Violations = append(d.Violations, Violation{Field: m.Path, Policy: s.policies[0].Name(),
 				Reason: "it chooses what composes the object, and no rule's trigger permits changing it"})
+		case req.WatchSelection && len(s.policies) > 0 && strings.HasPrefix(m.Path, "metadata."):
+			d.Violations = append(d.Violations, Violation{Field: m.Path, Policy: s.policies[0].Name(), Reason: ReasonCrossplaneMetadata})
 		}
 	}
 	return first

@@ -929,6 +929,75 @@ func TestEvaluate(t *testing.T) {
 	}
 }
 
+// TestCrossplaneMetadata: a user's change of an annotation or label in
+// Crossplane's domain that no rule permits is a violation (docs/FIELDS.md,
+// "Rule"), except the keys anyone may set; Crossplane's own writes are
+// not watched; a rule whose trigger names the key opens it.
+func TestCrossplaneMetadata(t *testing.T) {
+	bob := Identity{Username: "bob@example.com", Groups: []string{"system:authenticated"}}
+	crossplane := Identity{Username: "system:serviceaccount:crossplane-system:crossplane"}
+	opener := `metadata: {name: widgets}
+spec:
+  for: {apiGroup: example.com, kind: XDatabase}
+  subjects: [{kind: User, name: bob@example.com, mayInitiate: true}]
+  rules:
+  - trigger: metadata.annotations[crossplane.io/widget]`
+	widget := func(v string) map[string]any {
+		return xr(t, "small", "{crossplane.io/widget: "+v+"}")
+	}
+	cases := map[string]struct {
+		reason   string
+		set      Set
+		old, new map[string]any
+		user     Identity
+		watch    bool
+		want     []Violation
+	}{
+		"UnknownKey": {
+			reason: "Bob adds a key Crossplane's domain holds and nothing shows harmless.",
+			set:    dbSet(t), old: xr(t, "small", "{}"), new: widget("on"), user: bob, watch: true,
+			want: []Violation{{Field: "metadata.annotations[crossplane.io/widget]", Policy: "xdatabase-policy", Reason: ReasonCrossplaneMetadata}},
+		},
+		"RemovedKey": {
+			reason: "Removing one is a change too.",
+			set:    dbSet(t), old: widget("on"), new: xr(t, "small", "{}"), user: bob, watch: true,
+			want: []Violation{{Field: "metadata.annotations[crossplane.io/widget]", Policy: "xdatabase-policy", Reason: ReasonCrossplaneMetadata}},
+		},
+		"SubdomainLabel": {
+			reason: "A subdomain of crossplane.io is Crossplane's too, on a label as on an annotation.",
+			set:    dbSet(t), old: xr(t, "small", "{}"), new: xrWith(t, "  name: db\n", "  name: db\n  labels: {pkg.crossplane.io/revision: r1}\n"), user: bob, watch: true,
+			want: []Violation{{Field: "metadata.labels[pkg.crossplane.io/revision]", Policy: "xdatabase-policy", Reason: ReasonCrossplaneMetadata}},
+		},
+		"Paused": {
+			reason: "crossplane.io/paused only stops Crossplane: anyone may set it.",
+			set:    dbSet(t), old: xr(t, "small", "{}"), new: xr(t, "small", "{crossplane.io/paused: \"true\"}"), user: bob, watch: true,
+		},
+		"OtherDomains": {
+			reason: "Keys outside Crossplane's domain are the user's.",
+			set:    dbSet(t), old: xr(t, "small", "{}"), new: xr(t, "small", "{notcrossplane.io/x: a, example.com/y: b}"), user: bob, watch: true,
+		},
+		"CrossplaneWrites": {
+			reason: "Crossplane's own writes are not watched.",
+			set:    dbSet(t), old: xr(t, "small", "{}"), new: widget("on"), user: crossplane,
+		},
+		"OpenedByARule": {
+			reason: "A platform team opens a key on purpose with a rule whose trigger names it.",
+			set:    dbSet(t, opener), old: xr(t, "small", "{}"), new: widget("on"), user: bob, watch: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d, err := tc.set.Evaluate(Request{Object: tc.new, OldObject: tc.old, User: tc.user, Now: evalNow, WatchSelection: tc.watch})
+			if err != nil {
+				t.Fatalf("%s\nEvaluate(): %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want, d.Violations); diff != "" {
+				t.Errorf("%s\nEvaluate() violations: -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
 // withoutStatus is obj as a client sends it when it leaves status out.
 func withoutStatus(obj map[string]any) map[string]any {
 	delete(obj, "status")

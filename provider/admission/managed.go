@@ -94,7 +94,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		return deny(ctx, metrics.ReasonMalformed, errors.Wrapf(err, errFmtParseAnnotation, v1alpha1.AnnotationAllowances, admit.Describe(obj)).Error())
 	}
 	lateInit := h.Trusted.LateInitialized(req.UserInfo.Username, old, obj)
-	if !h.Trusted.Has(req.UserInfo.Username) && old != nil && admit.SpecChanged(old, obj) && !lateInit {
+	if h.handEdited(req, old, obj, lateInit) {
 		var logged []string
 		var denied *admission.Response
 		if as, logged, denied = h.handEdit(ctx, req, old, obj, as); denied != nil {
@@ -242,6 +242,16 @@ func (h *Managed) upgrade(ctx context.Context, name string, old, mr *unstructure
 		return false, nil
 	}
 	return len(policy.UpgradesFor(us, policy.Upgrade{Revision: rev, Changes: logic.Changes(prev, next)})) > 0, nil
+}
+
+// handEdited reports whether a write is a user's hand edit: of the spec
+// (a provider's late initialization is none), or of the metadata in
+// Crossplane's domain (policy.CrossplaneMetadata).
+func (h *Managed) handEdited(req admission.Request, old, obj *unstructured.Unstructured, lateInit bool) bool {
+	if h.Trusted.Has(req.UserInfo.Username) || old == nil || lateInit {
+		return false
+	}
+	return admit.SpecChanged(old, obj) || len(policy.CrossplaneMetadata(old.Object, obj.Object)) > 0
 }
 
 // handEdit is a hand edit of a gated managed resource's spec: it starts

@@ -468,6 +468,20 @@ spec:
 			want:            result{Allowed: true, Object: adopter(policies(closed...), label(v1alpha1.LabelGated, "true"), trace(adopterHop)).Object},
 			warningsContain: "an AllowancePolicy that does not compile might restrict its kind",
 		},
+		"BobSetsAnUnknownCrossplaneKey": {
+			reason: "A key in Crossplane's domain nobody has shown harmless is not Bob's to add to a gated Bucket, even in a metadata-only write.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asBob, bucket(t), bucket(t, annotate("crossplane.io/widget", "on")))},
+			want: result{Code: http.StatusForbidden,
+				Audit:   map[string]string{admit.AuditMode: "Enforce", admit.AuditViolations: "Bucket orders-data: change to metadata.annotations[crossplane.io/widget] is not permitted: " + kpolicy.ReasonHandEdit},
+				Message: "Bucket orders-data: change to metadata.annotations[crossplane.io/widget] is not permitted: " + kpolicy.ReasonHandEdit},
+		},
+		"BobPausesAGatedBucket": {
+			reason: "crossplane.io/paused only stops the provider: anyone may set it.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asBob, bucket(t), bucket(t, annotate("crossplane.io/paused", "true")))},
+			want: result{Allowed: true, Object: bucket(t, annotate("crossplane.io/paused", "true")).Object},
+		},
 		"AuditedCreationUntouched": {
 			reason: "The only policy restricting Buckets says Audit: creating one by hand is reported by nobody and gated by nothing, as on a cluster without Kausality.",
 			args: args{objs: []client.Object{allowancePolicy(t, xdatabasesPolicy, func(p *v1alpha1.AllowancePolicy) { p.Spec.Mode = v1alpha1.ModeAudit })},

@@ -5,13 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/google/go-cmp/cmp"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +25,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	why "github.com/kausality-io/kausality-crossplane/internal/explain"
 	"github.com/kausality-io/kausality-crossplane/internal/report"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -157,17 +156,5 @@ func TestRunJSON(t *testing.T) {
 
 func golden(t *testing.T, path, got string) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s: -want, +got:\n%s", path, diff)
-	}
+	fixture.Golden(t, path, []byte(got), *update)
 }

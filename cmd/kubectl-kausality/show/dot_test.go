@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kausality-io/kausality-crossplane/internal/report"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -70,20 +69,8 @@ func objectWith(set func(*Node)) (o report.Object) {
 
 func golden(t *testing.T, path, got string) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s: -want, +got:\n%s", path, diff)
-	}
 	if strings.TrimSpace(got) == "" {
 		t.Errorf("%s: empty output", path)
 	}
+	fixture.Golden(t, path, []byte(got), *update)
 }
