@@ -37,7 +37,7 @@ type CLI struct {
 	Version    kong.VersionFlag `help:"Print the version and exit."`
 
 	Trace   TraceCmd   `cmd:"" help:"Show a Claim, XR or managed resource and everything below it, with what Kausality holds for each."`
-	Status  StatusCmd  `cmd:"" help:"List the XRs of the kinds AllowancePolicies name that hold a change back, are frozen or are being created."`
+	Status  StatusCmd  `cmd:"" help:"List the XRs of the kinds AllowancePolicies name that hold a change back, are frozen, are being created, or in Log or Audit mode let through what Enforce would withhold."`
 	Explain ExplainCmd `cmd:"" help:"Say, for what Kausality withholds from a Claim, XR or managed resource, which policy decided and what would permit it."`
 	Plan    PlanCmd    `cmd:"" help:"Say what a change to a Claim or XR would do before it is applied: admission by dry run, and per composed resource what reaches the cloud, is withheld or held."`
 	Policy  PolicyCmd  `cmd:"" help:"Derive AllowancePolicies from Compositions, and check Compositions against them."`

@@ -13,7 +13,7 @@ import (
 // Compositions.
 type PolicyCmd struct {
 	Derive PolicyDeriveCmd `cmd:"" help:"Write an AllowancePolicy that mirrors a Composition's patch-and-transform patches (read structurally), any other pipeline (by a render experiment, with --functions), or a kro ResourceGraphDefinition's ${schema.spec...} references."`
-	Check  PolicyCheckCmd  `cmd:"" help:"List the patches no rule covers and the rules no patch uses; exits non-zero on a gap."`
+	Check  PolicyCheckCmd  `cmd:"" help:"List the patches no rule covers, the rules no patch uses and the composed kinds no policy restricts; exits non-zero on a gap."`
 }
 
 // PolicyDeriveCmd is `kubectl kausality policy derive -f composition.yaml`
