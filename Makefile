@@ -45,7 +45,7 @@ export KUBEBUILDER_ASSETS := $(BIN)
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all tools generate check-generate build release test lint unit render golden demo examples e2e soak-bob fuzz bench bench-scale clean xpkg
+.PHONY: all tools generate check-generate build release test lint unit removal render golden demo examples e2e soak-bob fuzz bench bench-scale clean xpkg
 
 all: build
 
@@ -123,8 +123,13 @@ unit: tools xpkg
 lint: $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run ./...
 
-## test: everything that needs no network: generated files, lint, vet, packages, unit, fuzz seeds, render goldens, envtest.
-test: check-generate xpkg lint unit
+## removal: take Kausality out of a control plane of its own (test/removal; it deletes the provider package, so it runs after the scenario suite, never beside it).
+removal: tools xpkg
+	$(GO) vet -tags removal ./test/removal/
+	$(GO) test -count=1 -timeout 15m -tags removal ./test/removal/
+
+## test: everything that needs no network: generated files, lint, vet, packages, unit, fuzz seeds, render goldens, envtest, the scenario suite, then the removal.
+test: check-generate xpkg lint unit removal
 
 OUT     := $(ROOT)/_output
 VERSION ?= dev

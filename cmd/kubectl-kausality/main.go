@@ -41,6 +41,8 @@ type CLI struct {
 	Explain ExplainCmd `cmd:"" help:"Say, for what Kausality withholds from a Claim, XR or managed resource, which policy decided and what would permit it."`
 	Plan    PlanCmd    `cmd:"" help:"Say what a change to a Claim or XR would do before it is applied: admission by dry run, and per composed resource what reaches the cloud, is withheld or held."`
 	Policy  PolicyCmd  `cmd:"" help:"Derive AllowancePolicies from Compositions, and check Compositions against them."`
+
+	Uninstall UninstallCmd `cmd:"" help:"Once provider-kausality is deleted, hand every managed resource Kausality gated back to its provider: remove the gate and Kausality's label and annotations."`
 }
 
 // TraceCmd is `kubectl kausality trace TYPE/NAME`.
@@ -68,6 +70,7 @@ func main() {
 
 // session is what every command needs: a reader and a mapper.
 type session struct {
+	kube      client.Client
 	reader    client.Reader
 	mapper    meta.RESTMapper
 	namespace string
@@ -110,7 +113,7 @@ func newSession(cfg *rest.Config, namespace string) (session, error) {
 	if err != nil {
 		return session{}, errors.Wrap(err, "cannot make a client")
 	}
-	return session{reader: cl, mapper: m, namespace: namespace}, nil
+	return session{kube: cl, reader: cl, mapper: m, namespace: namespace}, nil
 }
 
 // Run prints the tree.
