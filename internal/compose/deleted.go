@@ -135,7 +135,13 @@ func (r *run) audited(m childMeta) bool {
 	if r.restrictAll || !r.auditable {
 		return false
 	}
-	mode, err := r.compiled.policies.ManagedMode(r.all, m.child, r.ns)
+	// As admission reads it (policy.ModeNamespace): a cluster-scoped
+	// managed resource answers to no Namespace, only to its policies.
+	ns := r.ns
+	if m.obj.GetNamespace() == "" {
+		ns = nil
+	}
+	mode, err := r.compiled.policies.ManagedMode(r.all, m.child, ns)
 	return err == nil && mode == v1alpha1.ModeAudit
 }
 

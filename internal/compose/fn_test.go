@@ -197,6 +197,19 @@ func inNamespace(t testing.TB, req *fnv1.RunFunctionRequest, ann map[string]stri
 	return req
 }
 
+// namespaced is x in the Namespace prod, as a v2 XR and what it composes
+// are.
+func namespaced(t testing.TB, x *structpb.Struct) *structpb.Struct {
+	t.Helper()
+	m := x.AsMap()
+	m["metadata"].(map[string]any)["namespace"] = "prod"
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestRequirementsNamespace(t *testing.T) {
 	want := wantRequirements()
 	want.Resources[RequirementNamespace] = &fnv1.ResourceSelector{ApiVersion: "v1", Kind: "Namespace", Match: &fnv1.ResourceSelector_MatchName{MatchName: "prod"}}
@@ -509,10 +522,16 @@ func TestAuditMode(t *testing.T) {
 		wantReason string
 	}{
 		"NamespaceAudits": {
-			reason: "The Claim's Namespace says Audit.",
-			req: inNamespace(t, newRequest(t, claimed(t, xr(t, 2, 1, nil)), observed(), obj(t, rds("db.t3.large", "")), policyDB),
+			reason: "The v2 XR's Namespace says Audit: its namespaced resources are audited.",
+			req: inNamespace(t, newRequest(t, namespaced(t, xr(t, 2, 1, nil)), namespaced(t, observed()), namespaced(t, obj(t, rds("db.t3.large", ""))), policyDB),
 				map[string]string{v1alpha1.AnnotationMode: "Audit"}),
 			wantClass: "db.t3.large", wantReason: ReasonAuditOnly,
+		},
+		"ClusterScopedResourceStaysGated": {
+			reason: "A legacy Claim's Namespace says Audit: the XR reports in Audit, but its cluster-scoped resources answer to no Namespace (admission cannot trust one for them), so their gates stay closed, as in Log mode.",
+			req: inNamespace(t, newRequest(t, claimed(t, xr(t, 2, 1, nil)), observed(), obj(t, rds("db.t3.large", "")), policyDB),
+				map[string]string{v1alpha1.AnnotationMode: "Audit"}),
+			wantClass: "db.t3.large", wantGate: []any{"Observe", "LateInitialize"}, wantGated: true, wantReason: ReasonAuditOnly,
 		},
 		"PolicyAudits": {
 			reason:    "The only policy says Audit.",

@@ -11,10 +11,9 @@ import (
 
 // ModeNamespace names the Namespace whose kausality.io/mode annotation
 // governs obj: its own, or for a cluster-scoped legacy XR its Claim's
-// (spec.claimRef.namespace), for a cluster-scoped managed resource its
-// Claim's as Crossplane labels it (crossplane.io/claim-namespace; only
-// Crossplane and administrators write cluster-scoped objects). "" when
-// none does. Only a Namespace may switch
+// (spec.claimRef.namespace). "" when none does: a cluster-scoped managed
+// resource answers to no Namespace, since whoever may write one could
+// name any (its labels, its controller reference at creation). Only a Namespace may switch
 // the mode, because whoever may edit a Claim or XR must not be able to
 // switch off enforcement of their own change; editing a Namespace is an
 // administrator's right.
@@ -23,15 +22,9 @@ func ModeNamespace(obj map[string]any) string {
 	if ns := u.GetNamespace(); ns != "" {
 		return ns
 	}
-	if ns, _, _ := unstructured.NestedString(obj, "spec", "claimRef", "namespace"); ns != "" {
-		return ns
-	}
-	return u.GetLabels()[labelClaimNamespace]
+	ns, _, _ := unstructured.NestedString(obj, "spec", "claimRef", "namespace")
+	return ns
 }
-
-// labelClaimNamespace is the label Crossplane puts on what a Claim's
-// composite composes, naming the Claim's Namespace.
-const labelClaimNamespace = "crossplane.io/claim-namespace"
 
 // Mode is the Namespace ns's kausality.io/mode annotation (ns nil when
 // there is none, or it is not known), else the strictest of the policies'

@@ -530,7 +530,7 @@ func TestModeNamespace(t *testing.T) {
 		"Namespaced":        {obj: "metadata: {name: db, namespace: prod}", want: "prod"},
 		"LegacyXRClaimed":   {obj: "metadata: {name: db-x7k}\nspec: {claimRef: {namespace: prod, name: db}}", want: "prod"},
 		"LegacyXRUnclaimed": {obj: "metadata: {name: db-x7k}\nspec: {}", want: ""},
-		"LegacyManaged":     {obj: "metadata: {name: db-x7k-data, labels: {crossplane.io/claim-namespace: prod}}\nspec: {}", want: "prod"},
+		"LegacyManaged":     {obj: "metadata: {name: db-x7k-data, labels: {crossplane.io/claim-namespace: prod}}\nspec: {}", want: ""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

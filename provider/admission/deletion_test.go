@@ -357,9 +357,9 @@ spec:
 		},
 		"UngatedBucketInAuditNamespace": {
 			reason: "In a Namespace in Audit mode Kausality closes no gate: the ungated Bucket is deleted as it would be without Kausality.",
-			args: args{objs: []client.Object{claims, deletesCloud, composite(), namespace(v1alpha1.AnnotationMode, "Audit"), bucket(t, name("orders-cache"), unlabel(v1alpha1.LabelGated), policies("*"))},
-				req: remove(asBob, bucket(t, name("orders-cache"), unlabel(v1alpha1.LabelGated), policies("*")))},
-			want: want{result: result{Allowed: true}, buckets: byName(bucket(t, name("orders-cache"), unlabel(v1alpha1.LabelGated), policies("*")))},
+			args: args{objs: []client.Object{claims, deletesCloud, composite(), namespace(v1alpha1.AnnotationMode, "Audit"), bucket(t, inTeamA, name("orders-cache"), unlabel(v1alpha1.LabelGated), policies("*"))},
+				req: remove(asBob, bucket(t, inTeamA, name("orders-cache"), unlabel(v1alpha1.LabelGated), policies("*")))},
+			want: want{result: result{Allowed: true}, buckets: byName(bucket(t, inTeamA, name("orders-cache"), unlabel(v1alpha1.LabelGated), policies("*")))},
 		},
 		"UngatedBucketOfUnrestrictedKind": {
 			reason: "Without a policy restricting its kind, deleting an ungated Bucket is not Kausality's business.",

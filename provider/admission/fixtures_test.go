@@ -284,6 +284,9 @@ func unset(path string) mod {
 
 func name(n string) mod { return func(u *unstructured.Unstructured) { u.SetName(n) } }
 
+// inTeamA puts a namespaced object in the Namespace team-a.
+func inTeamA(u *unstructured.Unstructured) { u.SetNamespace("team-a") }
+
 func generation(g int64) mod { return func(u *unstructured.Unstructured) { u.SetGeneration(g) } }
 
 // observed sets status.observedGeneration.

@@ -489,10 +489,16 @@ spec:
 			want: result{Allowed: true, Object: adopter(policies("*")).Object},
 		},
 		"AuditNamespaceLetsTheGateGo": {
-			reason: "The Claim's Namespace says Audit: Crossplane applying the pipeline (the function gates nothing in Audit) drops the gated label and the gate, and admission keeps neither.",
+			reason: "A namespaced Bucket's Namespace says Audit: Crossplane applying the pipeline (the function gates nothing in Audit) drops the gated label and the gate, and admission keeps neither.",
+			args: args{objs: []client.Object{parentXR(), parentClaim(), namespace(v1alpha1.AnnotationMode, "Audit")},
+				req: update(asCrossplane, bucket(t, inTeamA), bucket(t, inTeamA, unlabel(v1alpha1.LabelGated), policies("*")))},
+			want: result{Allowed: true, Object: bucket(t, inTeamA, unlabel(v1alpha1.LabelGated), policies("*")).Object},
+		},
+		"ClusterScopedBucketAnswersToNoNamespace": {
+			reason: "A cluster-scoped Bucket names its Claim's Namespace in a label whoever may write it could set: the Namespace's Audit does not reach it, and the gate stays.",
 			args: args{objs: []client.Object{parentXR(), parentClaim(), namespace(v1alpha1.AnnotationMode, "Audit")},
 				req: update(asCrossplane, bucket(t), bucket(t, unlabel(v1alpha1.LabelGated), policies("*")))},
-			want: result{Allowed: true, Object: bucket(t, unlabel(v1alpha1.LabelGated), policies("*")).Object},
+			want: result{Allowed: true, Object: bucket(t).Object},
 		},
 		"LogNamespaceKeepsTheGate": {
 			reason: "Log mode is no Audit: the gated label is restored and the gate stays closed.",

@@ -24,7 +24,31 @@ type balancer struct {
 	backends func() []*backend
 	next     atomic.Uint64
 	wg       sync.WaitGroup
+	// fault is the Fault the Service plays now.
+	fault atomic.Int32
+	// hung are the connections a FaultHang holds, released when it ends;
+	// live those forwarded to a replica, cut when a fault starts (the API
+	// server keeps its connections to a webhook open and reuses them).
+	mu   sync.Mutex
+	hung []net.Conn
+	live map[net.Conn]bool
 }
+
+// A Fault is how the webhook Service misbehaves on purpose.
+type Fault int32
+
+// Faults.
+const (
+	// FaultNone: connections reach a ready replica.
+	FaultNone Fault = iota
+	// FaultRefuse: every connection is closed at once, as when no pod
+	// is behind the Service.
+	FaultRefuse
+	// FaultHang: connections are accepted and never answered, as a pod
+	// that is stuck does; the API server gives up after the webhook's
+	// timeout.
+	FaultHang
+)
 
 // backend is one replica as the balancer sees it.
 type backend struct {
@@ -82,8 +106,37 @@ func (b *balancer) serve() {
 	}
 }
 
+// setFault makes the balancer play f; ending FaultHang closes the
+// connections it held.
+func (b *balancer) setFault(f Fault) {
+	b.fault.Store(int32(f))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if f != FaultNone {
+		for c := range b.live {
+			_ = c.Close()
+		}
+	}
+	if f != FaultHang {
+		for _, c := range b.hung {
+			_ = c.Close()
+		}
+		b.hung = nil
+	}
+}
+
 // forward hands c to a ready replica, trying each once.
 func (b *balancer) forward(c net.Conn) {
+	switch Fault(b.fault.Load()) {
+	case FaultRefuse:
+		_ = c.Close()
+		return
+	case FaultHang:
+		b.mu.Lock()
+		b.hung = append(b.hung, c)
+		b.mu.Unlock()
+		return
+	}
 	defer c.Close() //nolint:errcheck // the peer sees the close either way
 	bs := b.backends()
 	start := int(b.next.Add(1))
@@ -96,8 +149,30 @@ func (b *balancer) forward(c net.Conn) {
 		if err != nil {
 			continue
 		}
+		b.track(c, true)
+		if Fault(b.fault.Load()) != FaultNone {
+			// A fault started while this connection was dialled.
+			b.track(c, false)
+			_ = up.Close()
+			return
+		}
 		pipe(c, up)
+		b.track(c, false)
 		return
+	}
+}
+
+// track records c as forwarded (live) or done.
+func (b *balancer) track(c net.Conn, live bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.live == nil {
+		b.live = map[net.Conn]bool{}
+	}
+	if live {
+		b.live[c] = true
+	} else {
+		delete(b.live, c)
 	}
 }
 

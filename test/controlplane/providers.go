@@ -255,6 +255,10 @@ func (c *ControlPlane) KillReplica(i int) {
 	}
 }
 
+// WebhookFault makes provider-kausality's webhook Service play f until it
+// is called again with FaultNone; the replicas keep running.
+func (c *ControlPlane) WebhookFault(f Fault) { c.runtime.provider.lb.setFault(f) }
+
 // ProviderLog is provider-kausality's log so far, every replica's.
 func (c *ControlPlane) ProviderLog() string {
 	var out strings.Builder

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -99,4 +100,59 @@ func TestReplicasLeaderKilled(t *testing.T) {
 	if t.Failed() {
 		t.Log(cp.DescribeStore(context.Background(), keys[0]))
 	}
+}
+
+// TestWebhookRefusesThenHangs: the webhook Service refuses every
+// connection for 15 s, then accepts them and never answers for 15 s,
+// while Alice creates an XStore and resizes another. Every write that
+// needs Kausality fails closed meanwhile (none is admitted unchecked);
+// once the Service answers again her retried writes are admitted, each
+// Bucket is created once, the resize reaches its bucket once, nothing else
+// reaches the cloud, and nothing is left stuck: every gate closes. It
+// breaks the webhook for everyone, so it runs alone.
+func TestWebhookRefusesThenHangs(t *testing.T) {
+	ctx := context.Background()
+	comp := storeComposition(t)
+	resized := createdStore(t, comp, "webhook-faults", "resized")
+	bs := storeBuckets(t, resized)
+	expectStoreCalls(t, resized, bs, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+
+	resize := func() error {
+		x := store(resized.Namespace, resized.Name, "", nil)
+		return controlplane.Update(alice(t), x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") })
+	}
+	fresh := store(resized.Namespace, "fresh", "small", nil)
+	_ = unstructured.SetNestedField(fresh.Object, comp, "spec", "crossplane", "compositionRef", "name")
+	create := func() error { return alice(t).Create(ctx, fresh.DeepCopy()) }
+
+	defer cp.WebhookFault(controlplane.FaultNone)
+	for _, f := range []struct {
+		name  string
+		fault controlplane.Fault
+	}{{"refuses connections", controlplane.FaultRefuse}, {"accepts and never answers", controlplane.FaultHang}} {
+		cp.WebhookFault(f.fault)
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			if err := resize(); err == nil {
+				t.Fatalf("while the webhook %s, Alice's resize was admitted", f.name)
+			}
+			if err := create(); err == nil {
+				t.Fatalf("while the webhook %s, Alice's new XStore was admitted", f.name)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	cp.WebhookFault(controlplane.FaultNone)
+	fixture.Eventually(t, time.Minute, "Alice's resize and new XStore admitted once the webhook answers", func() (bool, string) {
+		errR, errC := resize(), create()
+		if kerrors.IsAlreadyExists(errC) {
+			errC = nil
+		}
+		return errR == nil && errC == nil, fmt.Sprintf("resize: %v; create: %v", errR, errC)
+	})
+	settleStore(t, resized)
+	expectStoreCalls(t, resized, bs, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+	key := client.ObjectKeyFromObject(fresh)
+	settleStore(t, key)
+	expectStoreCalls(t, key, storeBuckets(t, key), map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
 }
