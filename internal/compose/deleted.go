@@ -136,9 +136,12 @@ func (r *run) audited(m childMeta) bool {
 		return false
 	}
 	// As admission reads it (policy.ModeNamespace): a cluster-scoped
-	// managed resource answers to no Namespace, only to its policies.
+	// managed resource answers to no Namespace, only to its policies. What
+	// a namespaced XR composes is in its Namespace (Crossplane puts it
+	// there; the pipeline's desired resource may name none), what a
+	// cluster-scoped one composes is cluster-scoped.
 	ns := r.ns
-	if m.obj.GetNamespace() == "" {
+	if r.xr.GetNamespace() == "" {
 		ns = nil
 	}
 	mode, err := r.compiled.policies.ManagedMode(r.all, m.child, ns)

@@ -522,8 +522,8 @@ func TestAuditMode(t *testing.T) {
 		wantReason string
 	}{
 		"NamespaceAudits": {
-			reason: "The v2 XR's Namespace says Audit: its namespaced resources are audited.",
-			req: inNamespace(t, newRequest(t, namespaced(t, xr(t, 2, 1, nil)), namespaced(t, observed()), namespaced(t, obj(t, rds("db.t3.large", ""))), policyDB),
+			reason: "The v2 XR's Namespace says Audit: its resources, in that Namespace, are audited, although the pipeline's desired resource names no Namespace (Crossplane sets it).",
+			req: inNamespace(t, newRequest(t, namespaced(t, xr(t, 2, 1, nil)), namespaced(t, observed()), obj(t, rds("db.t3.large", "")), policyDB),
 				map[string]string{v1alpha1.AnnotationMode: "Audit"}),
 			wantClass: "db.t3.large", wantReason: ReasonAuditOnly,
 		},
