@@ -31,7 +31,6 @@ import (
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
-	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
 var cp *controlplane.ControlPlane
@@ -39,50 +38,7 @@ var cp *controlplane.ControlPlane
 // settleTimeout bounds how long a scenario waits for the chain to settle.
 const settleTimeout = 90 * time.Second
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	root, err := render.Root()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	dir, err := os.MkdirTemp("", "kausality-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	keep := os.Getenv("KEEP_E2E_DIR") != ""
-	defer func() {
-		if !keep {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	ctx := context.Background()
-	if cp, err = controlplane.Start(ctx, root, dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		keep = true
-		return 1
-	}
-	defer cp.Stop()
-	if err := setup(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		fmt.Fprintln(os.Stderr, "provider log:\n"+cp.Tail(controlplane.ProviderKausality, 40))
-		fmt.Fprintln(os.Stderr, "crossplane log:\n"+cp.Tail("crossplane", 40))
-		keep = true
-		return 1
-	}
-	code := m.Run()
-	if races := cp.Races(); races != "" {
-		fmt.Fprintf(os.Stderr, "the race detector reported data races:\n%s", races)
-		code = 1
-	}
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "logs kept in %s\nprovider log:\n%s\n", dir, cp.Tail(controlplane.ProviderKausality, 60))
-		keep = true
-	}
-	return code
-}
+func TestMain(m *testing.M) { os.Exit(controlplane.Suite(m, "kausality-e2e-", &cp, setup)) }
 
 // setup installs the scenarios' XRDs (the database example's, legacy, and
 // the Crossplane v2 XStore) and AllowancePolicies, and waits until the

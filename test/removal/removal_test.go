@@ -33,7 +33,6 @@ import (
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
-	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
 var cp *controlplane.ControlPlane
@@ -41,36 +40,8 @@ var cp *controlplane.ControlPlane
 // v2Dir holds the scenario suite's Crossplane v2 XStore chain.
 var v2Dir = filepath.Join("..", "e2e", "testdata", "v2")
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	root, err := render.Root()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	dir, err := os.MkdirTemp("", "kausality-removal-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ctx := context.Background()
-	if cp, err = controlplane.Start(ctx, root, dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer cp.Stop()
-	if err := cp.InstallStore(ctx, v2Dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "logs kept in %s\n", dir)
-	} else {
-		_ = os.RemoveAll(dir)
-	}
-	return code
+func TestMain(m *testing.M) {
+	os.Exit(controlplane.Suite(m, "kausality-removal-", &cp, func(ctx context.Context) error { return cp.InstallStore(ctx, v2Dir) }))
 }
 
 func counts(name string) [3]int {
