@@ -39,13 +39,49 @@ func (s Set) Mode(ns map[string]any) (v1alpha1.Mode, error) {
 	}
 	m := v1alpha1.ModeAudit
 	for _, p := range s.policies {
-		pm := p.policy.Spec.Mode
-		if pm == "" {
-			pm = v1alpha1.ModeEnforce
-		}
-		if pm.Stricter(m) {
+		if pm := modeOf(&p.policy); pm.Stricter(m) {
 			m = pm
 		}
+	}
+	return m, nil
+}
+
+// modeOf is p's mode, Enforce when it names none.
+func modeOf(p *v1alpha1.AllowancePolicy) v1alpha1.Mode {
+	if p.Spec.Mode == "" {
+		return v1alpha1.ModeEnforce
+	}
+	return p.Spec.Mode
+}
+
+// ManagedMode is the mode of a managed resource of kind child: the one its
+// Namespace sets (ns, see ModeNamespace), else the strictest mode of the
+// policies that restrict its kind, whatever kind each is for: Audit only
+// when every one of them says Audit, Enforce when none restricts it or one
+// that might does not compile. The function and admission both decide
+// whether a composed resource is gated by it, so they never disagree.
+func (c *Cache) ManagedMode(ps []v1alpha1.AllowancePolicy, child Child, ns map[string]any) (v1alpha1.Mode, error) {
+	if m, ok, err := NamespaceMode(ns); ok || err != nil {
+		return m, err
+	}
+	m, restricted := v1alpha1.ModeAudit, false
+	for i := range ps {
+		cp, err := c.Compile(&ps[i])
+		if err != nil {
+			return v1alpha1.ModeEnforce, nil
+		}
+		s := Set{policies: []*Compiled{cp}}
+		s.unresolve(&ps[i])
+		if !s.Restricts(child) && !s.RestrictsExternal(child) {
+			continue
+		}
+		restricted = true
+		if pm := modeOf(&ps[i]); pm.Stricter(m) {
+			m = pm
+		}
+	}
+	if !restricted {
+		return v1alpha1.ModeEnforce, nil
 	}
 	return m, nil
 }

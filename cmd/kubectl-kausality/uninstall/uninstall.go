@@ -20,11 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/provider/policies"
 )
-
-// dynamicName is the name of the webhook configurations provider-kausality
-// writes (policies.DynamicName; the CLI does not link the provider).
-const dynamicName = "kausality-dynamic"
 
 // Options say what Run does.
 type Options struct {
@@ -43,12 +40,12 @@ type Options struct {
 // which would gate what they compose again.
 func Run(ctx context.Context, kube client.Client, o Options, w io.Writer) error {
 	for _, c := range []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{}, &admissionregistrationv1.ValidatingWebhookConfiguration{}} {
-		err := kube.Get(ctx, client.ObjectKey{Name: dynamicName}, c)
+		err := kube.Get(ctx, client.ObjectKey{Name: policies.DynamicName}, c)
 		switch {
 		case err == nil:
-			return errors.Errorf("provider-kausality is still installed (%T %s exists): delete its package first (docs/OPERATIONS.md, \"Taking it out\"); its webhooks would gate each resource again", c, dynamicName)
+			return errors.Errorf("provider-kausality is still installed (%T %s exists): delete its package first (docs/OPERATIONS.md, \"Taking it out\"); its webhooks would gate each resource again", c, policies.DynamicName)
 		case !kerrors.IsNotFound(err):
-			return errors.Wrapf(err, "cannot read %s %s", strings.TrimPrefix(fmt.Sprintf("%T", c), "*v1."), dynamicName)
+			return errors.Wrapf(err, "cannot read %s %s", strings.TrimPrefix(fmt.Sprintf("%T", c), "*v1."), policies.DynamicName)
 		}
 	}
 	mps := o.ManagementPolicies

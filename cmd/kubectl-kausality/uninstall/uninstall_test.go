@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kausality-io/kausality-crossplane/provider/policies"
 )
 
 func object(t *testing.T, y string) *unstructured.Unstructured {
@@ -61,7 +63,7 @@ spec:
   - {step: kausality, functionRef: {name: function-kausality}}`
 
 func TestRun(t *testing.T) {
-	dynamic := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: dynamicName}}
+	dynamic := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: policies.DynamicName}}
 	type want struct {
 		err       string
 		out       []string
