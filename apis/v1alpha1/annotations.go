@@ -57,6 +57,12 @@ const (
 	// up only by a generation an open gate let through: one the provider
 	// observed behind a closed gate was never applied.
 	AnnotationApprovedGeneration = "kausality.io/approved-generation"
+	// AnnotationRolloutTurns records, on a composite, the roll-outs whose
+	// turn it is (docs/PROPAGATION.md, "A roll-out across XRs"): which
+	// UpgradeAllowance, at which generation, under which logic. Only the
+	// provider writes it, from its watch of the fleet; the function reads
+	// it instead of counting the fleet on every run.
+	AnnotationRolloutTurns = "kausality.io/rollout-turns"
 	// LabelGated marks managed resources whose gate Kausality manages.
 	LabelGated = "kausality.io/gated"
 )
@@ -83,6 +89,12 @@ const (
 	// does not gate that resource, so its changes reach the cloud without
 	// a cause.
 	ConditionRestricted = "KausalityRestricted"
+	// ConditionUpgraded says whether every composed resource of the XR
+	// was produced by the current logic (Composition revision and
+	// Function packages) and applied it. The function sets it while an
+	// UpgradeAllowance paces an upgrade across XRs, its message starting
+	// with the logic's key; the provider counts the fleet from it.
+	ConditionUpgraded = "KausalityUpgraded"
 	// ConditionGateOpen is a gated managed resource's gate, as the gate
 	// controller last decided it, and why.
 	ConditionGateOpen = "GateOpen"

@@ -164,6 +164,26 @@ type UpgradeAllowanceStatus struct {
 	// back by propagation control, a freeze or an uncovered field.
 	// +optional
 	Waiting int64 `json:"waiting,omitempty"`
+	// Rollout is how far its roll-out across composites has come, as the
+	// provider last counted the fleet; empty without spec.rollout.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+}
+
+// RolloutStatus counts an UpgradeAllowance's roll-out over every fleet
+// it paces (the composites of one kind, Composition revision and
+// namespace that run the same new logic).
+type RolloutStatus struct {
+	// Composites counts the fleets' members.
+	Composites int64 `json:"composites"`
+	// Updated counts those that applied the upgrade and are Ready.
+	Updated int64 `json:"updated"`
+	// Turns counts those whose turn it is (kausality.io/rollout-turns),
+	// updated or not.
+	Turns int64 `json:"turns"`
+	// Message says what holds the roll-out, if anything.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // UpgradeAllowanceList is a list of UpgradeAllowances.

@@ -43,6 +43,7 @@ func bucket(spec map[string]any, kv ...string) *unstructured.Unstructured {
 }
 
 func TestProtect(t *testing.T) {
+	const turns = `[{"upgrade":"pt-0-10","generation":1,"logic":"logic 0a1b2c3d4e5f"}]`
 	stored := bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, "{}")
 	cases := map[string]struct {
 		reason string
@@ -58,6 +59,12 @@ func TestProtect(t *testing.T) {
 			want: "annotation kausality.io/trace"},
 		"UnreadableTraceRemoved": {reason: "Removing a trace nobody can read loses nothing and is the repair path.", user: bob,
 			obj: bucket(nil, v1alpha1.AnnotationApproved, "{}")},
+		"UserTakesATurn": {reason: "A roll-out turn lets an upgrade through: only the provider, which counts the fleet, records it.", user: bob,
+			obj: bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, "{}", v1alpha1.AnnotationRolloutTurns, turns), want: "annotation kausality.io/rollout-turns"},
+		"PipelineTakesATurn": {reason: "Crossplane writes what a pipeline step says; no step may give its XR a turn.", user: crossplane,
+			obj: bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, "{}", v1alpha1.AnnotationRolloutTurns, turns), want: "annotation kausality.io/rollout-turns"},
+		"ProviderGivesATurn": {reason: "The provider records the turns it worked out.", user: kausality,
+			obj: bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, "{}", v1alpha1.AnnotationRolloutTurns, turns)},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -65,17 +65,30 @@ var ProtectedAnnotations = []string{
 	v1alpha1.AnnotationApprovedGeneration,
 }
 
+// ProviderAnnotations only the provider itself may change, Crossplane
+// included: what the provider works out from its watch of the fleet (a
+// composite's roll-out turns), which no pipeline step may forge.
+var ProviderAnnotations = []string{v1alpha1.AnnotationRolloutTurns}
+
 // Protect says why user may not make this write, or "" when it may: only
-// trusted users change the protected annotations or the gated label.
+// trusted users change the protected annotations or the gated label, and
+// only the provider its own.
 func (t Writers) Protect(user string, old, obj *unstructured.Unstructured) Verdict {
-	if t.Has(user) {
-		return Allow()
-	}
 	var oldAnn, oldLabels map[string]string
 	if old != nil {
 		oldAnn, oldLabels = old.GetAnnotations(), old.GetLabels()
 	}
 	newAnn := obj.GetAnnotations()
+	if user == "" || user != t.Provider {
+		for _, k := range ProviderAnnotations {
+			if ov, oldOK := oldAnn[k]; ov != newAnn[k] || oldOK != hasKey(newAnn, k) {
+				return Deny(metrics.ReasonProtected, "annotation %s of %s: only Kausality's provider may change it, not user %q", k, Describe(obj), user)
+			}
+		}
+	}
+	if t.Has(user) {
+		return Allow()
+	}
 	var changed []string
 	for _, k := range ProtectedAnnotations {
 		ov, oldOK := oldAnn[k]
@@ -93,6 +106,11 @@ func (t Writers) Protect(user string, old, obj *unstructured.Unstructured) Verdi
 	return Deny(metrics.ReasonProtected, "%s of %s: only Kausality and Crossplane may change %s; user %q may set %s, %s and %s* annotations",
 		strings.Join(changed, " and "), Describe(obj), strings.Join(changed, ", "), user,
 		v1alpha1.AnnotationFreeze, v1alpha1.AnnotationAllowDelete, v1alpha1.AnnotationTraceLabelPrefix)
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // removesUnreadable reports whether a write removes a stored allowances or

@@ -8,12 +8,14 @@ import (
 
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/response"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
+	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
 // benchRequest is an XR with an unconsumed spec.size allowance composing n
@@ -135,62 +137,49 @@ func BenchmarkPropagation(b *testing.B) {
 
 // fleetRequest is XR db-0 of a fleet of xrs XRs of one Composition revision,
 // each composing perXR RDS instances, while a Function upgrade rolls out
-// across them (an UpgradeAllowance with rollout: {}): the function reads
-// every composite of the fleet to tell whose turn it is. Half the fleet
-// applied the upgrade already and is Ready, so db-0 takes it up.
+// across them (an UpgradeAllowance with rollout: {}). The provider counted
+// the fleet: half of it applied the upgrade, and db-0 has its turn
+// (kausality.io/rollout-turns), so it takes the upgrade up. Nothing of the
+// fleet but its counts is in the request.
 func fleetRequest(b *testing.B, xrs, perXR int) *fnv1.RunFunctionRequest {
 	b.Helper()
 	next := map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"}
 	key := (&run{loaded: loaded{revision: "xdatabases-aws-1", functions: logic.FormatFunctions(next)}}).logicKey()
-	composite := func(i int, updated bool) *structpb.Struct {
-		m := xr(b, 1, 1, nil).AsMap()
-		m["metadata"].(map[string]any)["name"] = fmt.Sprintf("db-%d", i)
-		cs := []any{m["status"].(map[string]any)["conditions"].([]any)[0],
-			map[string]any{"type": v1alpha1.ConditionCreated, "status": "True", "reason": ReasonCreated},
-			map[string]any{"type": "Ready", "status": "True", "reason": "Available"}}
-		if updated {
-			cs = append(cs, map[string]any{"type": ConditionUpgraded, "status": "True", "reason": ReasonCurrent, "message": key + ": every composed resource is produced by the current logic"})
-		}
-		m["status"].(map[string]any)["conditions"] = cs
-		s, err := structpb.NewStruct(m)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return s
+	m := xr(b, 1, 1, nil).AsMap()
+	m["metadata"].(map[string]any)["name"] = "db-0"
+	m["metadata"].(map[string]any)["annotations"] = map[string]any{v1alpha1.AnnotationRolloutTurns: rollout.Turns{{Upgrade: "pt-0-10", Generation: 3, Logic: key}}.Format()}
+	m["status"].(map[string]any)["conditions"] = []any{m["status"].(map[string]any)["conditions"].([]any)[0],
+		map[string]any{"type": v1alpha1.ConditionCreated, "status": "True", "reason": ReasonCreated},
+		map[string]any{"type": "Ready", "status": "True", "reason": "Available"}}
+	composite, err := structpb.NewStruct(m)
+	if err != nil {
+		b.Fatal(err)
 	}
 	observedAnn := map[string]string{
 		v1alpha1.AnnotationApplied: appliedFor(b, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
 		v1alpha1.AnnotationApproved: appliedFor(b, "db.t3.small"), v1alpha1.AnnotationApprovedGeneration: "1",
 		v1alpha1.AnnotationFunctionVersions: `{"function-patch-and-transform":"` + ptPackage + `:v0.10.7"}`,
 	}
-	req := newRequest(b, composite(0, false), nil, nil, policyDB)
+	req := newRequest(b, composite, nil, nil, policyDB)
 	req.Observed.Resources = map[string]*fnv1.Resource{}
 	for i := range perXR {
 		name := fmt.Sprintf("rds-%d", i)
 		req.Observed.Resources[name] = &fnv1.Resource{Resource: observedRDS(b, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]")}
 		req.Desired.Resources[name] = &fnv1.Resource{Resource: obj(b, rds("db.t3.large", "")), Ready: fnv1.Ready_READY_TRUE}
 	}
-	req.RequiredResources[RequirementUpgrades].Items = []*fnv1.Resource{{Resource: obj(b, ptUpgrade+"  rollout: {}\n")}}
+	status := fmt.Sprintf("status: {rollout: {composites: %d, updated: %d, turns: %d}}\n", xrs, xrs/2, xrs)
+	req.RequiredResources[RequirementUpgrades].Items = []*fnv1.Resource{{Resource: obj(b, ptUpgrade+"  rollout: {}\n"+status)}}
 	withFunctions(b, req, next)
-	all := &fnv1.Resources{}
-	for i := range xrs {
-		all.Items = append(all.Items, &fnv1.Resource{Resource: composite(i, i >= xrs/2)})
-	}
-	req.RequiredResources[RequirementComposites] = all
 	return req
 }
 
-// BenchmarkRunFunctionFleet measures the function's time for one XR of ten
-// composed resources while an upgrade rolls out across a fleet of 50 and of
-// 500 XRs, next to the no-op function on the same request: how the time
-// per XR grows with the fleet it counts (make bench-scale reads the
-// ratio of fleet=500 to fleet=50).
 func BenchmarkRunFunctionFleet(b *testing.B) {
 	const perXR = 10
-	for _, xrs := range []int{50, 500} {
+	for _, xrs := range []int{50, 500, 5000} {
 		req := fleetRequest(b, xrs, perXR)
-		// It takes the upgrade up: the benchmark measures the roll-out's
-		// counting, not a request it turns away early.
+		size := float64(proto.Size(req))
+		// It takes the upgrade up: the benchmark measures a run that lets
+		// the roll-out's change through, not one turned away early.
 		rsp, err := newTestFunction().RunFunction(context.Background(), req)
 		if err != nil || !strings.Contains(rsp.String(), "db.t3.large") {
 			b.Fatalf("db-0 of %d does not take the upgrade up: %v\n%s", xrs, err, rsp)
@@ -201,7 +190,11 @@ func BenchmarkRunFunctionFleet(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(size, "request-B")
 		})
-		b.Run(fmt.Sprintf("fleet=%d/impl=kausality", xrs), func(b *testing.B) { benchRun(b, req, perXR) })
+		b.Run(fmt.Sprintf("fleet=%d/impl=kausality", xrs), func(b *testing.B) {
+			benchRun(b, req, perXR)
+			b.ReportMetric(size, "request-B")
+		})
 	}
 }

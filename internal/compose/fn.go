@@ -154,7 +154,7 @@ func (f *Function) runFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	if ann := composedLogic(observed); ann != nil {
 		run.added = run.upgradeOf(ann)
 	}
-	run.compositesRequirement(rsp.Requirements)
+	run.rolloutRequirements(rsp.Requirements)
 
 	out, items := run.decideAll(observed, desired)
 	run.propagate(items)

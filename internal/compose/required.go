@@ -11,6 +11,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
 // Names of the required resources the function asks Crossplane for. `crossplane
@@ -44,7 +45,7 @@ func requirements(xr map[string]any) *fnv1.Requirements {
 		RequirementFunctions:         selectAll("pkg.crossplane.io/v1", "Function"),
 		RequirementFunctionRevisions: selectAll("pkg.crossplane.io/v1", "FunctionRevision"),
 	}}
-	if revision := compositionRevision(xr); revision != "" {
+	if revision := rollout.Revision(xr); revision != "" {
 		rs.Resources[RequirementRevision] = &fnv1.ResourceSelector{
 			ApiVersion: "apiextensions.crossplane.io/v1", Kind: "CompositionRevision",
 			Match: &fnv1.ResourceSelector_MatchName{MatchName: revision},

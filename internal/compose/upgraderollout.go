@@ -5,55 +5,36 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/function-sdk-go/response"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
-	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
-// ConditionUpgraded says whether every composed resource of the XR was
-// produced by the current logic (Composition revision and Function
-// packages) and applied it (observed at the generation that carries it,
-// its allowances used up): the function sets it while an UpgradeAllowance
-// paces an upgrade across XRs, and reads it on the other XRs (their
-// updated()).
-const ConditionUpgraded = "KausalityUpgraded"
-
-// Reasons of ConditionUpgraded.
+// Reasons of v1alpha1.ConditionUpgraded.
 const (
 	ReasonCurrent        = "Current"
 	ReasonUpgradeWaiting = "UpgradeWaiting"
 )
-
-// RequirementComposites are the XRs of the XR's kind, which an upgrade's
-// roll-out counts; asked for only while some UpgradeAllowance has one.
-const RequirementComposites = "kausality-composites"
 
 // paced reports whether some UpgradeAllowance paces its upgrade across XRs.
 func (r *run) paced() bool {
 	return slices.ContainsFunc(r.upgrades, func(u v1alpha1.UpgradeAllowance) bool { return u.Spec.Rollout != nil })
 }
 
-// compositesRequirement asks for the XRs of the XR's kind (in its
-// namespace, for a namespaced XR) while an upgrade is paced.
-func (r *run) compositesRequirement(rs *fnv1.Requirements) {
+// rolloutRequirements asks for the blockers of the roll-outs that pace an
+// upgrade. The fleet itself is not asked for: the provider counts it from
+// its watch and records each composite's turn on it (turn).
+func (r *run) rolloutRequirements(rs *fnv1.Requirements) {
 	if !r.paced() {
 		return
 	}
-	sel := selectAll(r.xr.GetAPIVersion(), r.xr.GetKind())
-	if ns := r.xr.GetNamespace(); ns != "" {
-		sel.Namespace = &ns
-	}
-	rs.Resources[RequirementComposites] = sel
 	for i := range r.upgrades {
 		if u := &r.upgrades[i]; u.Spec.Rollout != nil && len(u.Spec.Rollout.Blockers) > 0 {
 			if p, err := upgradePlan(r.compiled.plans, u); err == nil {
@@ -63,7 +44,7 @@ func (r *run) compositesRequirement(rs *fnv1.Requirements) {
 	}
 }
 
-// logicKey names the current logic in ConditionUpgraded's message.
+// logicKey names the current logic in v1alpha1.ConditionUpgraded's message.
 func (r *run) logicKey() string {
 	h := sha256.Sum256([]byte(r.revision + "\x00" + r.functions + "\x00" + r.inputs))
 	return "logic " + hex.EncodeToString(h[:6])
@@ -80,7 +61,7 @@ func (r *run) turn(up *upgrade) (bool, string) {
 	up.turnDecided, up.turnOK = true, true
 	for i := range up.by {
 		u := &up.by[i]
-		rule, ok, err := r.compiled.rollouts.Upgrade(u)
+		_, ok, err := r.compiled.rollouts.Upgrade(u)
 		if err != nil {
 			// Fails closed: a roll-out that does not compile lets nothing
 			// through (the UpgradeAllowance's Ready condition says why).
@@ -91,17 +72,17 @@ func (r *run) turn(up *upgrade) (bool, string) {
 		if !ok {
 			continue
 		}
-		xr, xrs, updated := r.members()
+		updated, total := rolloutCounts(u)
 		if len(u.Spec.Rollout.Blockers) > 0 {
 			p, err := upgradePlan(r.compiled.plans, u)
 			if err != nil {
 				up.turnOK, up.turnWhy, up.turnCode = false, err.Error(), metrics.ReasonRolloutInvalid
-				r.metrics.Turn(u.GetName(), metrics.TurnFailed, updated, len(xrs))
+				r.metrics.Turn(u.GetName(), metrics.TurnFailed, updated, total)
 				return false, up.turnWhy
 			}
 			if why := r.loadBlockers(p, map[string]any{}); why != "" {
 				up.turnOK, up.turnCode = false, metrics.ReasonRolloutHalted
-				r.metrics.Turn(u.GetName(), metrics.TurnHalted, updated, len(xrs))
+				r.metrics.Turn(u.GetName(), metrics.TurnHalted, updated, total)
 				up.turnWhy = fmt.Sprintf("the roll-out of UpgradeAllowance %s is halted: %s", u.GetName(), why)
 				if !slices.Contains(r.waiting, up.turnWhy) {
 					r.waiting = append(r.waiting, up.turnWhy)
@@ -109,86 +90,66 @@ func (r *run) turn(up *upgrade) (bool, string) {
 				return false, up.turnWhy
 			}
 		}
-		v, err := rule.Check(map[string]any{rollout.VarXR: xr, rollout.VarXRs: xrs, rollout.VarNow: r.now, rollout.VarItem: xr}, r.now)
-		switch {
-		case err != nil:
-			up.turnOK, up.turnWhy, up.turnCode = false, errors.Wrapf(err, errFmtRollout, u.GetName()).Error(), metrics.ReasonRolloutInvalid
-			r.metrics.Turn(u.GetName(), metrics.TurnFailed, updated, len(xrs))
-		case !v.OK:
-			up.turnOK, up.turnCode = false, metrics.ReasonUpgradeTurn
-			r.metrics.Turn(u.GetName(), metrics.TurnWaiting, updated, len(xrs))
-			if w := fmt.Sprintf("waits for its turn in the roll-out of UpgradeAllowance %s: %s is false (%d of %d composites have applied it and are Ready)", u.GetName(), v.Failed, updated, len(xrs)); !slices.Contains(r.waiting, w) {
-				r.waiting = append(r.waiting, w)
-			}
-			up.turnWhy = fmt.Sprintf("the upgrade (%s) rolls out across the %d composites of revision %s under UpgradeAllowance %s and it is not this one's turn: %s is false (%d have applied it and are Ready)",
-				logic.Describe(up.changes), len(xrs), r.revision, u.GetName(), v.Failed, updated)
-		default:
-			r.metrics.Turn(u.GetName(), metrics.TurnTaken, updated, len(xrs))
+		if r.hasTurn(u) {
+			r.metrics.Turn(u.GetName(), metrics.TurnTaken, updated, total)
+			return true, ""
 		}
-		return up.turnOK, up.turnWhy
+		up.turnOK, up.turnCode = false, metrics.ReasonUpgradeTurn
+		r.metrics.Turn(u.GetName(), metrics.TurnWaiting, updated, total)
+		held := rolloutHeld(u)
+		if w := fmt.Sprintf("waits for its turn in the roll-out of UpgradeAllowance %s: %s (%d of %d composites have applied it and are Ready)", u.GetName(), held, updated, total); !slices.Contains(r.waiting, w) {
+			r.waiting = append(r.waiting, w)
+		}
+		up.turnWhy = fmt.Sprintf("the upgrade (%s) rolls out across the composites of revision %s under UpgradeAllowance %s and it is not this one's turn: %s (%d of %d have applied it and are Ready)",
+			logic.Describe(up.changes), r.revision, u.GetName(), held, updated, total)
+		return false, up.turnWhy
 	}
 	return true, ""
 }
 
-// members are the XR and the XRs on its Composition revision as roll-out
-// members, in name order, and how many of them are updated and Ready.
-func (r *run) members() (map[string]any, []any, int) {
-	all, _, err := required(r.req, RequirementComposites)
+// hasTurn reports whether the provider recorded on the XR that it is its
+// turn in u's roll-out, at u's current generation and under the logic this
+// run composes with. Only the provider writes the record (admission), and
+// a record for another generation or logic holds the XR back; an
+// unreadable one is reported and holds it back too.
+func (r *run) hasTurn(u *v1alpha1.UpgradeAllowance) bool {
+	turns, err := rollout.ParseTurns(r.xr.GetAnnotations()[v1alpha1.AnnotationRolloutTurns])
 	if err != nil {
-		r.problem(errors.Wrap(err, errReadRequiredComposites))
+		r.problem(errors.Wrapf(err, errFmtRolloutTurns, ref(r.xr.Object), v1alpha1.AnnotationRolloutTurns))
+		return false
 	}
-	byID := map[string]map[string]any{}
-	for _, x := range all {
-		if compositionRevision(x.Object) == r.revision {
-			byID[id(x)] = x.Object
-		}
-	}
-	// The XR deciding, as this request has it.
-	byID[id(r.xr)] = r.xr.Object
-	ids := make([]string, 0, len(byID))
-	for k := range byID {
-		ids = append(ids, k)
-	}
-	slices.Sort(ids)
-	key := r.logicKey()
-	var self map[string]any
-	xrs := make([]any, 0, len(ids))
-	n := 0
-	for _, k := range ids {
-		o := byID[k]
-		c := policy.Condition(o, ConditionUpgraded)
-		msg, _ := c["message"].(string)
-		up := c["status"] == "True" && strings.HasPrefix(msg, key+":")
-		ready := policy.ConditionTrue(o, "Ready")
-		if up && ready {
-			n++
-		}
-		m := rollout.Member(policy.CELView(o), k, up, ready)
-		if k == id(r.xr) {
-			self = m
-		}
-		xrs = append(xrs, m)
-	}
-	return self, xrs, n
+	return turns.Has(u.GetName(), u.GetGeneration(), r.logicKey())
 }
 
-func id(u *unstructured.Unstructured) string {
-	if ns := u.GetNamespace(); ns != "" {
-		return ns + "/" + u.GetName()
+// rolloutCounts are how many composites u's roll-out has brought the
+// upgrade to (applied and Ready), and how many it counts, as the provider
+// last published them.
+func rolloutCounts(u *v1alpha1.UpgradeAllowance) (updated, total int) {
+	if s := u.Status.Rollout; s != nil {
+		return int(s.Updated), int(s.Composites)
 	}
-	return u.GetName()
+	return 0, 0
 }
 
-// reportUpgraded sets ConditionUpgraded while an upgrade is paced: True
+// rolloutHeld says what holds u's roll-out back, as the provider last
+// published it.
+func rolloutHeld(u *v1alpha1.UpgradeAllowance) string {
+	if s := u.Status.Rollout; s != nil && s.Message != "" {
+		return s.Message
+	}
+	return "the provider has not given it a turn yet"
+}
+
+// reportUpgraded sets v1alpha1.ConditionUpgraded while an upgrade is paced: True
 // once every composed resource records the current logic.
 func (r *run) reportUpgraded(rsp *fnv1.RunFunctionResponse) {
 	if !r.paced() {
 		return
 	}
 	if r.behind {
-		response.ConditionFalse(rsp, ConditionUpgraded, ReasonUpgradeWaiting).
+		response.ConditionFalse(rsp, v1alpha1.ConditionUpgraded, ReasonUpgradeWaiting).
 			WithMessage(r.logicKey() + ": some composed resources have not applied the current logic yet").TargetComposite()
 		return
 	}
-	response.ConditionTrue(rsp, ConditionUpgraded, ReasonCurrent).WithMessage(r.logicKey() + ": every composed resource is produced by the current logic").TargetComposite()
+	response.ConditionTrue(rsp, v1alpha1.ConditionUpgraded, ReasonCurrent).WithMessage(r.logicKey() + ": every composed resource is produced by the current logic").TargetComposite()
 }

@@ -13,11 +13,15 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
+	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
-// TestUpgradeRollsOutAcrossXRs: with rollout set, a Function upgrade
-// reaches the eight XRs of a revision one, then two, then four at a time;
-// each batch waits until the one before it applied the upgrade and is Ready.
+// TestUpgradeRollsOutAcrossXRs: with rollout set, an XR takes a Function
+// upgrade only when the provider recorded on it that it is its turn, for
+// the UpgradeAllowance's current generation and the logic the run
+// composes with; a turn for another generation or logic, a forged or an
+// unreadable record holds it back. Which XRs get a turn is the
+// provider's (rollout.Decide, provider/rollouts).
 func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 	observedAnn := map[string]string{
 		v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
@@ -26,86 +30,80 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 	}
 	next := map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"}
 	key := (&run{loaded: loaded{revision: "xdatabases-aws-1", functions: logic.FormatFunctions(next)}}).logicKey()
-	paced := ptUpgrade + "  rollout: {}\n"
+	paced := ptUpgrade + "  rollout: {}\nstatus: {rollout: {composites: 8, updated: 1, turns: 2, message: '6 composites wait for their turn: exponentiallyUpdated(xr, xrs) is false'}}\n"
 
-	// composite is XR db-<i>; updated: it applied the upgrade; ready: it
-	// is Ready.
-	composite := func(t *testing.T, i int, updated, ready bool) *structpb.Struct {
+	// decide runs XR db-1 with the given turns annotation ("" for none).
+	decide := func(t *testing.T, turns string) rendered {
 		m := xr(t, 1, 1, nil).AsMap()
-		m["metadata"].(map[string]any)["name"] = fmt.Sprintf("db-%d", i)
-		// Each was created long ago (KausalityCreated), Ready or not now.
-		cs := []any{m["status"].(map[string]any)["conditions"].([]any)[0],
-			map[string]any{"type": v1alpha1.ConditionCreated, "status": "True", "reason": ReasonCreated}}
-		if updated {
-			cs = append(cs, map[string]any{"type": ConditionUpgraded, "status": "True", "reason": ReasonCurrent, "message": key + ": every composed resource is produced by the current logic"})
+		md := m["metadata"].(map[string]any)
+		md["name"] = "db-1"
+		if turns != "" {
+			md["annotations"] = map[string]any{v1alpha1.AnnotationRolloutTurns: turns}
 		}
-		if ready {
-			cs = append(cs, map[string]any{"type": "Ready", "status": "True", "reason": "Available"})
-		}
-		m["status"].(map[string]any)["conditions"] = cs
-		s, err := structpb.NewStruct(m)
+		m["status"].(map[string]any)["conditions"] = append(m["status"].(map[string]any)["conditions"].([]any),
+			map[string]any{"type": v1alpha1.ConditionCreated, "status": "True", "reason": ReasonCreated},
+			map[string]any{"type": "Ready", "status": "True", "reason": "Available"})
+		composite, err := structpb.NewStruct(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s
-	}
-	// decide runs XR db-<self> among eight, of which db-1..db-<updated> applied
-	// the upgrade, all Ready except those named in notReady.
-	decide := func(t *testing.T, self, updated int, notReady ...int) rendered {
-		req := newRequest(t, composite(t, self, self <= updated, !slices.Contains(notReady, self)),
-			observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"), obj(t, rds("db.t3.large", "")), policyDB)
+		req := newRequest(t, composite, observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"), obj(t, rds("db.t3.large", "")), policyDB)
 		req.RequiredResources[RequirementUpgrades].Items = []*fnv1.Resource{{Resource: obj(t, paced)}}
 		withFunctions(t, req, next)
-		all := &fnv1.Resources{}
-		for i := 1; i <= 8; i++ {
-			all.Items = append(all.Items, &fnv1.Resource{Resource: composite(t, i, i <= updated, !slices.Contains(notReady, i))})
-		}
-		req.RequiredResources[RequirementComposites] = all
 		rsp, err := newTestFunction().RunFunction(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := rsp.GetRequirements().GetResources()[RequirementComposites]; !ok {
-			t.Errorf("a paced upgrade does not ask for the composites it counts")
+		if len(rsp.GetRequirements().GetResources()) > 0 {
+			for name := range rsp.GetRequirements().GetResources() {
+				if !strings.HasPrefix(name, "kausality-") || strings.Contains(name, "composites") {
+					t.Errorf("a paced upgrade asks for %s: the fleet is the provider's to count", name)
+				}
+			}
 		}
 		got := runOnce(t, req, "rds")
 		for _, c := range rsp.GetConditions() {
 			got.messages = append(got.messages, c.GetType()+"="+c.GetStatus().String()+": "+c.GetMessage())
 		}
+		for _, r := range rsp.GetResults() {
+			got.messages = append(got.messages, "result: "+r.GetMessage())
+		}
 		return got
 	}
-	takes := func(t *testing.T, self, updated int, want bool, notReady ...int) {
-		t.Helper()
-		got := decide(t, self, updated, notReady...)
-		if took := got.class() == "db.t3.large"; took != want {
-			t.Errorf("db-%d with db-1..db-%d updated (not Ready: %v): took the upgrade = %v, want %v; %v", self, updated, notReady, took, want, got.messages)
-		}
-		// Taking it or waiting, the XR has not applied it yet.
-		if !slices.ContainsFunc(got.messages, func(m string) bool {
-			return strings.HasPrefix(m, "KausalityUpgraded=STATUS_CONDITION_FALSE: "+key)
-		}) {
-			t.Errorf("db-%d: KausalityUpgraded is not False naming the logic: %v", self, got.messages)
-		}
-		if !want && !slices.ContainsFunc(got.messages, func(m string) bool {
-			return strings.HasPrefix(m, "Propagated=STATUS_CONDITION_FALSE") && strings.Contains(m, "waits for its turn in the roll-out of UpgradeAllowance pt-0-10")
-		}) {
-			t.Errorf("db-%d: Propagated does not say it waits for the roll-out: %v", self, got.messages)
-		}
+	turn := func(upgrade string, generation int, logic string) string {
+		return fmt.Sprintf(`[{"upgrade":%q,"generation":%d,"logic":%q}]`, upgrade, generation, logic)
 	}
-	// Batch 1: db-1.
-	takes(t, 1, 0, true)
-	takes(t, 2, 0, false)
-	// Batch 2: db-2, once db-1 applied it and is Ready.
-	takes(t, 2, 1, true)
-	takes(t, 2, 1, false, 1)
-	takes(t, 3, 1, false)
-	// Batch 3: db-3 and db-4.
-	takes(t, 3, 2, true)
-	takes(t, 4, 2, true)
-	takes(t, 5, 2, false)
-	// Batch 4: the remaining four.
-	takes(t, 5, 4, true)
-	takes(t, 8, 4, true)
+	cases := map[string]struct {
+		reason string
+		turns  string
+		takes  bool
+		says   string // a part of a condition or result, when it does not take it
+	}{
+		"Turn":            {reason: "The provider gave it a turn for the current generation and logic.", turns: turn("pt-0-10", 3, key), takes: true},
+		"NoTurn":          {reason: "No record: not its turn.", says: "waits for its turn in the roll-out of UpgradeAllowance pt-0-10: 6 composites wait for their turn: exponentiallyUpdated(xr, xrs) is false (1 of 8 composites"},
+		"OlderGeneration": {reason: "A turn worked out for an older generation of the UpgradeAllowance counts for nothing.", turns: turn("pt-0-10", 2, key), says: "waits for its turn"},
+		"OtherLogic":      {reason: "A turn worked out for another logic (an earlier upgrade) counts for nothing.", turns: turn("pt-0-10", 3, "logic 000000000000"), says: "waits for its turn"},
+		"OtherUpgrade":    {reason: "A turn in another UpgradeAllowance's roll-out is not this one's.", turns: turn("other", 3, key), says: "waits for its turn"},
+		"Unreadable":      {reason: "A record it cannot read holds it back, and says so.", turns: `[{"upgrade":"pt-0-10","generation":3,"logic":"` + key + `","batch":1}]`, says: "annotation kausality.io/rollout-turns"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := decide(t, tc.turns)
+			if took := got.class() == "db.t3.large"; took != tc.takes {
+				t.Errorf("%s\ntook the upgrade = %v, want %v; %v", tc.reason, took, tc.takes, got.messages)
+			}
+			// Taking it or waiting, the XR has not applied it yet, and says
+			// which logic it runs: the provider counts the fleet by it.
+			if !slices.ContainsFunc(got.messages, func(m string) bool {
+				return strings.HasPrefix(m, "KausalityUpgraded=STATUS_CONDITION_FALSE: "+key)
+			}) {
+				t.Errorf("%s\nKausalityUpgraded is not False naming the logic: %v", tc.reason, got.messages)
+			}
+			if tc.says != "" && !slices.ContainsFunc(got.messages, func(m string) bool { return strings.Contains(m, tc.says) }) {
+				t.Errorf("%s\nnothing says %q: %v", tc.reason, tc.says, got.messages)
+			}
+		})
+	}
 
 	// Once its resource applied the upgrade (observed at the generation
 	// that carries it, the gate's allowance used up), the XR says so.
@@ -114,7 +112,7 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 		v1alpha1.AnnotationApproved: appliedFor(t, "db.t3.large"), v1alpha1.AnnotationApprovedGeneration: "2",
 		v1alpha1.AnnotationFunctionVersions: logic.FormatFunctions(next),
 	}
-	req := newRequest(t, composite(t, 1, false, true), observedRDS(t, "db.t3.large", 2, 2, applied, "[Observe, LateInitialize]"), obj(t, rds("db.t3.large", "")), policyDB)
+	req := newRequest(t, xr(t, 1, 1, nil), observedRDS(t, "db.t3.large", 2, 2, applied, "[Observe, LateInitialize]"), obj(t, rds("db.t3.large", "")), policyDB)
 	req.RequiredResources[RequirementUpgrades].Items = []*fnv1.Resource{{Resource: obj(t, paced)}}
 	withFunctions(t, req, next)
 	rsp, err := newTestFunction().RunFunction(context.Background(), req)
@@ -122,7 +120,7 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.ContainsFunc(rsp.GetConditions(), func(c *fnv1.Condition) bool {
-		return c.GetType() == ConditionUpgraded && c.GetStatus() == fnv1.Status_STATUS_CONDITION_TRUE && strings.HasPrefix(c.GetMessage(), key+":")
+		return c.GetType() == v1alpha1.ConditionUpgraded && c.GetStatus() == fnv1.Status_STATUS_CONDITION_TRUE && strings.HasPrefix(c.GetMessage(), key+":")
 	}) {
 		t.Errorf("an XR whose resource applied the upgrade does not say KausalityUpgraded=True: %v", rsp.GetConditions())
 	}
@@ -138,11 +136,19 @@ func TestUpgradeRollOutHaltedByBlocker(t *testing.T) {
 	}
 	blocked := ptUpgrade + "  rollout:\n    blockers: [{name: alarm, apiVersion: v1, kind: ConfigMap, namespace: ops, matchName: upgrade-alarm}]\n"
 	const requirement = RequirementUpgradeBlockerPrefix + "pt-0-10-alarm"
+	next := map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"}
+	key := (&run{loaded: loaded{revision: "xdatabases-aws-1", functions: logic.FormatFunctions(next)}}).logicKey()
+	// The XR has its turn: only the blocker may hold it back.
+	m := xr(t, 1, 1, nil).AsMap()
+	m["metadata"].(map[string]any)["annotations"] = map[string]any{v1alpha1.AnnotationRolloutTurns: rollout.Turns{{Upgrade: "pt-0-10", Generation: 3, Logic: key}}.Format()}
+	turned, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
 	run := func(t *testing.T, alarm bool) rendered {
-		req := newRequest(t, xr(t, 1, 1, nil), observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"), obj(t, rds("db.t3.large", "")), policyDB)
+		req := newRequest(t, turned, observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"), obj(t, rds("db.t3.large", "")), policyDB)
 		req.RequiredResources[RequirementUpgrades].Items = []*fnv1.Resource{{Resource: obj(t, blocked)}}
-		withFunctions(t, req, map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"})
-		req.RequiredResources[RequirementComposites] = &fnv1.Resources{}
+		withFunctions(t, req, next)
 		req.RequiredResources[requirement] = &fnv1.Resources{}
 		if alarm {
 			req.RequiredResources[requirement].Items = []*fnv1.Resource{{Resource: obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: upgrade-alarm, namespace: ops}\n")}}

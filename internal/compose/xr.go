@@ -16,6 +16,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
 // run is the state of one RunFunction call, in three parts: what the
@@ -186,7 +187,7 @@ func (r *run) loadUpgrades(req *fnv1.RunFunctionRequest) {
 	for _, err := range decodeAll(uus, func(u *v1alpha1.UpgradeAllowance) { r.upgrades = append(r.upgrades, *u) }) {
 		r.problem(err)
 	}
-	r.revision = compositionRevision(r.xr.Object)
+	r.revision = rollout.Revision(r.xr.Object)
 	crs, _, err := required(req, RequirementRevision)
 	if err != nil {
 		r.problem(errors.Wrap(err, errReadRequiredCompositionRevision))
@@ -236,19 +237,3 @@ func (r *run) problem(err error) { r.problems = append(r.problems, err.Error()) 
 
 // xrHop is the XR's own hop, the last of its trace.
 func (r *run) xrHop() allowance.Hop { return r.xrTrace.Last() }
-
-// compositionRevision reads the XR's composition revision, legacy or modern.
-func compositionRevision(xr map[string]any) string {
-	// Read without parsing a field path: a paced roll-out asks this of
-	// every composite of the fleet on each run.
-	for _, path := range compositionRevisionPaths {
-		if s, _, _ := unstructured.NestedString(xr, path...); s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// compositionRevisionPaths are where an XR names its Composition revision:
-// Crossplane v2, then legacy.
-var compositionRevisionPaths = [][]string{{"spec", "crossplane", "compositionRevisionRef", "name"}, {"spec", "compositionRevisionRef", "name"}}

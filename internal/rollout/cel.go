@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"maps"
+	"sync"
+	"unsafe"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -173,6 +175,23 @@ func identity(v ref.Val) string {
 	return string(s) + "/" + string(n)
 }
 
+// indexedFrom is the size from which a collection's positions are worked
+// out once and kept (indexed): below it, a walk costs less.
+const indexedFrom = 64
+
+// indexed is the last large collection whose positions were worked out:
+// the provider evaluates a roll-out's rule for every composite of a fleet
+// over the same collection, which would otherwise cost a walk of the
+// fleet per composite. It holds the collection, so no other slice can
+// reuse its backing array while it is kept; collections are never changed
+// in place once built.
+var indexed struct {
+	sync.Mutex
+	members []any
+	index   map[string]int
+	updated int
+}
+
 // nativePosition is position over members as Member builds them; ok is
 // false when one is not such a member or item is not found.
 func nativePosition(item map[string]any, members []any) (index, updated int, ok bool) {
@@ -180,6 +199,42 @@ func nativePosition(item map[string]any, members []any) (index, updated int, ok 
 	if id == "" {
 		return 0, 0, false
 	}
+	if len(members) >= indexedFrom {
+		return indexedPosition(id, members)
+	}
+	return walkPosition(id, members)
+}
+
+// indexedPosition is nativePosition through indexed.
+func indexedPosition(id string, members []any) (int, int, bool) {
+	indexed.Lock()
+	defer indexed.Unlock()
+	if len(indexed.members) != len(members) || unsafe.SliceData(indexed.members) != unsafe.SliceData(members) {
+		index := make(map[string]int, len(members))
+		updated := 0
+		for i, v := range members {
+			m, isMap := v.(map[string]any)
+			st := nativeState(m)
+			if !isMap || st == nil {
+				return 0, 0, false
+			}
+			if mid, _ := st["id"].(string); mid != "" {
+				if _, dup := index[mid]; !dup {
+					index[mid] = i
+				}
+			}
+			if st["updated"] == true && st["ready"] == true {
+				updated++
+			}
+		}
+		indexed.members, indexed.index, indexed.updated = members, index, updated
+	}
+	i, ok := indexed.index[id]
+	return i, indexed.updated, ok
+}
+
+// walkPosition is nativePosition by walking members.
+func walkPosition(id string, members []any) (index, updated int, ok bool) {
 	index = -1
 	for i, v := range members {
 		m, isMap := v.(map[string]any)

@@ -30,6 +30,10 @@ import (
 // kind carries.
 const categoryManaged = "managed"
 
+// categoryComposite is the CRD category Crossplane gives every composite
+// resource kind an XRD defines.
+const categoryComposite = "composite"
+
 // A Kind is a managed resource kind found by discovery.
 type Kind struct {
 	GVK      schema.GroupVersionKind
@@ -50,7 +54,9 @@ type Watcher struct {
 
 	mu      sync.Mutex
 	started map[schema.GroupVersionKind]Kind
-	notify  []func()
+	// composites are the composite resource kinds the last round found.
+	composites []Kind
+	notify     []func()
 	// discovered: a discovery round has run to its end.
 	discovered bool
 }
@@ -91,6 +97,14 @@ func (w *Watcher) Kinds() []Kind {
 	return out
 }
 
+// Composites are the composite resource kinds (XRs) the last discovery
+// round found, sorted: what an upgrade's roll-out counts.
+func (w *Watcher) Composites() []Kind {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.composites)
+}
+
 // NeedLeaderElection is false: every replica serves admission, which
 // decides from the kinds discovered. The controllers a Watcher adds are
 // the leader's alone; the manager holds them back until it is elected.
@@ -117,13 +131,16 @@ func (w *Watcher) Start(ctx context.Context) error {
 // Discover starts a controller for every managed kind not yet watched.
 func (w *Watcher) Discover() error {
 	lists, derr := w.disco.ServerPreferredResources()
-	var found []Kind
+	var found, composites []Kind
 	for _, l := range lists {
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)
 		if err != nil {
 			continue
 		}
 		for _, r := range l.APIResources {
+			if slices.Contains(r.Categories, categoryComposite) && slices.Contains(r.Verbs, "watch") && slices.Contains(r.Verbs, "patch") {
+				composites = append(composites, Kind{GVK: gv.WithKind(r.Kind), Resource: r.Name})
+			}
 			if !slices.Contains(r.Categories, categoryManaged) || !slices.Contains(r.Verbs, "watch") || !slices.Contains(r.Verbs, "update") {
 				continue
 			}
@@ -144,7 +161,9 @@ func (w *Watcher) Discover() error {
 		w.started[k.GVK] = k
 		w.mu.Unlock()
 	}
+	sort.Slice(composites, func(i, j int) bool { return composites[i].GVK.String() < composites[j].GVK.String() })
 	w.mu.Lock()
+	w.composites = composites
 	// A partial round (an aggregated API down) still knows every kind a
 	// CRD serves: managed kinds are all CRDs.
 	w.discovered = true

@@ -100,10 +100,12 @@ func TestDiscover(t *testing.T) {
 	bucketKind := Kind{GVK: bucket, Resource: "buckets"}
 
 	type want struct {
-		errs     []error
-		built    []schema.GroupVersionKind
-		kinds    []Kind
-		notified int
+		errs  []error
+		built []schema.GroupVersionKind
+		kinds []Kind
+		// composites: Composites() when it is not empty.
+		composites []Kind
+		notified   int
 	}
 	cases := map[string]struct {
 		reason string
@@ -111,14 +113,16 @@ func TestDiscover(t *testing.T) {
 		want   want
 	}{
 		"ManagedCategoryOnly": {
-			reason: "Only kinds in the managed category that can be watched and updated get a controller; subresources, other categories and unparseable group versions are skipped.",
+			reason: "Only kinds in the managed category that can be watched and updated get a controller; subresources, other categories and unparseable group versions are skipped. Composite kinds are listed, not watched.",
 			rounds: []round{{lists: append([]*metav1.APIResourceList{nopList()}, otherLists()...)}},
-			want:   want{errs: []error{nil}, built: []schema.GroupVersionKind{nop}, kinds: []Kind{nopKind}, notified: 1},
+			want: want{errs: []error{nil}, built: []schema.GroupVersionKind{nop}, kinds: []Kind{nopKind}, notified: 1,
+				composites: []Kind{{GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: "XDatabase"}, Resource: "xdatabases"}}},
 		},
 		"NothingServed": {
 			reason: "Without managed kinds nothing is watched, and dependants still hear about the discovery.",
 			rounds: []round{{lists: otherLists()}},
-			want:   want{errs: []error{nil}, notified: 1},
+			want: want{errs: []error{nil}, notified: 1,
+				composites: []Kind{{GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: "XDatabase"}, Resource: "xdatabases"}}},
 		},
 		"LaterProviderPickedUp": {
 			reason: "A provider installed later is picked up at the next discovery; a kind already watched gets no second controller.",
@@ -186,6 +190,9 @@ func TestDiscover(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want.kinds, w.Kinds(), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("%s\nKinds(): -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.composites, w.Composites(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nComposites(): -want, +got:\n%s", tc.reason, diff)
 			}
 			if w.Discovered() != (len(tc.rounds) > 0) {
 				t.Errorf("%s\nDiscovered() after %d rounds = %t", tc.reason, len(tc.rounds), w.Discovered())

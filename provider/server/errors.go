@@ -22,4 +22,6 @@ const (
 	errSetUpAllowancePolicyController     = "cannot set up the AllowancePolicy controller"
 	errSetUpPolicyDerivationController    = "cannot set up the policy derivation controller"
 	errSetUpUpgradeAllowanceController    = "cannot set up the UpgradeAllowance controller"
+	errSetUpRolloutController             = "cannot set up the roll-out controller"
+	errCreateFleetCache                   = "cannot create the cache of composites"
 )

@@ -39,12 +39,14 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	kmetrics "github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 	"github.com/kausality-io/kausality-crossplane/provider/admission"
 	"github.com/kausality-io/kausality-crossplane/provider/derivation"
 	"github.com/kausality-io/kausality-crossplane/provider/gatecontroller"
 	"github.com/kausality-io/kausality-crossplane/provider/kinds"
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
 	"github.com/kausality-io/kausality-crossplane/provider/policies"
+	"github.com/kausality-io/kausality-crossplane/provider/rollouts"
 )
 
 // Options configure the provider.
@@ -234,15 +236,22 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		Resolver: policies.APIResolver{Reader: direct, Mapper: mgr.GetRESTMapper()}}).Setup(mgr); err != nil {
 		return nil, errors.Wrap(err, errSetUpAllowancePolicyController)
 	}
-	managedGVKs := func() []schema.GroupVersionKind {
-		var out []schema.GroupVersionKind
-		for _, k := range watcher.Kinds() {
-			out = append(out, k.GVK)
-		}
-		return out
-	}
+	managedGVKs := gvksOf(watcher.Kinds)
 	if err := (&policies.UpgradeReconciler{Kube: mgr.GetClient(), Kinds: managedGVKs}).Setup(mgr); err != nil {
 		return nil, errors.Wrap(err, errSetUpUpgradeAllowanceController)
+	}
+	// Composites are cached whole, without managed fields, by a cache of
+	// their own that starts on the leader: the manager's caches only gated
+	// managed resources, and roll-out rules may read any field of an XR.
+	fleet, err := cache.New(cfg, cache.Options{Scheme: s, Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return nil, errors.Wrap(err, errCreateFleetCache)
+	}
+	if err := mgr.Add(fleet); err != nil {
+		return nil, errors.Wrap(err, errCreateFleetCache)
+	}
+	if err := (&rollouts.Reconciler{Kube: mgr.GetClient(), Fleet: fleet, Composites: gvksOf(watcher.Composites), Rules: rollout.NewRules(), Now: o.Now, Log: o.Log.WithValues("controller", "rollouts")}).Setup(mgr); err != nil {
+		return nil, errors.Wrap(err, errSetUpRolloutController)
 	}
 	if o.DerivePolicies {
 		if err := (&derivation.Reconciler{Kube: mgr.GetClient(), Definitions: derivation.Cluster{Reader: direct, Mapper: mgr.GetRESTMapper()},
@@ -317,3 +326,15 @@ func synced(c cache.Cache, objs ...client.Object) healthz.Checker {
 // ServiceAccountUser is the username of the service account
 // "namespace:name".
 func ServiceAccountUser(nsName string) string { return "system:serviceaccount:" + nsName }
+
+// gvksOf is the kinds found now, as GroupVersionKinds.
+func gvksOf(found func() []kinds.Kind) func() []schema.GroupVersionKind {
+	return func() []schema.GroupVersionKind {
+		ks := found()
+		out := make([]schema.GroupVersionKind, 0, len(ks))
+		for _, k := range ks {
+			out = append(out, k.GVK)
+		}
+		return out
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
 // Kinds the render needs from the cluster.
@@ -32,7 +33,6 @@ var (
 type cluster struct {
 	objects  []*unstructured.Unstructured
 	policies []v1alpha1.AllowancePolicy
-	upgrades []*unstructured.Unstructured
 	notes    []string
 }
 
@@ -63,8 +63,6 @@ func readCluster(ctx context.Context, o Options) (cluster, error) {
 				}
 				c.policies = append(c.policies, p)
 			}
-		case v1alpha1.UpgradeAllowanceGroupVersionKind:
-			c.upgrades = us
 		}
 	}
 	return c, nil
@@ -87,11 +85,11 @@ func list(ctx context.Context, r client.Reader, gvk schema.GroupVersionKind, nam
 }
 
 // requiredFor are the required resources for rendering xr: the cluster's,
-// its CompositionRevision and Namespace, and while an UpgradeAllowance
-// paces a roll-out, the XRs of its kind (internal/compose/upgraderollout.go).
+// its CompositionRevision and Namespace. A roll-out's fleet is not among
+// them: the XR carries its turn (kausality.io/rollout-turns).
 func (c cluster) requiredFor(ctx context.Context, o Options, xr *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	out := append([]*unstructured.Unstructured{}, c.objects...)
-	if rev := revisionName(xr); rev != "" {
+	if rev := rollout.Revision(xr.Object); rev != "" {
 		u, err := get(ctx, o.Client, compositionRevisionGVK, "", rev)
 		if err != nil {
 			return nil, err
@@ -107,21 +105,6 @@ func (c cluster) requiredFor(ctx context.Context, o Options, xr *unstructured.Un
 		}
 		if u != nil {
 			out = append(out, u)
-		}
-	}
-	for _, u := range c.upgrades {
-		if _, paced, _ := unstructured.NestedMap(u.Object, "spec", "rollout"); paced {
-			xrs, err := list(ctx, o.Client, xr.GroupVersionKind(), xr.GetNamespace())
-			if err != nil {
-				return nil, err
-			}
-			for _, x := range xrs {
-				if x.GetName() != xr.GetName() {
-					out = append(out, x)
-				}
-			}
-			out = append(out, xr)
-			break
 		}
 	}
 	return out, nil
@@ -140,16 +123,6 @@ func get(ctx context.Context, r client.Reader, gvk schema.GroupVersionKind, name
 	return u, nil
 }
 
-// revisionName is the CompositionRevision the XR is on, in Crossplane v2's
-// shape (spec.crossplane) or the legacy one.
-func revisionName(xr *unstructured.Unstructured) string {
-	if n, _, _ := unstructured.NestedString(xr.Object, "spec", "crossplane", "compositionRevisionRef", "name"); n != "" {
-		return n
-	}
-	n, _, _ := unstructured.NestedString(xr.Object, "spec", "compositionRevisionRef", "name")
-	return n
-}
-
 func compositionName(xr *unstructured.Unstructured) string {
 	if n, _, _ := unstructured.NestedString(xr.Object, "spec", "crossplane", "compositionRef", "name"); n != "" {
 		return n
@@ -163,7 +136,7 @@ func compositionName(xr *unstructured.Unstructured) string {
 // when it names one, else its Composition.
 func compositionOf(ctx context.Context, r client.Reader, xr *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	name := compositionName(xr)
-	if rev := revisionName(xr); rev != "" {
+	if rev := rollout.Revision(xr.Object); rev != "" {
 		u, err := get(ctx, r, compositionRevisionGVK, "", rev)
 		if err != nil {
 			return nil, err
