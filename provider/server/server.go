@@ -240,18 +240,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	if err := (&policies.UpgradeReconciler{Kube: mgr.GetClient(), Kinds: managedGVKs}).Setup(mgr); err != nil {
 		return nil, errors.Wrap(err, errSetUpUpgradeAllowanceController)
 	}
-	// Composites are cached whole, without managed fields, by a cache of
-	// their own that starts on the leader: the manager's caches only gated
-	// managed resources, and roll-out rules may read any field of an XR.
-	fleet, err := cache.New(cfg, cache.Options{Scheme: s, Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields()})
-	if err != nil {
-		return nil, errors.Wrap(err, errCreateFleetCache)
-	}
-	if err := mgr.Add(fleet); err != nil {
-		return nil, errors.Wrap(err, errCreateFleetCache)
-	}
-	if err := (&rollouts.Reconciler{Kube: mgr.GetClient(), Fleet: fleet, Composites: gvksOf(watcher.Composites), Rules: rollout.NewRules(), Now: o.Now, Log: o.Log.WithValues("controller", "rollouts")}).Setup(mgr); err != nil {
-		return nil, errors.Wrap(err, errSetUpRolloutController)
+	if err := setUpRollouts(mgr, cfg, s, watcher, o); err != nil {
+		return nil, err
 	}
 	if o.DerivePolicies {
 		if err := (&derivation.Reconciler{Kube: mgr.GetClient(), Definitions: derivation.Cluster{Reader: direct, Mapper: mgr.GetRESTMapper()},
@@ -337,4 +327,21 @@ func gvksOf(found func() []kinds.Kind) func() []schema.GroupVersionKind {
 		}
 		return out
 	}
+}
+
+// setUpRollouts adds the roll-out controller and the cache of composites
+// it reads. Composites are cached whole, without managed fields, by a
+// cache of their own that starts on the leader: the manager's caches only
+// gated managed resources, and roll-out rules may read any field of an XR.
+func setUpRollouts(mgr manager.Manager, cfg *rest.Config, s *runtime.Scheme, watcher *kinds.Watcher, o Options) error {
+	fleet, err := cache.New(cfg, cache.Options{Scheme: s, Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return errors.Wrap(err, errCreateFleetCache)
+	}
+	if err := mgr.Add(fleet); err != nil {
+		return errors.Wrap(err, errCreateFleetCache)
+	}
+	r := &rollouts.Reconciler{Kube: mgr.GetClient(), Fleet: fleet, Composites: gvksOf(watcher.Composites), Rules: rollout.NewRules(), Now: o.Now,
+		Log: o.Log.WithValues("controller", "rollouts")}
+	return errors.Wrap(r.Setup(mgr), errSetUpRolloutController)
 }

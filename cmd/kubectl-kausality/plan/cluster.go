@@ -54,8 +54,7 @@ func readCluster(ctx context.Context, o Options) (cluster, error) {
 			return cluster{}, err
 		}
 		c.objects = append(c.objects, us...)
-		switch gvk {
-		case v1alpha1.AllowancePolicyGroupVersionKind:
+		if gvk == v1alpha1.AllowancePolicyGroupVersionKind {
 			for _, u := range us {
 				p := v1alpha1.AllowancePolicy{}
 				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
