@@ -25,6 +25,9 @@ var (
 	fleetBatch = flag.Int("fleet.batch", 50, "the batch size of TestV2FleetRollOut's linearlyUpdated roll-out")
 )
 
+// fleetWave is how many XStores TestV2FleetRollOut creates at a time.
+const fleetWave = 20
+
 // fleetTimeout bounds each phase of TestV2FleetRollOut: composing the
 // fleet, naming the withheld revision, and one batch of the roll-out.
 const fleetTimeout = 8 * time.Minute
@@ -42,36 +45,45 @@ func TestV2FleetRollOut(t *testing.T) {
 	ctx := context.Background()
 	const ns = "v2-fleet"
 	namespace(t, ns)
-	comp := storeComposition(t)
+	comp := compositionFrom(t, filepath.Join(v2Dir, "composition-fleet-1.yaml"))
 	n, batch := *fleetSize, *fleetBatch
 
+	// The fleet exists before the roll-out: it is created in waves, as a
+	// platform's grows, each composed and Ready before the next, so that
+	// no creation's gate outlives the suite's short --max-gate-open
+	// while two cores serve hundreds of creations at once.
 	keys := make([]client.ObjectKey, n)
-	for i := range keys {
-		x := store(ns, fmt.Sprintf("shop-%04d", i), "small", nil)
-		_ = unstructured.SetNestedField(x.Object, comp, "spec", "crossplane", "compositionRef", "name")
-		if err := alice(t).Create(ctx, x); err != nil {
-			t.Fatalf("alice creates XStore %s: %v", x.GetName(), err)
-		}
-		keys[i] = client.ObjectKeyFromObject(x)
-	}
 	data := make([]*unstructured.Unstructured, n)
 	logs := make([]*unstructured.Unstructured, n)
 	start := time.Now()
-	for i, key := range keys {
-		fixture.Eventually(t, fleetTimeout, fmt.Sprintf("XStore %s composed and Ready", key.Name), func() (bool, string) {
-			bs := storeBuckets(t, key)
-			if len(bs) != 2 || counts(bs["data"].GetName()) != [3]int{1, 0, 0} || counts(bs["logs"].GetName()) != [3]int{1, 0, 0} {
-				return false, cp.DescribeStore(ctx, key)
+	for from := 0; from < n; from += fleetWave {
+		to := min(from+fleetWave, n)
+		for i := from; i < to; i++ {
+			x := store(ns, fmt.Sprintf("shop-%04d", i), "small", nil)
+			_ = unstructured.SetNestedField(x.Object, comp, "spec", "crossplane", "compositionRef", "name")
+			if err := alice(t).Create(ctx, x); err != nil {
+				t.Fatalf("alice creates XStore %s: %v", x.GetName(), err)
 			}
-			x, err := cp.Object(ctx, controlplane.StoreGVK, key)
-			if err != nil || x == nil || controlplane.Condition(x, "Ready").Status != "True" {
-				return false, fmt.Sprintf("not Ready: %v", err)
-			}
-			data[i], logs[i] = bs["data"], bs["logs"]
-			return true, ""
-		})
+			keys[i] = client.ObjectKeyFromObject(x)
+		}
+		for i := from; i < to; i++ {
+			key := keys[i]
+			fixture.Eventually(t, fleetTimeout, fmt.Sprintf("XStore %s composed and Ready", key.Name), func() (bool, string) {
+				bs := storeBuckets(t, key)
+				if len(bs) != 2 || counts(bs["data"].GetName()) != [3]int{1, 0, 0} || counts(bs["logs"].GetName()) != [3]int{1, 0, 0} {
+					return false, cp.DescribeStore(ctx, key)
+				}
+				x, err := cp.Object(ctx, controlplane.StoreGVK, key)
+				if err != nil || x == nil || controlplane.Condition(x, "Ready").Status != "True" {
+					return false, fmt.Sprintf("not Ready: %v", err)
+				}
+				data[i], logs[i] = bs["data"], bs["logs"]
+				return true, ""
+			})
+		}
 	}
 	t.Logf("%d XStores composed and Ready in %s", n, time.Since(start).Round(time.Second))
+	logAnnotationBytes(t, "composed", keys)
 
 	if err := cp.Composition(ctx, filepath.Join(v2Dir, "composition-fleet-2.yaml"), comp); err != nil {
 		t.Fatal(err)
@@ -100,7 +112,7 @@ spec:
     relation: ControllerChild
     verbs: [Update]
     mutations:
-    - {jsonPath: "spec.forProvider.tags[*]", verbs: [Mutate]}
+    - {jsonPath: "spec.forProvider.tags[*]", verbs: [Insert, Mutate]}
   - target: {external: {apiGroup: recorder.m.kausality.io, kind: Bucket}}
     relation: External
     verbs: [Update]
@@ -156,6 +168,7 @@ spec:
 		}
 		return true, ""
 	})
+	logAnnotationBytes(t, "rolled out", keys)
 	got := &v1alpha1.UpgradeAllowance{}
 	if err := cp.AdminClient().Get(ctx, client.ObjectKeyFromObject(u), got); err != nil {
 		t.Fatal(err)
@@ -163,4 +176,34 @@ spec:
 	if r := got.Status.Rollout; r == nil || r.Composites < int64(n) || r.Updated < int64(n) {
 		t.Errorf("UpgradeAllowance %s status.rollout = %+v, want at least %d composites, all updated", u.GetName(), r, n)
 	}
+}
+
+// logAnnotationBytes logs the mean size of the kausality.io annotations
+// (keys and values) on the fleet's XStores and their Buckets, as they are
+// stored.
+func logAnnotationBytes(t *testing.T, when string, keys []client.ObjectKey) {
+	t.Helper()
+	ctx := context.Background()
+	size := func(o *unstructured.Unstructured) int {
+		n := 0
+		for k, v := range o.GetAnnotations() {
+			if strings.HasPrefix(k, "kausality.io/") {
+				n += len(k) + len(v)
+			}
+		}
+		return n
+	}
+	var xrs, data, logs int
+	for _, key := range keys {
+		x, err := cp.Object(ctx, controlplane.StoreGVK, key)
+		if err != nil || x == nil {
+			t.Fatalf("XStore %s: %v", key, err)
+		}
+		xrs += size(x)
+		bs := storeBuckets(t, key)
+		data += size(bs["data"])
+		logs += size(bs["logs"])
+	}
+	n := len(keys)
+	t.Logf("kausality.io annotations once %s, mean bytes: XStore %d, data bucket %d, logs bucket %d", when, xrs/n, data/n, logs/n)
 }

@@ -55,6 +55,7 @@ func Setup(mgr ctrl.Manager, cloud *Cloud, poll time.Duration) error {
 			managed.WithExternalConnector(&connector{cloud: cloud}),
 			managed.WithManagementPolicies(),
 			managed.WithPollInterval(poll),
+			managed.WithPollIntervalHook(pollInterval),
 			// The Cloud is strongly consistent: trust a "does not exist"
 			// right after a Create. The default 30s grace period would
 			// otherwise stall deleting a Bucket created less than 30s ago.
@@ -75,6 +76,20 @@ func Setup(mgr ctrl.Manager, cloud *Cloud, poll time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// LabelPollInterval on a Bucket sets how often the recorder observes it
+// once it is up to date, instead of the suite's short poll: a fleet of
+// hundreds polled every second, as nothing a real provider does, would
+// starve the creations of the rest.
+const LabelPollInterval = "recorder.kausality.io/poll-interval"
+
+// pollInterval is the Bucket's LabelPollInterval, else poll.
+func pollInterval(mg resource.Managed, poll time.Duration) time.Duration {
+	if d, err := time.ParseDuration(mg.GetLabels()[LabelPollInterval]); err == nil && d > 0 {
+		return d
+	}
+	return poll
 }
 
 // bucket is what the external client reads and writes of either kind.
