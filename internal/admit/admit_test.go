@@ -155,3 +155,34 @@ func TestFreeze(t *testing.T) {
 		})
 	}
 }
+
+func TestOnlyTurns(t *testing.T) {
+	const turns = `[{"upgrade":"pt-0-10","generation":1,"logic":"logic 0a1b2c3d4e5f"}]`
+	old := bucket(map[string]any{"size": int64(1)}, v1alpha1.AnnotationTrace, "[]")
+	withTurns := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		u = u.DeepCopy()
+		ann := u.GetAnnotations()
+		ann[v1alpha1.AnnotationRolloutTurns] = turns
+		u.SetAnnotations(ann)
+		u.SetResourceVersion("7")
+		return u
+	}
+	cases := map[string]struct {
+		reason   string
+		old, obj *unstructured.Unstructured
+		want     bool
+	}{
+		"TurnsOnly":   {reason: "The provider's record alone.", old: old, obj: withTurns(old), want: true},
+		"AndSpec":     {reason: "A spec change besides is judged as every write.", old: old, obj: withTurns(bucket(map[string]any{"size": int64(2)}, v1alpha1.AnnotationTrace, "[]"))},
+		"AndAnother":  {reason: "Another annotation besides is judged as every write.", old: old, obj: withTurns(bucket(map[string]any{"size": int64(1)}, v1alpha1.AnnotationTrace, "[1]"))},
+		"Creation":    {reason: "A creation is judged as every write.", obj: withTurns(old)},
+		"NothingTurn": {reason: "A write that changes nothing at all changes nothing but turns.", old: old, obj: old.DeepCopy(), want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := OnlyTurns(tc.old, tc.obj); got != tc.want {
+				t.Errorf("%s\nOnlyTurns() = %t, want %t", tc.reason, got, tc.want)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -106,6 +107,25 @@ func (t Writers) Protect(user string, old, obj *unstructured.Unstructured) Verdi
 	return Deny(metrics.ReasonProtected, "%s of %s: only Kausality and Crossplane may change %s; user %q may set %s, %s and %s* annotations",
 		strings.Join(changed, " and "), Describe(obj), strings.Join(changed, ", "), user,
 		v1alpha1.AnnotationFreeze, v1alpha1.AnnotationAllowDelete, v1alpha1.AnnotationTraceLabelPrefix)
+}
+
+// OnlyTurns reports whether a write of an existing object changes nothing
+// of it but its roll-out turns (ProviderAnnotations): the provider's own
+// record, which no policy bounds, so admission need not evaluate one.
+func OnlyTurns(old, obj *unstructured.Unstructured) bool {
+	if old == nil {
+		return false
+	}
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy()
+		ann := c.GetAnnotations()
+		delete(ann, v1alpha1.AnnotationRolloutTurns)
+		c.SetAnnotations(ann)
+		c.SetManagedFields(nil)
+		c.SetResourceVersion("")
+		return c.Object
+	}
+	return equality.Semantic.DeepEqual(strip(old), strip(obj))
 }
 
 func hasKey(m map[string]string, k string) bool {

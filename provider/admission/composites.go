@@ -43,6 +43,11 @@ func (h *Composites) Handle(ctx context.Context, req admission.Request) admissio
 	if done != nil {
 		return protected(ctx, *done)
 	}
+	if req.UserInfo.Username == h.Trusted.Provider && admit.OnlyTurns(old, obj) {
+		// The provider recording roll-out turns, hundreds a batch: write
+		// already checked that nobody else changes them.
+		return patched(sent, obj)
+	}
 	set, broken, err := policiesFor(ctx, h.Policies, h.Cache, obj)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -80,16 +81,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	r.log().Debug("counting the fleets", "kinds", len(r.Composites()), "composites", len(xrs))
 	p := Work(r.Rules, ul.Items, xrs, r.Now())
-	written := 0
-	for _, xr := range xrs {
-		want := p.Turns[xr.GetUID()].Format()
-		if xr.GetAnnotations()[v1alpha1.AnnotationRolloutTurns] == want {
-			continue
-		}
-		if err := r.recordTurns(ctx, xr, want); err != nil {
-			return reconcile.Result{}, err
-		}
-		written++
+	written, err := r.recordAll(ctx, xrs, p)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 	r.log().Debug("worked out the roll-outs", "upgradeAllowances", len(ul.Items), "composites", len(xrs), "turnsWritten", written, "active", p.Active)
 	for i := range ul.Items {
@@ -114,6 +108,54 @@ func (r *Reconciler) log() logging.Logger {
 		return logging.NewNopLogger()
 	}
 	return r.Log
+}
+
+// writers is how many composites' turns are written at once: each write
+// passes through admission, and a batch of a large roll-out is hundreds.
+const writers = 8
+
+// recordAll writes the turns of every composite whose record differs from
+// what p worked out, writers at a time, and says how many it wrote; the
+// first error stops it.
+func (r *Reconciler) recordAll(ctx context.Context, xrs []*unstructured.Unstructured, p Pass) (int, error) {
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		first   error
+		written int
+	)
+	work := make(chan *unstructured.Unstructured)
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for xr := range work {
+				err := r.recordTurns(ctx, xr, p.Turns[xr.GetUID()].Format())
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+				}
+				if err == nil {
+					written++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, xr := range xrs {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		if xr.GetAnnotations()[v1alpha1.AnnotationRolloutTurns] != p.Turns[xr.GetUID()].Format() {
+			work <- xr
+		}
+	}
+	close(work)
+	wg.Wait()
+	return written, first
 }
 
 // recordTurns writes the composite's turns, and only them: a merge patch
@@ -191,6 +233,8 @@ func Work(rules *rollout.Rules, uas []v1alpha1.UpgradeAllowance, xrs []*unstruct
 type fleet struct {
 	members rollout.Fleet
 	uids    map[string]types.UID
+	// had are the turns each composite holds now, by id.
+	had map[string]rollout.Turns
 }
 
 // fleetsOf groups composites into fleets, in a stable order; a composite
@@ -205,12 +249,14 @@ func fleetsOf(xrs []*unstructured.Unstructured) []fleet {
 		k := xr.GroupVersionKind().String() + " " + xr.GetNamespace() + " " + rev
 		f, ok := byKey[k]
 		if !ok {
-			f = fleet{members: rollout.Fleet{}, uids: map[string]types.UID{}}
+			f = fleet{members: rollout.Fleet{}, uids: map[string]types.UID{}, had: map[string]rollout.Turns{}}
 			byKey[k] = f
 		}
 		id := xr.GetNamespace() + "/" + xr.GetName()
 		f.members[id] = xr.Object
 		f.uids[id] = xr.GetUID()
+		// An unreadable record holds no turn; the next write replaces it.
+		f.had[id], _ = rollout.ParseTurns(xr.GetAnnotations()[v1alpha1.AnnotationRolloutTurns])
 	}
 	keys := slices.Sorted(maps.Keys(byKey))
 	out := make([]fleet, 0, len(keys))
@@ -240,6 +286,15 @@ func (p *Pass) decide(rule rollout.Rule, u *v1alpha1.UpgradeAllowance, f fleet, 
 			why = d.Failed + " is false"
 		}
 		best = max(best, d.Updated)
+		// A turn once given is kept while the UpgradeAllowance's generation
+		// and the logic stay: a composite of an earlier batch that is not
+		// Ready for a moment holds back the batches to come, not one under
+		// way (blockers, which the function reads on every run, halt that).
+		for id, had := range f.had {
+			if had.Has(u.GetName(), u.GetGeneration(), logic) {
+				d.Turns[id] = true
+			}
+		}
 		for id := range d.Turns {
 			turned[id] = true
 			uid := f.uids[id]

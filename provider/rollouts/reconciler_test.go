@@ -95,6 +95,29 @@ func TestWork(t *testing.T) {
 				Message: "2 composites wait for their turn: exponentiallyUpdated(xr, xrs) is false"}},
 			active: true,
 		},
+		"TurnKept": {
+			reason: "A turn once given stays while the generation and logic do: a of the first batch not Ready for a moment does not recall b's.",
+			uas:    []v1alpha1.UpgradeAllowance{paced},
+			xrs: []*unstructured.Unstructured{
+				store("team", "a", "r1", logicNew, false), store("team", "b", "r1", logicNew, false, v1alpha1.AnnotationRolloutTurns, turns(rollout.Turn{Upgrade: "pt", Generation: 2, Logic: logicNew})),
+				store("team", "c", "r1", logicNew, false),
+			},
+			turns: map[string]string{"a": turns(rollout.Turn{Upgrade: "pt", Generation: 2, Logic: logicNew}), "b": turns(rollout.Turn{Upgrade: "pt", Generation: 2, Logic: logicNew})},
+			status: map[string]*v1alpha1.RolloutStatus{"pt": {Composites: 3, Turns: 2,
+				Message: "1 composites wait for their turn: exponentiallyUpdated(xr, xrs) is false"}},
+			active: true,
+		},
+		"TurnOfAnOlderGenerationDropped": {
+			reason: "A turn given for an older generation of the UpgradeAllowance is not kept: its rollout may have changed.",
+			uas:    []v1alpha1.UpgradeAllowance{paced},
+			xrs: []*unstructured.Unstructured{
+				store("team", "a", "r1", logicNew, false), store("team", "b", "r1", logicNew, false, v1alpha1.AnnotationRolloutTurns, turns(rollout.Turn{Upgrade: "pt", Generation: 1, Logic: logicNew})),
+			},
+			turns: map[string]string{"a": turns(rollout.Turn{Upgrade: "pt", Generation: 2, Logic: logicNew})},
+			status: map[string]*v1alpha1.RolloutStatus{"pt": {Composites: 2, Turns: 1,
+				Message: "1 composites wait for their turn: exponentiallyUpdated(xr, xrs) is false"}},
+			active: true,
+		},
 		"NoRollout": {
 			reason: "An UpgradeAllowance without a rollout paces nothing: no turn, no status, and a stale turn goes.",
 			uas:    []v1alpha1.UpgradeAllowance{upgrade("at-once", 1, nil)},
