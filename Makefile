@@ -117,7 +117,7 @@ build:
 unit: tools xpkg
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -timeout 50m ./...
 
 ## lint: golangci-lint with .golangci.yml (linters and gofmt/goimports).
 lint: $(GOLANGCI_LINT)
@@ -196,7 +196,7 @@ examples: tools
 
 ## e2e: the accident scenarios S1-S8 on real Crossplane core (also part of make test).
 e2e: tools xpkg
-	$(GO) test -count=1 -timeout 30m ./test/e2e/
+	$(GO) test -count=1 -timeout 50m ./test/e2e/
 
 BOB_ROUNDS ?= 300
 ## soak-bob: the randomized Bob of the scenario suite for BOB_ROUNDS rounds (make test plays 30), with a new seed each run (BOB_SEED replays one).
