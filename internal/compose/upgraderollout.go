@@ -51,9 +51,9 @@ func (r *run) logicKey() string {
 }
 
 // turn reports whether it is the XR's turn to take the upgrade up, and why
-// not: the first UpgradeAllowance naming it that has a rollout decides,
-// over the XRs of the XR's kind on the same Composition revision, in name
-// order. Worked out once per upgrade and run.
+// not: the first UpgradeAllowance naming it that has a rollout decides. A
+// blocker halts it; otherwise the turn the provider recorded on the XR
+// decides (hasTurn). Worked out once per upgrade and run.
 func (r *run) turn(up *upgrade) (bool, string) {
 	if up.turnDecided {
 		return up.turnOK, up.turnWhy
