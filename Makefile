@@ -45,7 +45,7 @@ export KUBEBUILDER_ASSETS := $(BIN)
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all tools generate check-generate build release test lint unit removal render golden demo examples e2e soak-bob fuzz bench bench-scale clean xpkg
+.PHONY: all tools generate check-generate build release test lint unit removal render golden demo examples e2e fleet soak-bob fuzz bench bench-scale clean xpkg
 
 all: build
 
@@ -197,6 +197,10 @@ examples: tools
 ## e2e: the accident scenarios S1-S8 on real Crossplane core (also part of make test).
 e2e: tools xpkg
 	$(GO) test -count=1 -timeout 50m ./test/e2e/
+
+## fleet: the roll-out of an upgrade across 200 XStores on real core (test/e2e TestV2FleetRollOut, build tag fleet), alone on the scenario suite's control plane; about 15 minutes on two cores, not part of make test.
+fleet: tools xpkg
+	$(GO) test -count=1 -timeout 40m -tags fleet ./test/e2e/ -run '^TestV2FleetRollOut$$' -v
 
 BOB_ROUNDS ?= 300
 ## soak-bob: the randomized Bob of the scenario suite for BOB_ROUNDS rounds (make test plays 30), with a new seed each run (BOB_SEED replays one).

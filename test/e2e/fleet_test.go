@@ -1,3 +1,5 @@
+//go:build fleet
+
 package e2e
 
 import (
@@ -39,9 +41,10 @@ const fleetTimeout = 8 * time.Minute
 // turn (kausality.io/rollout-turns) from its watch of the fleet. Every
 // data bucket is updated exactly once, each batch in XR name order after
 // the one before it has applied the upgrade and is Ready, no logs bucket
-// is touched, and no XStore's pipeline fails. It runs alone, before the
-// parallel scenarios: its hundreds of creations on two cores would delay
-// theirs past the suite's short --max-gate-open.
+// is touched, and no XStore's pipeline fails. It is built only with the
+// fleet tag (make fleet) and runs alone: its fleet on two cores takes a
+// quarter of an hour and would slow every scenario after it past the
+// suite's short --max-gate-open.
 func TestV2FleetRollOut(t *testing.T) {
 	ctx := context.Background()
 	const ns = "v2-fleet"
