@@ -124,13 +124,17 @@ func (r *Reconciler) recordAll(ctx context.Context, xrs []*unstructured.Unstruct
 		first   error
 		written int
 	)
-	work := make(chan *unstructured.Unstructured)
+	type write struct {
+		xr    *unstructured.Unstructured
+		turns string
+	}
+	work := make(chan write)
 	for range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for xr := range work {
-				err := r.recordTurns(ctx, xr, p.Turns[xr.GetUID()].Format())
+			for w := range work {
+				err := r.recordTurns(ctx, w.xr, w.turns)
 				mu.Lock()
 				if err != nil && first == nil {
 					first = err
@@ -149,8 +153,8 @@ func (r *Reconciler) recordAll(ctx context.Context, xrs []*unstructured.Unstruct
 		if failed {
 			break
 		}
-		if xr.GetAnnotations()[v1alpha1.AnnotationRolloutTurns] != p.Turns[xr.GetUID()].Format() {
-			work <- xr
+		if want := p.Turns[xr.GetUID()].Format(); xr.GetAnnotations()[v1alpha1.AnnotationRolloutTurns] != want {
+			work <- write{xr: xr, turns: want}
 		}
 	}
 	close(work)
