@@ -166,7 +166,7 @@ func (f *Function) runFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 			out[n] = answer{DesiredComposed: desired[n], rewritten: it.ch.rewritten, whole: it.ch.whole, spec: it.ch.spec, stamp: st}
 		}
 	}
-	if run.paced() {
+	if run.reportsUpgraded() {
 		// Upgraded, for the other XRs of a roll-out, means applied: each
 		// resource observed at the generation it was let through, its
 		// allowances used up, as propagation control counts members.

@@ -14,6 +14,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
@@ -140,10 +141,21 @@ func rolloutHeld(u *v1alpha1.UpgradeAllowance) string {
 	return "the provider has not given it a turn yet"
 }
 
-// reportUpgraded sets v1alpha1.ConditionUpgraded while an upgrade is paced: True
-// once every composed resource records the current logic.
+// reportsUpgraded reports whether the run sets v1alpha1.ConditionUpgraded:
+// while an upgrade is paced, while some composed resource records older
+// logic, and from then on. An XR behind reports its logic before any
+// UpgradeAllowance paces it, so the provider counts it in the roll-out's
+// first pass instead of after its next reconcile; once reported the
+// condition is kept current rather than left stale.
+func (r *run) reportsUpgraded() bool {
+	return r.paced() || r.behind || (r.xr != nil && policy.Condition(r.xr.Object, v1alpha1.ConditionUpgraded) != nil)
+}
+
+// reportUpgraded sets v1alpha1.ConditionUpgraded (reportsUpgraded): True
+// once every composed resource records the current logic and has applied
+// it.
 func (r *run) reportUpgraded(rsp *fnv1.RunFunctionResponse) {
-	if !r.paced() {
+	if !r.reportsUpgraded() {
 		return
 	}
 	if r.behind {

@@ -179,3 +179,66 @@ func TestUpgradeRollOutHaltedByBlocker(t *testing.T) {
 		t.Errorf("Propagated does not name the blocker: %v", got.messages)
 	}
 }
+
+// TestUpgradedReportedBeforePacing: an XR whose composed resources record
+// older logic says so (KausalityUpgraded=False, naming the logic it runs)
+// before any UpgradeAllowance paces it, so the provider counts it in a
+// roll-out's first pass; once said, the condition is kept current; an XR
+// that never was behind gets no condition.
+func TestUpgradedReportedBeforePacing(t *testing.T) {
+	older := map[string]string{
+		v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+		v1alpha1.AnnotationApproved: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationApprovedGeneration: "1",
+		v1alpha1.AnnotationFunctionVersions: `{"function-patch-and-transform":"` + ptPackage + `:v0.10.7"}`,
+	}
+	next := map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"}
+	current := map[string]string{
+		v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+		v1alpha1.AnnotationApproved: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationApprovedGeneration: "1",
+		v1alpha1.AnnotationFunctionVersions: logic.FormatFunctions(next),
+	}
+	key := (&run{loaded: loaded{revision: "xdatabases-aws-1", functions: logic.FormatFunctions(next)}}).logicKey()
+	cases := map[string]struct {
+		reason   string
+		observed map[string]string
+		desired  string // the class the new logic composes
+		reported bool   // the XR already carries the condition
+		want     string
+	}{
+		"Behind":          {reason: "The new logic's change is withheld, no UpgradeAllowance yet: False, naming the logic.", observed: older, desired: "db.t3.large", want: "STATUS_CONDITION_FALSE"},
+		"NoChange":        {reason: "New logic that changes nothing is taken up at once: never behind, no condition.", observed: older, desired: "db.t3.small"},
+		"CurrentReported": {reason: "Current again after it said it was behind: True, not a stale False.", observed: current, desired: "db.t3.small", reported: true, want: "STATUS_CONDITION_TRUE"},
+		"NeverBehind":     {reason: "Never behind, never reported: no condition.", observed: current, desired: "db.t3.small"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := xr(t, 1, 1, nil).AsMap()
+			if tc.reported {
+				m["status"].(map[string]any)["conditions"] = append(m["status"].(map[string]any)["conditions"].([]any),
+					map[string]any{"type": v1alpha1.ConditionUpgraded, "status": "False", "reason": ReasonUpgradeWaiting, "message": key + ": some"})
+			}
+			composite, err := structpb.NewStruct(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := newRequest(t, composite, observedRDS(t, "db.t3.small", 1, 1, tc.observed, "[Observe, LateInitialize]"), obj(t, rds(tc.desired, "")), policyDB)
+			withFunctions(t, req, next)
+			rsp, err := newTestFunction().RunFunction(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for _, c := range rsp.GetConditions() {
+				if c.GetType() == v1alpha1.ConditionUpgraded {
+					got = c.GetStatus().String()
+					if !strings.HasPrefix(c.GetMessage(), key+":") {
+						t.Errorf("%s\nKausalityUpgraded does not name the logic %q: %q", tc.reason, key, c.GetMessage())
+					}
+				}
+			}
+			if got != tc.want {
+				t.Errorf("%s\nKausalityUpgraded = %q, want %q", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
