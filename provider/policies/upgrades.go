@@ -2,6 +2,7 @@ package policies
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -31,6 +32,20 @@ type UpgradeReconciler struct {
 	Kube client.Client
 	// Kinds are the managed resource kinds the gate controller watches.
 	Kinds func() []schema.GroupVersionKind
+
+	// tally is the last count of every UpgradeAllowance, taken in one pass
+	// over the gated managed resources: each reconcile of each
+	// UpgradeAllowance reading them all again would cost the provider
+	// O(UpgradeAllowances × managed resources) every UpgradeRecount.
+	mu    sync.Mutex
+	tally *tally
+}
+
+// tally is how many gated managed resources each UpgradeAllowance, by
+// name, upgraded and how many wait for it, counted at a moment.
+type tally struct {
+	at                time.Time
+	upgraded, waiting map[string]int64
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -48,10 +63,11 @@ func (r *UpgradeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonInvalid, err.Error()
 	}
-	upgraded, waiting, err := r.count(ctx, u.GetName())
+	t, err := r.counts(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	upgraded, waiting := t.upgraded[u.GetName()], t.waiting[u.GetName()]
 	before := meta.FindStatusCondition(u.Status.Conditions, v1alpha1.ConditionReady)
 	if before == nil || before.Status != c.Status || before.Message != c.Message || u.Status.ObservedGeneration != u.GetGeneration() ||
 		u.Status.Upgraded != upgraded || u.Status.Waiting != waiting {
@@ -65,35 +81,52 @@ func (r *UpgradeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return ctrl.Result{RequeueAfter: UpgradeRecount}, nil
 }
 
-// count reads every gated managed resource: upgraded are those whose trace
-// starts at the UpgradeAllowance name, waiting those holding an unconsumed
-// allowance it roots. A resource whose annotations do not parse counts for
-// neither (the gate controller reports it).
-func (r *UpgradeReconciler) count(ctx context.Context, name string) (upgraded, waiting int64, err error) {
-	from := func(t allowance.Trace) bool {
-		return t.FromUpgrade() && t[0].Name == name
+// counts is the tally of every UpgradeAllowance, taken again once the
+// last is half an UpgradeRecount old: each UpgradeAllowance's counts are
+// then at most that old when it is reconciled on its recount.
+func (r *UpgradeReconciler) counts(ctx context.Context) (*tally, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tally != nil && time.Since(r.tally.at) < UpgradeRecount/2 {
+		return r.tally, nil
 	}
+	t, err := r.count(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.tally = t
+	return t, nil
+}
+
+// count reads every gated managed resource once: a resource whose trace
+// starts at an UpgradeAllowance is upgraded by it, one holding an
+// unconsumed allowance an UpgradeAllowance roots waits for it. A resource
+// whose annotations do not parse counts for none (the gate controller
+// reports it).
+func (r *UpgradeReconciler) count(ctx context.Context) (*tally, error) {
+	t := &tally{at: time.Now(), upgraded: map[string]int64{}, waiting: map[string]int64{}}
 	for _, gvk := range r.Kinds() {
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := r.Kube.List(ctx, l, client.MatchingLabels{v1alpha1.LabelGated: "true"}); err != nil {
-			return 0, 0, errors.Wrapf(err, errFmtListGated, gvk.Kind)
+			return nil, errors.Wrapf(err, errFmtListGated, gvk.Kind)
 		}
 		for i := range l.Items {
 			ann := l.Items[i].GetAnnotations()
-			if t, err := allowance.ParseTrace(ann[v1alpha1.AnnotationTrace]); err == nil && from(t) {
-				upgraded++
+			if tr, err := allowance.ParseTrace(ann[v1alpha1.AnnotationTrace]); err == nil && tr.FromUpgrade() {
+				t.upgraded[tr[0].Name]++
 			}
 			as, _ := allowance.Parse(ann[v1alpha1.AnnotationAllowances])
+			waits := map[string]bool{}
 			for _, a := range as {
-				if !a.Consumed && from(a.Trace) {
-					waiting++
-					break
+				if !a.Consumed && a.Trace.FromUpgrade() && !waits[a.Trace[0].Name] {
+					waits[a.Trace[0].Name] = true
+					t.waiting[a.Trace[0].Name]++
 				}
 			}
 		}
 	}
-	return upgraded, waiting, nil
+	return t, nil
 }
 
 // Setup adds the controller to mgr.

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
@@ -84,6 +85,35 @@ func TestUpgradeReconcile(t *testing.T) {
 				message: `UpgradeAllowance pt is invalid: spec.functions[0].version: "v0.[" is not a pattern (* stands for any run of characters): syntax error in pattern`},
 		},
 	}
+	t.Run("OnePassForAll", func(t *testing.T) {
+		// Every UpgradeAllowance's counts come from one pass over the
+		// gated resources, not a pass each.
+		lists := 0
+		kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithStatusSubresource(&v1alpha1.UpgradeAllowance{}).
+			WithObjects(ua("pt", "v0.10.*"), ua("other", "v0.10.*"),
+				bucket("a", true, upgradeTrace, consumed),
+				bucket("d", true, allowance.Trace{hop(v1alpha1.UpgradeAllowanceKind, "other"), hop("Bucket", "d")})).
+			WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+				lists++
+				return c.List(ctx, l, opts...)
+			}}).Build()
+		r := &UpgradeReconciler{Kube: kube, Kinds: func() []schema.GroupVersionKind { return []schema.GroupVersionKind{bucketGVK} }}
+		for _, name := range []string{"pt", "other"} {
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
+				t.Fatal(err)
+			}
+			u := &v1alpha1.UpgradeAllowance{}
+			if err := kube.Get(context.Background(), types.NamespacedName{Name: name}, u); err != nil {
+				t.Fatal(err)
+			}
+			if u.Status.Upgraded != 1 {
+				t.Errorf("UpgradeAllowance %s: status.upgraded = %d, want 1", name, u.Status.Upgraded)
+			}
+		}
+		if lists != 1 {
+			t.Errorf("two UpgradeAllowances listed the gated Buckets %d times, want once", lists)
+		}
+	})
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(tc.objs...).WithStatusSubresource(&v1alpha1.UpgradeAllowance{}).Build()
