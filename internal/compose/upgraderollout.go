@@ -98,11 +98,16 @@ func (r *run) turn(up *upgrade) (bool, string) {
 		up.turnOK, up.turnCode = false, metrics.ReasonUpgradeTurn
 		r.metrics.Turn(u.GetName(), metrics.TurnWaiting, updated, total)
 		held := rolloutHeld(u)
-		if w := fmt.Sprintf("waits for its turn in the roll-out of UpgradeAllowance %s: %s (%d of %d composites have applied it and are Ready)", u.GetName(), held, updated, total); !slices.Contains(r.waiting, w) {
+		// The messages name no counts of the fleet: every waiting XR
+		// carries them in its conditions, and a count that changed with
+		// each XR that moved would rewrite every waiting XR's status, and
+		// wake it, on every step of the roll-out. The counts are the
+		// UpgradeAllowance's status.rollout.
+		if w := fmt.Sprintf("waits for its turn in the roll-out of UpgradeAllowance %s: %s", u.GetName(), held); !slices.Contains(r.waiting, w) {
 			r.waiting = append(r.waiting, w)
 		}
-		up.turnWhy = fmt.Sprintf("the upgrade (%s) rolls out across the composites of revision %s under UpgradeAllowance %s and it is not this one's turn: %s (%d of %d have applied it and are Ready)",
-			logic.Describe(up.changes), r.revision, u.GetName(), held, updated, total)
+		up.turnWhy = fmt.Sprintf("the upgrade (%s) rolls out across the composites of revision %s under UpgradeAllowance %s and it is not this one's turn: %s",
+			logic.Describe(up.changes), r.revision, u.GetName(), held)
 		return false, up.turnWhy
 	}
 	return true, ""

@@ -30,7 +30,7 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 	}
 	next := map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"}
 	key := (&run{loaded: loaded{revision: "xdatabases-aws-1", functions: logic.FormatFunctions(next)}}).logicKey()
-	paced := ptUpgrade + "  rollout: {}\nstatus: {rollout: {composites: 8, updated: 1, turns: 2, message: '6 composites wait for their turn: exponentiallyUpdated(xr, xrs) is false'}}\n"
+	paced := ptUpgrade + "  rollout: {}\nstatus: {rollout: {composites: 8, updated: 1, turns: 2, message: 'exponentiallyUpdated(xr, xrs) is false'}}\n"
 
 	// decide runs XR db-1 with the given turns annotation ("" for none).
 	decide := func(t *testing.T, turns string) rendered {
@@ -80,7 +80,7 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 		says   string // a part of a condition or result, when it does not take it
 	}{
 		"Turn":            {reason: "The provider gave it a turn for the current generation and logic.", turns: turn("pt-0-10", 3, key), takes: true},
-		"NoTurn":          {reason: "No record: not its turn.", says: "waits for its turn in the roll-out of UpgradeAllowance pt-0-10: 6 composites wait for their turn: exponentiallyUpdated(xr, xrs) is false (1 of 8 composites"},
+		"NoTurn":          {reason: "No record: not its turn.", says: "waits for its turn in the roll-out of UpgradeAllowance pt-0-10: exponentiallyUpdated(xr, xrs) is false"},
 		"OlderGeneration": {reason: "A turn worked out for an older generation of the UpgradeAllowance counts for nothing.", turns: turn("pt-0-10", 2, key), says: "waits for its turn"},
 		"OtherLogic":      {reason: "A turn worked out for another logic (an earlier upgrade) counts for nothing.", turns: turn("pt-0-10", 3, "logic 000000000000"), says: "waits for its turn"},
 		"OtherUpgrade":    {reason: "A turn in another UpgradeAllowance's roll-out is not this one's.", turns: turn("other", 3, key), says: "waits for its turn"},
@@ -104,6 +104,22 @@ func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
 			}
 		})
 	}
+
+	// A waiting XR's conditions and results do not change as the fleet
+	// moves (other XRs take their turns): each change would be a status
+	// write on every waiting XR, and a reconcile of it.
+	t.Run("StableWhileWaiting", func(t *testing.T) {
+		before := decide(t, "")
+		saved := paced
+		t.Cleanup(func() { paced = saved })
+		paced = strings.Replace(paced, "updated: 1, turns: 2", "updated: 5, turns: 6", 1)
+		if paced == saved {
+			t.Fatal("the test's UpgradeAllowance status did not change")
+		}
+		if after := decide(t, ""); !slices.Equal(before.messages, after.messages) {
+			t.Errorf("a waiting XR's messages changed with the fleet's counts:\nbefore %v\nafter  %v", before.messages, after.messages)
+		}
+	})
 
 	// Once its resource applied the upgrade (observed at the generation
 	// that carries it, the gate's allowance used up), the XR says so.

@@ -14,6 +14,7 @@ import (
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/internal/report"
 )
@@ -115,10 +116,16 @@ func (r *run) report(rsp *fnv1.RunFunctionResponse) {
 		response.ConditionFalse(rsp, ConditionAllowed, ReasonWithheld).WithMessage(strings.Join(lines, "; ")).TargetCompositeAndClaim()
 		// A withheld change waits for something Crossplane does not watch
 		// (an UpgradeAllowance, a policy, a freeze lifted): come back soon.
-		if rsp.Meta == nil {
-			rsp.Meta = &fnv1.ResponseMeta{}
+		// A turn in a roll-out comes as a write on the XR, which Crossplane
+		// watches: a fleet waiting for its turns is left at the default
+		// TTL, since hundreds of XRs polling every WithheldTTL slow down
+		// the batch under way.
+		if !r.waitsForTurnsOnly() {
+			if rsp.Meta == nil {
+				rsp.Meta = &fnv1.ResponseMeta{}
+			}
+			rsp.Meta.Ttl = durationpb.New(WithheldTTL)
 		}
-		rsp.Meta.Ttl = durationpb.New(WithheldTTL)
 	}
 	r.reportPropagation(rsp)
 	r.reportUpgraded(rsp)
@@ -197,6 +204,9 @@ func (r *run) reportPropagation(rsp *fnv1.RunFunctionResponse) {
 	default:
 		response.ConditionFalse(rsp, ConditionPropagated, ReasonHeld).WithMessage(strings.Join(lines, "; ")).TargetCompositeAndClaim()
 	}
+	if r.waitsForTurnsOnly() {
+		return
+	}
 	ttl := WithheldTTL
 	if len(r.holds) > 0 && windowsOnly && r.frozen == "" {
 		ttl = max(opens.Sub(r.now), time.Second)
@@ -207,6 +217,18 @@ func (r *run) reportPropagation(rsp *fnv1.RunFunctionResponse) {
 	if cur := rsp.GetMeta().GetTtl(); cur == nil || ttl < cur.AsDuration() || len(r.withheld) == 0 {
 		rsp.Meta.Ttl = durationpb.New(ttl)
 	}
+}
+
+// waitsForTurnsOnly reports whether all the run keeps back waits for the
+// XR's turn in a roll-out, which the provider gives by writing the XR:
+// nothing is held or frozen, and every change withheld waits for a turn
+// (a halted roll-out waits for its blockers, which Crossplane does not
+// watch).
+func (r *run) waitsForTurnsOnly() bool {
+	if len(r.holds) > 0 || r.frozen != "" || len(r.withheld) == 0 {
+		return false
+	}
+	return !slices.ContainsFunc(r.withheld, func(w withheld) bool { return !w.logOnly && w.code != metrics.ReasonUpgradeTurn })
 }
 
 // WithheldTTL is how soon Crossplane runs the pipeline again while a change

@@ -8,6 +8,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 )
 
 func TestWithheldString(t *testing.T) {
@@ -66,6 +68,9 @@ func TestReport(t *testing.T) {
 		return &fnv1.Result{Severity: fnv1.Severity_SEVERITY_WARNING, Message: msg, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum()}
 	}
 	w := withheld{resource: "rds", kind: "RDSInstance", name: "db-rds", verb: "Mutate", path: "spec.x", reason: "no allowance"}
+	turn, halted := w, w
+	turn.reason, turn.code = "not this one's turn", metrics.ReasonUpgradeTurn
+	halted.reason, halted.code = "the roll-out is halted", metrics.ReasonRolloutHalted
 	cases := map[string]struct {
 		reason string
 		r      run
@@ -82,6 +87,21 @@ func TestReport(t *testing.T) {
 				Conditions: []*fnv1.Condition{
 					cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_FALSE, ReasonMalformed, "bad annotation", fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
 					cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_FALSE, ReasonWithheld, w.String(), fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
+				}}},
+		"WaitsForTurn": {reason: "A change waiting only for its turn in a roll-out leaves Crossplane's default TTL: the provider gives the turn by writing the XR, which Crossplane watches, and a fleet polling every WithheldTTL slows the batch under way.", r: run{findings: findings{withheld: []withheld{turn}}},
+			want: &fnv1.RunFunctionResponse{
+				Results: []*fnv1.Result{warn(turn.String())},
+				Conditions: []*fnv1.Condition{
+					cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAnnotationsValid, "", fnv1.Target_TARGET_COMPOSITE),
+					cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_FALSE, ReasonWithheld, turn.String(), fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
+				}}},
+		"Halted": {reason: "A roll-out halted by a blocker waits for an object Crossplane does not watch: come back soon.", r: run{findings: findings{withheld: []withheld{halted}}},
+			want: &fnv1.RunFunctionResponse{
+				Meta:    &fnv1.ResponseMeta{Ttl: durationpb.New(WithheldTTL)},
+				Results: []*fnv1.Result{warn(halted.String())},
+				Conditions: []*fnv1.Condition{
+					cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAnnotationsValid, "", fnv1.Target_TARGET_COMPOSITE),
+					cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_FALSE, ReasonWithheld, halted.String(), fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
 				}}},
 		"Log": {reason: "In Log mode the condition stays True and says what would have been withheld.", r: run{loaded: loaded{log: true}, findings: findings{withheld: []withheld{w}}},
 			want: &fnv1.RunFunctionResponse{

@@ -226,7 +226,10 @@ func Work(rules *rollout.Rules, uas []v1alpha1.UpgradeAllowance, xrs []*unstruct
 			}
 		}
 		if held > 0 && failed != "" {
-			st.Message = fmt.Sprintf("%d composites wait for their turn: %s", held, failed)
+			// Without the count: every waiting XR repeats this message in
+			// its conditions, so it changes only when the reason does
+			// (the counts are status.rollout's other fields).
+			st.Message = failed
 		}
 	}
 	return p

@@ -80,7 +80,7 @@ func TestWork(t *testing.T) {
 			},
 			turns: map[string]string{"a": turns(rollout.Turn{Upgrade: "pt", Generation: 2, Logic: logicNew}), "c": turns(rollout.Turn{Upgrade: "pt", Generation: 2, Logic: logicNew})},
 			status: map[string]*v1alpha1.RolloutStatus{"pt": {Composites: 4, Turns: 2,
-				Message: "2 composites wait for their turn: exponentiallyUpdated(xr, xrs) is false"}},
+				Message: "exponentiallyUpdated(xr, xrs) is false"}},
 			active: true,
 		},
 		"NextBatch": {
@@ -92,7 +92,7 @@ func TestWork(t *testing.T) {
 			},
 			turns: map[string]string{"a": turns(rollout.Turn{Upgrade: "pt", Generation: 2, Logic: logicNew}), "b": turns(rollout.Turn{Upgrade: "pt", Generation: 2, Logic: logicNew})},
 			status: map[string]*v1alpha1.RolloutStatus{"pt": {Composites: 4, Updated: 1, Turns: 2,
-				Message: "2 composites wait for their turn: exponentiallyUpdated(xr, xrs) is false"}},
+				Message: "exponentiallyUpdated(xr, xrs) is false"}},
 			active: true,
 		},
 		"TurnKept": {
@@ -104,7 +104,7 @@ func TestWork(t *testing.T) {
 			},
 			turns: map[string]string{"a": turns(rollout.Turn{Upgrade: "pt", Generation: 2, Logic: logicNew}), "b": turns(rollout.Turn{Upgrade: "pt", Generation: 2, Logic: logicNew})},
 			status: map[string]*v1alpha1.RolloutStatus{"pt": {Composites: 3, Turns: 2,
-				Message: "1 composites wait for their turn: exponentiallyUpdated(xr, xrs) is false"}},
+				Message: "exponentiallyUpdated(xr, xrs) is false"}},
 			active: true,
 		},
 		"TurnOfAnOlderGenerationDropped": {
@@ -115,7 +115,7 @@ func TestWork(t *testing.T) {
 			},
 			turns: map[string]string{"a": turns(rollout.Turn{Upgrade: "pt", Generation: 2, Logic: logicNew})},
 			status: map[string]*v1alpha1.RolloutStatus{"pt": {Composites: 2, Turns: 1,
-				Message: "1 composites wait for their turn: exponentiallyUpdated(xr, xrs) is false"}},
+				Message: "exponentiallyUpdated(xr, xrs) is false"}},
 			active: true,
 		},
 		"NoRollout": {
@@ -207,7 +207,7 @@ func TestReconcile(t *testing.T) {
 			xrs:    []*unstructured.Unstructured{store("team", "a", "r1", logicNew, false), store("team", "b", "r1", logicNew, false)},
 			want: want{result: reconcile.Result{RequeueAfter: Active},
 				patched: []string{fmt.Sprintf(`a={"metadata":{"annotations":{"kausality.io/rollout-turns":%q}}}`, turns(given))},
-				status:  []string{`pt={"status":{"rollout":{"composites":2,"updated":0,"turns":1,"message":"1 composites wait for their turn: exponentiallyUpdated(xr, xrs) is false"}}}`}},
+				status:  []string{`pt={"status":{"rollout":{"composites":2,"updated":0,"turns":1,"message":"exponentiallyUpdated(xr, xrs) is false"}}}`}},
 		},
 		"NothingChanged": {
 			reason: "Turns and status as recorded: no write.",

@@ -42,9 +42,9 @@ const fleetTimeout = 8 * time.Minute
 // data bucket is updated exactly once, each batch in XR name order after
 // the one before it has applied the upgrade and is Ready, no logs bucket
 // is touched, and no XStore's pipeline fails. It is built only with the
-// fleet tag (make fleet) and runs alone: its fleet on two cores takes a
-// quarter of an hour and would slow every scenario after it past the
-// suite's short --max-gate-open.
+// fleet tag (make fleet, the last step of make test) and runs alone on a
+// control plane of its own: its fleet on two cores would slow every
+// scenario beside it past the suite's short --max-gate-open.
 func TestV2FleetRollOut(t *testing.T) {
 	ctx := context.Background()
 	const ns = "v2-fleet"

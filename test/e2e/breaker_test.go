@@ -1,0 +1,246 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
+	"github.com/kausality-io/kausality-crossplane/test/recorder"
+)
+
+// tokens counts, per XR, what Crossplane's XR watch circuit breaker
+// charges it: a token for each event of a watched object that maps to the
+// XR (its composed resources and itself), two for an update (the handler
+// maps the old and the new object). Its default bucket holds 100 tokens
+// and refills one a second.
+type tokens struct {
+	mu sync.Mutex
+	n  map[string]int // XR name → tokens
+	ev map[string]int // "XR/kind/resource" → events
+}
+
+// watch counts the events of gvk's objects in ns until ctx ends, charging
+// each to the XR it maps to: its own name for an XR, the
+// crossplane.io/composite label for a composed resource.
+func (tk *tokens) watch(ctx context.Context, t *testing.T, gvk schema.GroupVersionKind, resource, ns string, xr bool) {
+	t.Helper()
+	dc, err := dynamic.NewForConfig(cp.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := dc.Resource(gvk.GroupVersion().WithResource(resource)).Namespace(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("watch %s in %s: %v", resource, ns, err)
+	}
+	go func() {
+		defer w.Stop()
+		for e := range w.ResultChan() {
+			u, ok := e.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			owner, what := u.GetNamespace()+"/"+u.GetLabels()["crossplane.io/composite"], u.GetKind()+" "+u.GetAnnotations()["crossplane.io/composition-resource-name"]
+			if xr {
+				owner, what = u.GetNamespace()+"/"+u.GetName(), u.GetKind()
+			}
+			cost := map[watch.EventType]int{watch.Added: 1, watch.Modified: 2}[e.Type]
+			if owner == u.GetNamespace()+"/" || cost == 0 {
+				continue
+			}
+			tk.mu.Lock()
+			tk.n[owner] += cost
+			tk.ev[owner+"/"+what]++
+			tk.mu.Unlock()
+		}
+	}()
+}
+
+// take returns the tokens and events counted for xr ("namespace/name")
+// and starts over.
+func (tk *tokens) take(xr string) (int, map[string]int) {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	n, ev := tk.n[xr], map[string]int{}
+	for k, v := range tk.ev {
+		if len(k) > len(xr) && k[:len(xr)+1] == xr+"/" {
+			ev[k[len(xr)+1:]] = v
+			delete(tk.ev, k)
+		}
+	}
+	delete(tk.n, xr)
+	return n, ev
+}
+
+// TestV2CircuitBreakerBudget measures, side by side in one run, what
+// Kausality costs an XR against Crossplane's XR watch circuit breaker,
+// which the suite runs with its defaults (a burst of 100 tokens, a token
+// a second): an XStore composed through Kausality's step next to the same
+// XStore composed without it in a Namespace in Audit (Kausality's
+// webhooks answer, nothing is gated). It counts the watch events the
+// breaker charges each for its creation and for a permitted resize, and
+// how long the resize takes to reach the cloud from Alice's write. The
+// breaker never opens on either (no Responsive=False), and both resizes
+// reach the cloud exactly once.
+func TestV2CircuitBreakerBudget(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	const gatedNS, plainNS = "v2-breaker", "v2-breaker-plain"
+	namespace(t, gatedNS)
+	namespace(t, plainNS)
+	namespaceMode(t, plainNS, string(v1alpha1.ModeAudit))
+	gatedComp := storeComposition(t)
+	plainComp := gatedComp + "-plain"
+	applyWithoutKausality(t, filepath.Join(v2Dir, "composition.yaml"), plainComp)
+
+	tk := &tokens{n: map[string]int{}, ev: map[string]int{}}
+	for _, ns := range []string{gatedNS, plainNS} {
+		tk.watch(ctx, t, controlplane.MBucketGVK, "buckets", ns, false)
+		tk.watch(ctx, t, controlplane.StoreGVK, "xstores", ns, true)
+	}
+
+	type xstore struct {
+		what   string
+		key    client.ObjectKey
+		comp   string
+		settle func(*testing.T, client.ObjectKey)
+	}
+	xs := []xstore{
+		{"with Kausality", client.ObjectKey{Namespace: gatedNS, Name: "shop"}, gatedComp, settleStore},
+		{"without", client.ObjectKey{Namespace: plainNS, Name: "shop"}, plainComp, settledBuckets},
+	}
+	for _, x := range xs {
+		o := store(x.key.Namespace, x.key.Name, "small", nil)
+		_ = unstructured.SetNestedField(o.Object, x.comp, "spec", "crossplane", "compositionRef", "name")
+		if err := alice(t).Create(ctx, o); err != nil {
+			t.Fatalf("alice creates XStore %s: %v", x.key, err)
+		}
+	}
+	data := map[string]string{}
+	for _, x := range xs {
+		x.settle(t, x.key)
+		data[x.what] = storeBuckets(t, x.key)["data"].GetName()
+	}
+	time.Sleep(3 * controlplane.Poll)
+	created := map[string]int{}
+	for _, x := range xs {
+		n, ev := tk.take(x.key.String())
+		created[x.what] = n
+		t.Logf("creation of the XStore %s: %d breaker tokens (events %v)", x.what, n, ev)
+	}
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	took := map[string]time.Duration{}
+	var mu sync.Mutex
+	for _, x := range xs {
+		o := store(x.key.Namespace, x.key.Name, "", nil)
+		if err := controlplane.Update(alice(t), o, func() { _ = unstructured.SetNestedField(o.Object, "large", "spec", "size") }); err != nil {
+			t.Fatalf("alice resizes %s: %v", x.key, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < settleTimeout {
+				if cp.Cloud.Count(recorder.VerbUpdate, data[x.what]) > 0 {
+					mu.Lock()
+					took[x.what] = time.Since(start)
+					mu.Unlock()
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, x := range xs {
+		x.settle(t, x.key)
+	}
+	time.Sleep(3 * controlplane.Poll)
+	for _, x := range xs {
+		n, ev := tk.take(x.key.String())
+		t.Logf("resize of the XStore %s: reached the cloud after %s, %d breaker tokens (events %v)", x.what, took[x.what].Round(10*time.Millisecond), n, ev)
+		if took[x.what] == 0 {
+			t.Errorf("the resize of the XStore %s did not reach the cloud within %s", x.what, settleTimeout)
+		}
+		if got := counts(data[x.what]); got != [3]int{1, 1, 0} {
+			t.Errorf("data bucket of the XStore %s: external Create/Update/Delete = %v, want one of each but Delete", x.what, got)
+		}
+		o, err := cp.Object(ctx, controlplane.StoreGVK, x.key)
+		if err != nil || o == nil {
+			t.Fatalf("XStore %s: %v", x.key, err)
+		}
+		if c := controlplane.Condition(o, "Responsive"); c.Status == "False" {
+			t.Errorf("Crossplane's circuit breaker opened on the XStore %s: %s", x.what, c.Message)
+		}
+	}
+	if p := took["without"]; p > 0 {
+		t.Logf("a permitted resize with Kausality took %.1f× the time it took without; creation cost %.1f× the breaker tokens", float64(took["with Kausality"])/float64(p), float64(created["with Kausality"])/float64(max(created["without"], 1)))
+	}
+}
+
+// applyWithoutKausality applies the Composition in file, named name,
+// without its last pipeline step (Kausality's).
+func applyWithoutKausality(t *testing.T, file, name string) {
+	t.Helper()
+	raw, err := os.ReadFile(file) //nolint:gosec // the suite's own test data
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	steps, _, _ := unstructured.NestedSlice(u.Object, "spec", "pipeline")
+	if len(steps) < 2 {
+		t.Fatalf("%s: want a pipeline ending in Kausality's step, got %d steps", file, len(steps))
+	}
+	if err := unstructured.SetNestedSlice(u.Object, steps[:len(steps)-1], "spec", "pipeline"); err != nil {
+		t.Fatal(err)
+	}
+	u.SetName(name)
+	if err := cp.Apply(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// settledBuckets waits until the XStore is Synced at its generation and
+// each of its Buckets is Synced at its own, gated or not.
+func settledBuckets(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	ctx := context.Background()
+	fixture.Eventually(t, settleTimeout, fmt.Sprintf("XStore %s and its Buckets Synced at their generations", key), func() (bool, string) {
+		xr, err := cp.Object(ctx, controlplane.StoreGVK, key)
+		if err != nil || xr == nil {
+			return false, fmt.Sprint(err)
+		}
+		if s := controlplane.Condition(xr, "Synced"); s.Status != "True" || s.ObservedGeneration != xr.GetGeneration() {
+			return false, "XStore not Synced at its generation: " + s.Message
+		}
+		bs := storeBuckets(t, key)
+		if len(bs) != 2 {
+			return false, fmt.Sprintf("%d Buckets", len(bs))
+		}
+		for res, b := range bs {
+			if s := controlplane.Condition(b, "Synced"); s.Status != "True" || s.ObservedGeneration != b.GetGeneration() {
+				return false, fmt.Sprintf("Bucket %s not Synced at its generation", res)
+			}
+		}
+		return true, ""
+	})
+}
