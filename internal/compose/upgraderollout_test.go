@@ -16,6 +16,23 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
+// onOlderLogic are the annotations of an RDS instance of class
+// db.t3.small that revision 1 composed with function-patch-and-transform
+// v0.10.7.
+func onOlderLogic(t *testing.T) map[string]string {
+	t.Helper()
+	return map[string]string{
+		v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+		v1alpha1.AnnotationApproved: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationApprovedGeneration: "1",
+		v1alpha1.AnnotationFunctionVersions: `{"function-patch-and-transform":"` + ptPackage + `:v0.10.7"}`,
+	}
+}
+
+// nextLogic is the Function the run composes with: v0.10.8.
+func nextLogic() map[string]string {
+	return map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"}
+}
+
 // TestUpgradeRollsOutAcrossXRs: with rollout set, an XR takes a Function
 // upgrade only when the provider recorded on it that it is its turn, for
 // the UpgradeAllowance's current generation and the logic the run
@@ -23,12 +40,8 @@ import (
 // unreadable record holds it back. Which XRs get a turn is the
 // provider's (rollout.Decide, provider/rollouts).
 func TestUpgradeRollsOutAcrossXRs(t *testing.T) {
-	observedAnn := map[string]string{
-		v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
-		v1alpha1.AnnotationApproved: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationApprovedGeneration: "1",
-		v1alpha1.AnnotationFunctionVersions: `{"function-patch-and-transform":"` + ptPackage + `:v0.10.7"}`,
-	}
-	next := map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"}
+	observedAnn := onOlderLogic(t)
+	next := nextLogic()
 	key := (&run{loaded: loaded{revision: "xdatabases-aws-1", functions: logic.FormatFunctions(next)}}).logicKey()
 	paced := ptUpgrade + "  rollout: {}\nstatus: {rollout: {composites: 8, updated: 1, turns: 2, message: 'exponentiallyUpdated(xr, xrs) is false'}}\n"
 
@@ -202,17 +215,9 @@ func TestUpgradeRollOutHaltedByBlocker(t *testing.T) {
 // roll-out's first pass; once said, the condition is kept current; an XR
 // that never was behind gets no condition.
 func TestUpgradedReportedBeforePacing(t *testing.T) {
-	older := map[string]string{
-		v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
-		v1alpha1.AnnotationApproved: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationApprovedGeneration: "1",
-		v1alpha1.AnnotationFunctionVersions: `{"function-patch-and-transform":"` + ptPackage + `:v0.10.7"}`,
-	}
-	next := map[string]string{"function-patch-and-transform": ptPackage + ":v0.10.8"}
-	current := map[string]string{
-		v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
-		v1alpha1.AnnotationApproved: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationApprovedGeneration: "1",
-		v1alpha1.AnnotationFunctionVersions: logic.FormatFunctions(next),
-	}
+	older, next := onOlderLogic(t), nextLogic()
+	current := onOlderLogic(t)
+	current[v1alpha1.AnnotationFunctionVersions] = logic.FormatFunctions(next)
 	key := (&run{loaded: loaded{revision: "xdatabases-aws-1", functions: logic.FormatFunctions(next)}}).logicKey()
 	cases := map[string]struct {
 		reason   string
