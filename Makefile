@@ -198,7 +198,7 @@ examples: tools
 e2e: tools xpkg
 	$(GO) test -count=1 -timeout 50m ./test/e2e/
 
-## fleet: the roll-out of an upgrade across 200 XStores on real core (test/e2e TestV2FleetRollOut, build tag fleet), alone on a control plane of its own after everything else in make test: about 13 minutes on two cores.
+## fleet: the roll-out of an upgrade across 200 XStores on real core (test/e2e TestV2FleetRollOut, build tag fleet), alone on a control plane of its own after everything else in make test: about 8 minutes on two cores.
 fleet: tools xpkg
 	$(GO) test -count=1 -timeout 40m -tags fleet ./test/e2e/ -run '^TestV2FleetRollOut$$' -v
 
