@@ -46,7 +46,7 @@ func TestConfigDefaulted(t *testing.T) {
 		t.Errorf("Config{}.Defaulted(): one default for the function and the provider: -want, +got:\n%s", diff)
 	}
 	if DefaultMaxOpen != time.Hour {
-		t.Errorf("DefaultMaxOpen = %s; the README and the function's Input document 1h", DefaultMaxOpen)
+		t.Errorf("DefaultMaxOpen = %s; docs/COMPOSITIONS.md and the function's Input document 1h", DefaultMaxOpen)
 	}
 }
 

@@ -83,9 +83,9 @@ func (c *ControlPlane) startCore(ctx context.Context) error {
 	// tokens, charged per watch event of a composed resource) opens while
 	// an XR of two gated Buckets is created, and on the suite's EKS XR of
 	// eight resources, and then holds each to a reconcile every 30 s for
-	// 5 minutes (TestV2CircuitBreakerBudget measures the cost; the README
-	// says why the default is not kept). The suite runs with the burst the
-	// README recommends.
+	// 5 minutes (TestV2CircuitBreakerBudget measures the cost;
+	// docs/OPERATIONS.md says why the default is not kept). The suite runs
+	// with the burst the README recommends.
 	_, err := c.process("crossplane", env, c.Tools.CrossplaneCore, "core", "start", "--debug", "--circuit-breaker-burst=1000")
 	return err
 }

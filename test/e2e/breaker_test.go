@@ -93,10 +93,10 @@ func (tk *tokens) take(xr string) (int, map[string]int) {
 // answer, nothing is gated). It counts the watch events the breaker
 // charges each for its creation and for a permitted resize, and how long
 // the resize takes to reach the cloud from Alice's write. Both resizes
-// reach the cloud exactly once, and Kausality's events stay within the
-// bounds the README states: at most twice those without it for the
-// creation, at most three times for the resize (its gate opens and
-// closes around the change).
+// reach the cloud exactly once, and Kausality's events stay at most
+// twice those without it for the creation and at most three times for
+// the resize (its gate opens and closes around the change);
+// docs/OPERATIONS.md reports the figures.
 func TestV2CircuitBreakerBudget(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
