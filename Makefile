@@ -55,8 +55,12 @@ tools: $(TOOLS)
 $(CROSSPLANE): test/tools/cli/go.mod test/tools/cli/go.sum
 	cd test/tools/cli && $(GO) build -o $@ github.com/crossplane/cli/v2/cmd/crossplane
 
+# The RBAC manager (crossplane-core rbac start) serves metrics on
+# controller-runtime's default :8080 and has no flag to move them; built with
+# that default set to 0 it serves none, so the suite runs beside anything on
+# 8080. crossplane-core core start takes METRICS_PORT as before.
 $(CROSSPLANE_CORE): test/tools/core/go.mod test/tools/core/go.sum
-	cd test/tools/core && $(GO) build -o $@ github.com/crossplane/crossplane/v2/cmd/crossplane
+	cd test/tools/core && $(GO) build -ldflags='-X sigs.k8s.io/controller-runtime/pkg/metrics/server.DefaultBindAddress=0' -o $@ github.com/crossplane/crossplane/v2/cmd/crossplane
 
 $(PAT): test/tools/patch-and-transform/go.mod test/tools/patch-and-transform/go.sum
 	cd test/tools/patch-and-transform && $(GO) build -o $@ $(PAT_MODULE)

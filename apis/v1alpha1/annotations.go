@@ -17,13 +17,12 @@ const (
 	AnnotationFreeze = "kausality.io/freeze"
 	// AnnotationMode overrides a policy's mode (Enforce or Log).
 	AnnotationMode = "kausality.io/mode"
-	// AnnotationControllerUAHash records which build of each controller
+	// AnnotationControllerBuilds records which build of each controller
 	// last wrote a managed resource: a JSON object of service account user
-	// name to a short hash of the images of the writer's pod (admission
-	// requests carry no User-Agent to hash; the name is kept).
+	// name to a short hash of the images of the writer's pod.
 	// Admission writes it; a new build's uncaused changes need an
 	// UpgradeAllowance naming the service account.
-	AnnotationControllerUAHash = "kausality.io/controller-ua-hash"
+	AnnotationControllerBuilds = "kausality.io/controller-builds"
 	// AnnotationCompositionRevision names the Composition revision that last
 	// produced a composed resource.
 	AnnotationCompositionRevision = "kausality.io/composition-revision"

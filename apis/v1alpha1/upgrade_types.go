@@ -10,7 +10,7 @@ type UpgradeAllowanceSpec struct {
 	// service account's full user name, e.g.
 	// system:serviceaccount:crossplane-system:crossplane: a new build of it
 	// (the images of the pod its requests come from, recorded per resource
-	// in kausality.io/controller-ua-hash) may make the spec changes the
+	// in kausality.io/controller-builds) may make the spec changes the
 	// policies cover and no allowance ships.
 	// +optional
 	ServiceAccount string `json:"serviceAccount,omitempty"`

@@ -56,7 +56,7 @@ func serviceAccountNamespace(username string) (string, bool) {
 var ProtectedAnnotations = []string{
 	v1alpha1.AnnotationAllowances,
 	v1alpha1.AnnotationTrace,
-	v1alpha1.AnnotationControllerUAHash,
+	v1alpha1.AnnotationControllerBuilds,
 	v1alpha1.AnnotationCompositionRevision,
 	v1alpha1.AnnotationFunctionVersions,
 	v1alpha1.AnnotationInputVersions,

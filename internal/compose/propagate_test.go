@@ -249,7 +249,7 @@ const exponential = `propagation:
 `
 
 // TestRollOutInBatches: Alice's permitted resize reaches six pools in the
-// seed's exponential batches, each only after the pools before it applied
+// exponential batches of DESIGN §6, each only after the pools before it applied
 // it and are ready.
 func TestRollOutInBatches(t *testing.T) {
 	p := newPools(t, 6, exponential)

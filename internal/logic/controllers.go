@@ -18,7 +18,7 @@ const MaxControllersBytes = 4 << 10
 const buildHashLen = 12
 
 // Controllers is the record of which build of each controller last wrote a
-// managed resource (annotation kausality.io/controller-ua-hash): service
+// managed resource (annotation kausality.io/controller-builds): service
 // account username to the hash of its build (BuildHash). One entry per
 // controller, because Crossplane and a provider both write the same
 // resource and a single value would flip between them on every write.

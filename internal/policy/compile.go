@@ -22,7 +22,7 @@ type entry struct {
 // phase is a compiled initializing or deleting section.
 type phase struct {
 	present      bool
-	unrestricted bool // present with no policies: the seed's "unrestricted"
+	unrestricted bool // present with no policies: unrestricted (DESIGN §3)
 	entries      []entry
 }
 

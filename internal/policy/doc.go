@@ -4,7 +4,7 @@
 // no I/O, no clients. The function, the gate controller and the admission
 // webhook all use it, so a policy means the same everywhere.
 //
-// Semantics, where the seed documents leave room:
+// Semantics, where DESIGN §3 leaves room:
 //
 //   - Upper bounds: a kind no entry names is unrestricted; the union of the
 //     entries naming a kind is its bound. An UpgradeAllowance is a grant, not

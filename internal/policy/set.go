@@ -240,7 +240,7 @@ func (s Set) phase(obj map[string]any, v vars) (Phase, error) {
 
 // PhaseBound is the union of the phase's entries over all policies. A policy
 // without that phase's section, or with an empty one, leaves the phase
-// unrestricted, as the seed specifies.
+// unrestricted (DESIGN §3).
 func (s Set) PhaseBound(ph Phase) Bound {
 	var b Bound
 	for _, p := range s.policies {

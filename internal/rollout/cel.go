@@ -40,8 +40,7 @@ func Member(obj map[string]any, id string, updated, ready bool) map[string]any {
 // item must be a member of collection (matched by its id, see Member, else
 // by equality); collection is in roll-out order. The batch functions count
 // the members that are updated() and ready(): a batch that applied its
-// change but is not healthy halts the roll-out (the seed counts updated
-// members only; Kausality takes the safe reading).
+// change but is not healthy halts the roll-out (DESIGN §6).
 func Library() cel.EnvOption { return cel.Lib(library{}) }
 
 type library struct{}

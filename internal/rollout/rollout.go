@@ -9,8 +9,8 @@ package rollout
 
 // Exponential reports whether the member at index (0-based, in the
 // collection's order) may take the change once updated members have: the
-// batches double, 1, 2, 4, 8, … — the seed's
-// indexOf(item, collection) < 2^ceil(log2(updated+1)).
+// batches double, 1, 2, 4, 8, … — DESIGN §6's
+// index < 2^ceil(log2(updated+1)).
 func Exponential(index, updated int) bool {
 	if index < 0 || updated < 0 {
 		return false
@@ -23,8 +23,8 @@ func Exponential(index, updated int) bool {
 }
 
 // Linear reports whether the member at index may take the change once
-// updated members have, in batches of n — the seed's
-// indexOf(item, collection) < (updated/n + 1) * n. A batch size below 1
+// updated members have, in batches of n — DESIGN §6's
+// index < (updated/n + 1) * n. A batch size below 1
 // lets nothing through.
 func Linear(index, updated, n int) bool {
 	if index < 0 || updated < 0 || n < 1 {

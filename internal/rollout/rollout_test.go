@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// TestExponential compares Exponential with the seed's formula,
+// TestExponential compares Exponential with DESIGN §6's formula, in CEL,
 // indexOf(item, collection) < int(math.pow(2, math.ceil(math.log(double(u + 1)) / math.log(2.0)))),
 // for every u up to 64 and every index of a collection twice as large.
 func TestExponential(t *testing.T) {
@@ -15,7 +15,7 @@ func TestExponential(t *testing.T) {
 		batch := int(math.Pow(2, math.Ceil(math.Log(float64(u+1))/math.Log(2.0))))
 		for i := range 130 {
 			if got, want := Exponential(i, u), i < batch; got != want {
-				t.Errorf("Exponential(index %d, updated %d) = %t, want %t (the seed's batch is %d)", i, u, got, want, batch)
+				t.Errorf("Exponential(index %d, updated %d) = %t, want %t (the formula's batch is %d)", i, u, got, want, batch)
 			}
 		}
 	}
@@ -24,7 +24,7 @@ func TestExponential(t *testing.T) {
 	}
 }
 
-// TestLinear compares Linear with the seed's formula,
+// TestLinear compares Linear with DESIGN §6's formula,
 // indexOf(item, collection) < (updated / n + 1) * n.
 func TestLinear(t *testing.T) {
 	for n := 1; n <= 5; n++ {

@@ -71,7 +71,7 @@ func buildOf(ctx context.Context, r client.Reader, u authenticationv1.UserInfo) 
 }
 
 // build records which build of a controller, Crossplane or a provider,
-// writes a managed resource (annotation kausality.io/controller-ua-hash,
+// writes a managed resource (annotation kausality.io/controller-builds,
 // one entry per service account), and decides what a build new to the
 // resource may change (docs/UPGRADES.md, controller upgrades). Its changes that no
 // allowance ships (gate.Unshipped; for a provider, its late
@@ -84,7 +84,7 @@ func buildOf(ctx context.Context, r client.Reader, u authenticationv1.UserInfo) 
 //
 // It returns the allowances to store, a denial, or an error.
 func (h *Managed) build(ctx context.Context, u authenticationv1.UserInfo, child policy.Child, old, obj *unstructured.Unstructured, as []allowance.Allowance, lateInit bool) ([]allowance.Allowance, string, error) {
-	key := v1alpha1.AnnotationControllerUAHash
+	key := v1alpha1.AnnotationControllerBuilds
 	if u.Username != h.Trusted.Crossplane && !h.Trusted.Controller(u.Username) {
 		if old != nil && h.Trusted.Has(u.Username) {
 			admit.KeepStored(obj, old, key) // Kausality's own writes record no build

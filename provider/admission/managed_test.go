@@ -132,7 +132,7 @@ func TestManaged(t *testing.T) {
 		for i := 0; i+1 < len(kv); i += 2 {
 			c[kv[i]] = logic.BuildHash([]string{kv[i+1]})
 		}
-		return annotate(v1alpha1.AnnotationControllerUAHash, c.Format())
+		return annotate(v1alpha1.AnnotationControllerBuilds, c.Format())
 	}
 	xpUA := decode[v1alpha1.UpgradeAllowance](t, `metadata: {name: crossplane-2-1, generation: 2}
 spec:
@@ -342,7 +342,7 @@ spec:
 			reason: "The closed gate is the one the writer keeps the resource on: [Observe] stays [Observe], never [Observe, LateInitialize].",
 			args: args{objs: []client.Object{parentXR(), parentClaim(), crossplanePod},
 				req: update(fromPod(asCrossplane, crossplanePod.Name), bucket(t, policies(gate.Observe)), bucket(t, policies(gate.Observe), set("spec.forProvider.tags[1]", "team-a")))},
-			want: result{Allowed: true, Object: bucket(t, policies(gate.Observe), set("spec.forProvider.tags[1]", "team-a"), annotate(v1alpha1.AnnotationControllerUAHash, crossplaneBuild)).Object},
+			want: result{Allowed: true, Object: bucket(t, policies(gate.Observe), set("spec.forProvider.tags[1]", "team-a"), annotate(v1alpha1.AnnotationControllerBuilds, crossplaneBuild)).Object},
 		},
 		"UnboundCrossplaneChangeDenied": {
 			reason: "Crossplane writing with a token bound to no pod names no build: its change no allowance ships counts as a new build's and needs an UpgradeAllowance.",
@@ -390,7 +390,7 @@ spec:
 			reason: "The provider filling an unset spec field is its late initialization: admitted, no hand edit, the trace stays; its build is recorded.",
 			args: args{objs: []client.Object{parentXR(), parentClaim(), recorderPod},
 				req: update(fromPod(asRecorder, recorderPod.Name), bucket(t, trace(claimHop(), xrHop(), bucketHop())), bucket(t, trace(claimHop(), xrHop(), bucketHop()), set("spec.forProvider.region", "eu")))},
-			want: result{Allowed: true, Object: bucket(t, trace(claimHop(), xrHop(), bucketHop()), set("spec.forProvider.region", "eu"), annotate(v1alpha1.AnnotationControllerUAHash, recorderBuild)).Object},
+			want: result{Allowed: true, Object: bucket(t, trace(claimHop(), xrHop(), bucketHop()), set("spec.forProvider.region", "eu"), annotate(v1alpha1.AnnotationControllerBuilds, recorderBuild)).Object},
 			// The region it copied from the cloud ships nothing new.
 			approved: approvalAt(bucket(t, set("spec.forProvider.region", "eu")), 5),
 		},

@@ -33,7 +33,7 @@ func TestTrustedProtect(t *testing.T) {
 	}
 	stored := claim(t, allowances(claimAllowance()), trace(claimHop()))
 	storedMR := bucket(t, allowances(bucketAllowance()), trace(claimHop(), xrHop(), bucketHop()), annotate(v1alpha1.AnnotationApplied, `{"spec.forProvider.size":"small"}`),
-		annotate(v1alpha1.AnnotationControllerUAHash, "a1b2c3"))
+		annotate(v1alpha1.AnnotationControllerBuilds, "a1b2c3"))
 	cases := map[string]struct {
 		reason string
 		args   args
@@ -64,21 +64,21 @@ func TestTrustedProtect(t *testing.T) {
 		"UserChangesApplied": {
 			reason: "The applied record tells drift from propagation; a user changing it would disguise drift.",
 			args: args{trusted: trusted, user: asBob, old: storedMR,
-				obj: bucket(t, allowances(bucketAllowance()), trace(claimHop(), xrHop(), bucketHop()), annotate(v1alpha1.AnnotationApplied, `{"spec.forProvider.size":"large"}`), annotate(v1alpha1.AnnotationControllerUAHash, "a1b2c3"))},
+				obj: bucket(t, allowances(bucketAllowance()), trace(claimHop(), xrHop(), bucketHop()), annotate(v1alpha1.AnnotationApplied, `{"spec.forProvider.size":"large"}`), annotate(v1alpha1.AnnotationControllerBuilds, "a1b2c3"))},
 			want: refusal(bob, "Bucket orders-data", "annotation kausality.io/applied"),
 		},
 		"UserChangesCompositionRevision": {
 			reason: "The composition revision stamp decides which UpgradeAllowance covers a resource.",
 			args: args{trusted: trusted, user: asBob, old: storedMR,
 				obj: bucket(t, allowances(bucketAllowance()), trace(claimHop(), xrHop(), bucketHop()), annotate(v1alpha1.AnnotationApplied, `{"spec.forProvider.size":"small"}`),
-					annotate(v1alpha1.AnnotationControllerUAHash, "a1b2c3"), annotate(v1alpha1.AnnotationCompositionRevision, "xdatabases-buckets-2"))},
+					annotate(v1alpha1.AnnotationControllerBuilds, "a1b2c3"), annotate(v1alpha1.AnnotationCompositionRevision, "xdatabases-buckets-2"))},
 			want: refusal(bob, "Bucket orders-data", "annotation kausality.io/composition-revision"),
 		},
 		"UserRemovesControllerUAHash": {
 			reason: "The controller User-Agent hash detects controller upgrades.",
 			args: args{trusted: trusted, user: asBob, old: storedMR,
 				obj: bucket(t, allowances(bucketAllowance()), trace(claimHop(), xrHop(), bucketHop()), annotate(v1alpha1.AnnotationApplied, `{"spec.forProvider.size":"small"}`))},
-			want: refusal(bob, "Bucket orders-data", "annotation kausality.io/controller-ua-hash"),
+			want: refusal(bob, "Bucket orders-data", "annotation kausality.io/controller-builds"),
 		},
 		"UserRemovesGatedLabel": {
 			reason: "A gated managed resource stays gated: removing the label would hide it from the gate controller.",
@@ -93,7 +93,7 @@ func TestTrustedProtect(t *testing.T) {
 		"SeveralProtectedChanges": {
 			reason: "Every protected change is named, annotations in a fixed order, then the label.",
 			args: args{trusted: trusted, user: asBob, old: storedMR,
-				obj: bucket(t, unlabel(v1alpha1.LabelGated), unannotate(v1alpha1.AnnotationCompositionRevision), annotate(v1alpha1.AnnotationApplied, `{"spec.forProvider.size":"small"}`), annotate(v1alpha1.AnnotationControllerUAHash, "a1b2c3"))},
+				obj: bucket(t, unlabel(v1alpha1.LabelGated), unannotate(v1alpha1.AnnotationCompositionRevision), annotate(v1alpha1.AnnotationApplied, `{"spec.forProvider.size":"small"}`), annotate(v1alpha1.AnnotationControllerBuilds, "a1b2c3"))},
 			want: refusal(bob, "Bucket orders-data", "annotation kausality.io/allowances", "annotation kausality.io/trace", "annotation kausality.io/composition-revision", "label kausality.io/gated"),
 		},
 		"UserSetsTheirAnnotations": {

@@ -41,11 +41,11 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 	"github.com/kausality-io/kausality-crossplane/provider/admission"
-	"github.com/kausality-io/kausality-crossplane/provider/derivation"
+	"github.com/kausality-io/kausality-crossplane/provider/derivecontroller"
 	"github.com/kausality-io/kausality-crossplane/provider/gatecontroller"
 	"github.com/kausality-io/kausality-crossplane/provider/kinds"
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
-	"github.com/kausality-io/kausality-crossplane/provider/policies"
+	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 	"github.com/kausality-io/kausality-crossplane/provider/rollouts"
 )
 
@@ -81,7 +81,7 @@ type Options struct {
 	MaxReconcileRate int
 	// DerivePolicies runs the controller that keeps an AllowancePolicy
 	// derived from each Composition annotated kausality.io/derive-policy:
-	// "true" (provider/derivation). Off by default: it writes policies, an
+	// "true" (provider/derivecontroller). Off by default: it writes policies, an
 	// administrator's objects, and needs to read Compositions and XRDs.
 	DerivePolicies bool
 	// Now is the clock; time.Now when nil.
@@ -212,7 +212,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 			return false
 		}
 	}
-	hooks := &policies.Webhooks{Kube: direct, Reader: direct, Mapper: mgr.GetRESTMapper(), Cache: pc, Static: o.StaticWebhook, Managed: watcher.Kinds, Discovered: watcher.Discovered,
+	hooks := &policycontroller.Webhooks{Kube: direct, Reader: direct, Mapper: mgr.GetRESTMapper(), Cache: pc, Static: o.StaticWebhook, Managed: watcher.Kinds, Discovered: watcher.Discovered,
 		Writes: elected, Log: o.Log.WithValues("controller", "webhooks")}
 	watcher.OnChange(func() {
 		if err := hooks.Sync(ctx); err != nil {
@@ -232,19 +232,19 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	})); err != nil {
 		return nil, errors.Wrap(err, errAddInitialWebhookSync)
 	}
-	if err := (&policies.Reconciler{Kube: mgr.GetClient(), Cache: pc, Webhooks: hooks,
-		Resolver: policies.APIResolver{Reader: direct, Mapper: mgr.GetRESTMapper()}}).Setup(mgr); err != nil {
+	if err := (&policycontroller.Reconciler{Kube: mgr.GetClient(), Cache: pc, Webhooks: hooks,
+		Resolver: policycontroller.APIResolver{Reader: direct, Mapper: mgr.GetRESTMapper()}}).Setup(mgr); err != nil {
 		return nil, errors.Wrap(err, errSetUpAllowancePolicyController)
 	}
 	managedGVKs := gvksOf(watcher.Kinds)
-	if err := (&policies.UpgradeReconciler{Kube: mgr.GetClient(), Kinds: managedGVKs}).Setup(mgr); err != nil {
+	if err := (&policycontroller.UpgradeReconciler{Kube: mgr.GetClient(), Kinds: managedGVKs}).Setup(mgr); err != nil {
 		return nil, errors.Wrap(err, errSetUpUpgradeAllowanceController)
 	}
 	if err := setUpRollouts(mgr, cfg, s, watcher, o); err != nil {
 		return nil, err
 	}
 	if o.DerivePolicies {
-		if err := (&derivation.Reconciler{Kube: mgr.GetClient(), Definitions: derivation.Cluster{Reader: direct, Mapper: mgr.GetRESTMapper()},
+		if err := (&derivecontroller.Reconciler{Kube: mgr.GetClient(), Definitions: derivecontroller.Cluster{Reader: direct, Mapper: mgr.GetRESTMapper()},
 			Events: rec, Log: o.Log.WithValues("controller", "derivation")}).Setup(mgr); err != nil {
 			return nil, errors.Wrap(err, errSetUpPolicyDerivationController)
 		}
@@ -257,12 +257,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	observed := func(name string, h webhook.AdmissionHandler) *webhook.Admission {
 		return &webhook.Admission{Handler: &admission.Observed{Webhook: name, Handler: h, Metrics: am}}
 	}
-	srv.Register(policies.PathPolicies, observed(admission.WebhookPolicies, &admission.Policies{}))
-	srv.Register(policies.PathComposites, observed(admission.WebhookComposites, &admission.Composites{Policies: mgr.GetClient(), Reader: direct, Cache: pc, Trusted: trusted, Now: o.Now}))
-	srv.Register(policies.PathManaged, observed(admission.WebhookManaged, &admission.Managed{Reader: direct, Policies: mgr.GetClient(), Cache: pc, Trusted: trusted, Gate: o.Gate, Now: o.Now}))
-	srv.Register(policies.PathDeletion, observed(admission.WebhookDeletion, &admission.Deletion{Policies: mgr.GetClient(), Cache: pc, Reader: direct, Kube: direct, Trusted: trusted,
+	srv.Register(policycontroller.PathPolicies, observed(admission.WebhookPolicies, &admission.Policies{}))
+	srv.Register(policycontroller.PathComposites, observed(admission.WebhookComposites, &admission.Composites{Policies: mgr.GetClient(), Reader: direct, Cache: pc, Trusted: trusted, Now: o.Now}))
+	srv.Register(policycontroller.PathManaged, observed(admission.WebhookManaged, &admission.Managed{Reader: direct, Policies: mgr.GetClient(), Cache: pc, Trusted: trusted, Gate: o.Gate, Now: o.Now}))
+	srv.Register(policycontroller.PathDeletion, observed(admission.WebhookDeletion, &admission.Deletion{Policies: mgr.GetClient(), Cache: pc, Reader: direct, Kube: direct, Trusted: trusted,
 		Managed: managedGVKs, Discovered: watcher.Discovered, Gate: o.Gate, Now: o.Now}))
-	srv.Register(policies.PathStatus, observed(admission.WebhookStatus, &admission.Status{Trusted: trusted}))
+	srv.Register(policycontroller.PathStatus, observed(admission.WebhookStatus, &admission.Status{Trusted: trusted}))
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, errors.Wrap(err, errAddHealthCheck)

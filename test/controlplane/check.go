@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/kausality-io/kausality-crossplane/provider/policies"
+	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 )
 
 // Environment is the envtest environment every suite runs: the provider's
@@ -69,7 +69,7 @@ func WaitForRules(ctx context.Context, c client.Client, resources ...string) err
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		err := c.Get(ctx, client.ObjectKey{Name: policies.DynamicName}, m)
+		err := c.Get(ctx, client.ObjectKey{Name: policycontroller.DynamicName}, m)
 		missing := slices.Clone(resources)
 		if err == nil {
 			for _, h := range m.Webhooks {

@@ -109,11 +109,10 @@ func (c *ControlPlane) startRBACManager(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	// It serves metrics on :8080 and has no flag to move them: another
-	// process there stops it at once. The published functions hold that
-	// port for a moment too (function-sdk-go serves metrics there by
-	// default, and only some expose a flag), when other test packages
-	// render beside the suite; so it is started again until it stays up.
+	// The RBAC manager has no flag for its metrics address; the Makefile
+	// builds crossplane-core with controller-runtime's default set to 0,
+	// so it serves no metrics and no port of the machine is in its way.
+	// It is started again should it exit in its first seconds.
 	return until(ctx, 3*time.Minute, func() error {
 		p, err := c.process("rbac-manager", env, c.Tools.CrossplaneCore, "rbac", "start", "--provider-clusterrole=crossplane:allowed-provider-permissions")
 		if err != nil {

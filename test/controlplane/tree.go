@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/show"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/tree"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/report"
 )
@@ -29,19 +29,19 @@ type Node struct {
 }
 
 // Tree reads a namespaced XR of any kind and everything it composes,
-// nested XRs included, as `kubectl kausality trace` does (show.Read), root
+// nested XRs included, as `kubectl kausality trace` does (tree.Read), root
 // first and then by path. A reference whose object is gone is left out.
 func (c *ControlPlane) Tree(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) ([]Node, error) {
 	xr, err := c.Object(ctx, gvk, key)
 	if err != nil || xr == nil {
 		return nil, err
 	}
-	root, err := show.Read(ctx, c.admin, xr)
+	root, err := tree.Read(ctx, c.admin, xr)
 	if err != nil {
 		return nil, err
 	}
 	var out []Node
-	root.Walk(func(n *show.Node) {
+	root.Walk(func(n *tree.Node) {
 		if !n.Missing {
 			out = append(out, Node{Path: n.Path, Object: n.Unstructured(), Composite: n.Role != report.RoleManaged})
 		}

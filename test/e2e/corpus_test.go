@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/show"
-	"github.com/kausality-io/kausality-crossplane/provider/policies"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/status"
+	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
@@ -487,7 +487,7 @@ func (c corpusCase) checkTrace(t *testing.T, key client.ObjectKey) {
 	expectCLI(t, c.dir+"-explain", []string{"Withheld"}, "explain", resource, "-n", key.Namespace)
 	expectCLIAs(t, asAdmin, c.dir+"-explain-admin", []string{"Withheld", "UpgradeAllowance"}, "explain", resource, "-n", key.Namespace)
 	var out bytes.Buffer
-	if err := show.Status(ctx, cp.AdminClient(), key.Namespace, &out); err != nil {
+	if err := status.Status(ctx, cp.AdminClient(), key.Namespace, &out); err != nil {
 		t.Fatalf("kubectl kausality status: %v", err)
 	}
 	if !strings.Contains(out.String(), c.kind+"/"+key.Name) || !strings.Contains(out.String(), c.withheld) {
@@ -532,7 +532,7 @@ func bobDeletesHisEarlyBucket(t *testing.T, b *unstructured.Unstructured) {
 	ctx := context.Background()
 	fixture.Eventually(t, settleTimeout, "the provider's webhooks to cover deleting ungated S3 Buckets", func() (bool, string) {
 		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := cp.AdminClient().Get(ctx, client.ObjectKey{Name: policies.DynamicName}, v); err != nil {
+		if err := cp.AdminClient().Get(ctx, client.ObjectKey{Name: policycontroller.DynamicName}, v); err != nil {
 			return false, err.Error()
 		}
 		for _, h := range v.Webhooks {

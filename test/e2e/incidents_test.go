@@ -18,7 +18,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
-	"github.com/kausality-io/kausality-crossplane/provider/policies"
+	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
@@ -398,11 +398,11 @@ func TestS8Faults(t *testing.T) {
 		t.Error("a Claim's label was admitted with the webhook down")
 	}
 	for _, o := range []client.Object{
-		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: policies.DynamicName}},
-		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: policies.DynamicName}},
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: policycontroller.DynamicName}},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: policycontroller.DynamicName}},
 	} {
 		if err := as(t, "admin").Delete(context.Background(), o); err != nil {
-			t.Fatalf("the administrator deletes %T %s: %v", o, policies.DynamicName, err)
+			t.Fatalf("the administrator deletes %T %s: %v", o, policycontroller.DynamicName, err)
 		}
 	}
 	fixture.Eventually(t, 30*time.Second, "the Claim's label admitted without Kausality's webhooks", func() (bool, string) {

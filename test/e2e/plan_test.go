@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kausality-io/kausality-crossplane/internal/plan"
+	"github.com/kausality-io/kausality-crossplane/internal/preview"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/render"
@@ -86,7 +86,7 @@ func planFunctions(t *testing.T) string {
 // planOf runs `kubectl kausality plan -o json` as user (with groups and
 // planners) for the Claim c written to a file, and returns the plan and
 // the command's error (a blocked plan with --exit-code fails).
-func planOf(t *testing.T, functions, user string, groups []string, c *unstructured.Unstructured, extra ...string) (plan.Plan, error) {
+func planOf(t *testing.T, functions, user string, groups []string, c *unstructured.Unstructured, extra ...string) (preview.Plan, error) {
 	t.Helper()
 	raw, err := yaml.Marshal(c.Object)
 	if err != nil {
@@ -100,7 +100,7 @@ func planOf(t *testing.T, functions, user string, groups []string, c *unstructur
 		"--crossplane", cp.Tools.Crossplane, "--crossplane-binary", cp.Tools.CrossplaneCore,
 		"--crossplane-user", controlplane.CrossplaneUser}, extra...)
 	out, runErr := cp.Kausality(context.Background(), user, append(append([]string{}, groups...), planners), args...)
-	var p plan.Plan
+	var p preview.Plan
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatalf("plan output is not a plan (%v): %s", runErr, out)
 	}
@@ -109,13 +109,13 @@ func planOf(t *testing.T, functions, user string, groups []string, c *unstructur
 
 // reachesCloud says whether the plan has an Update of resource reach the
 // cloud.
-func reachesCloud(p plan.Plan, resource string) bool {
+func reachesCloud(p preview.Plan, resource string) bool {
 	for _, r := range p.Resources {
 		if r.Resource != resource {
 			continue
 		}
 		for _, c := range r.Changes {
-			if c.Outcome == plan.Reaches {
+			if c.Outcome == preview.Reaches {
 				return true
 			}
 		}
@@ -124,7 +124,7 @@ func reachesCloud(p plan.Plan, resource string) bool {
 }
 
 // outcome is what the plan says becomes of resource's field.
-func outcome(p plan.Plan, resource, path string) plan.Outcome {
+func outcome(p preview.Plan, resource, path string) preview.Outcome {
 	for _, r := range p.Resources {
 		for _, c := range r.Changes {
 			if r.Resource == resource && c.Path == path {
@@ -137,7 +137,7 @@ func outcome(p plan.Plan, resource, path string) plan.Outcome {
 
 // expectAsPlanned checks that every bucket's cloud Updates grew by one
 // exactly when the plan said a change of it reaches the cloud.
-func expectAsPlanned(t *testing.T, key client.ObjectKey, p plan.Plan, before map[string][3]int) map[string][3]int {
+func expectAsPlanned(t *testing.T, key client.ObjectKey, p preview.Plan, before map[string][3]int) map[string][3]int {
 	t.Helper()
 	want := map[string][3]int{}
 	for res, c := range before {
@@ -195,8 +195,8 @@ func TestPlanPredictsWhatHappens(t *testing.T) {
 	if !p.Admission.Allowed || len(p.Admission.New) == 0 || p.Admission.Composite == nil || len(p.Admission.Composite.New) == 0 {
 		t.Errorf("plan of Alice's resize: admission %+v, want allowed with new allowances on the Claim and the XR", p.Admission)
 	}
-	if got := outcome(p, "data", "spec.forProvider.size"); got != plan.Reaches {
-		t.Errorf("plan: data bucket's size %q, want %s; plan %+v", got, plan.Reaches, p.Resources)
+	if got := outcome(p, "data", "spec.forProvider.size"); got != preview.Reaches {
+		t.Errorf("plan: data bucket's size %q, want %s; plan %+v", got, preview.Reaches, p.Resources)
 	}
 	if reachesCloud(p, "logs") {
 		t.Errorf("plan: the logs bucket changes: %+v", p.Resources)
@@ -220,11 +220,11 @@ func TestPlanPredictsWhatHappens(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exit status 2") {
 		t.Errorf("plan of Alice's resize beside a withheld tier with --exit-code: err = %v, want exit status 2", err)
 	}
-	if got := outcome(p, "data", "spec.forProvider.size"); got != plan.Reaches {
-		t.Errorf("plan: data bucket's size %q, want %s; plan %+v; admission %+v; notes %q", got, plan.Reaches, p.Resources, p.Admission, p.Notes)
+	if got := outcome(p, "data", "spec.forProvider.size"); got != preview.Reaches {
+		t.Errorf("plan: data bucket's size %q, want %s; plan %+v; admission %+v; notes %q", got, preview.Reaches, p.Resources, p.Admission, p.Notes)
 	}
-	if got := outcome(p, "data", "spec.forProvider.tags.tier"); got != plan.Withheld {
-		t.Errorf("plan: data bucket's tier %q, want %s; plan %+v", got, plan.Withheld, p.Resources)
+	if got := outcome(p, "data", "spec.forProvider.tags.tier"); got != preview.Withheld {
+		t.Errorf("plan: data bucket's tier %q, want %s; plan %+v", got, preview.Withheld, p.Resources)
 	}
 	apply(alice(t), "small")
 	settle(t, key)

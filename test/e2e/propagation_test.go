@@ -103,7 +103,7 @@ func callOrder(ps []*unstructured.Unstructured, verb string) []int {
 // updateOrder is callOrder of the Updates.
 func updateOrder(ps []*unstructured.Unstructured) []int { return callOrder(ps, recorder.VerbUpdate) }
 
-// batched reports whether the calls at positions o came in the seed's
+// batched reports whether the calls at positions o came in DESIGN §6's
 // exponential batches of six: pool-1, pool-2, then pool-3 and pool-4, then
 // pool-5 and pool-6, each batch after the one before.
 func batched(o []int) bool {
@@ -123,7 +123,7 @@ func updated(order []int) int {
 // TestRollOutInBatches is issue 12's scenario on real Crossplane: Alice's
 // permitted resize reaches six buckets one batch at a time, a blocker set
 // while the second batch is in flight halts it, and removing the blocker
-// resumes it in the seed's exponential batches.
+// resumes it in DESIGN §6's exponential batches.
 //
 // It runs on its own, not beside other scenarios: it holds a cloud write
 // in flight (Cloud.Hold), which ties up one of the recording provider's

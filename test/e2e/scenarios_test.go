@@ -68,7 +68,7 @@ func TestS1UserCreatesClaim(t *testing.T) {
 	want := logic.BuildHash([]string{cp.CrossplaneImage()})
 	fixture.Eventually(t, settleTimeout, "both controllers' builds recorded", func() (bool, string) {
 		for res, b := range buckets(t, key) {
-			rec, err := logic.ParseControllers(b.GetAnnotations()[v1alpha1.AnnotationControllerUAHash])
+			rec, err := logic.ParseControllers(b.GetAnnotations()[v1alpha1.AnnotationControllerBuilds])
 			if err != nil {
 				t.Fatalf("bucket %s: %v", res, err)
 			}

@@ -27,7 +27,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	kadmission "github.com/kausality-io/kausality-crossplane/provider/admission"
-	"github.com/kausality-io/kausality-crossplane/provider/policies"
+	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
@@ -66,7 +66,7 @@ func TestWebhookRulesNameOnlyPolicyKinds(t *testing.T) {
 	waitForRules(t, "buckets")
 	kube := as(t, "admin")
 	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := kube.Get(ctx, client.ObjectKey{Name: policies.DynamicName}, m); err != nil {
+	if err := kube.Get(ctx, client.ObjectKey{Name: policycontroller.DynamicName}, m); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string][]string{}

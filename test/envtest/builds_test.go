@@ -91,7 +91,7 @@ func TestCrossplaneUpgradeNeedsUpgradeAllowance(t *testing.T) {
 		if err := as(t, "admin").Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			t.Fatal(err)
 		}
-		c, err := logic.ParseControllers(b.GetAnnotations()[v1alpha1.AnnotationControllerUAHash])
+		c, err := logic.ParseControllers(b.GetAnnotations()[v1alpha1.AnnotationControllerBuilds])
 		if err != nil {
 			t.Fatalf("the controller record of %s: %v", b.GetName(), err)
 		}

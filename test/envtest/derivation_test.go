@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/internal/derive"
+	"github.com/kausality-io/kausality-crossplane/internal/derivation"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
@@ -125,8 +125,8 @@ func TestDerivedPolicyKeptInSync(t *testing.T) {
 	}
 	c := &xpv1.Composition{
 		ObjectMeta: metav1.ObjectMeta{Name: "xstores", Annotations: map[string]string{
-			derive.AnnotationDerivePolicy:   "true",
-			derive.AnnotationDeriveSubjects: "group=platform-team, propagator=crossplane-system/crossplane",
+			derivation.AnnotationDerivePolicy:   "true",
+			derivation.AnnotationDeriveSubjects: "group=platform-team, propagator=crossplane-system/crossplane",
 		}},
 		Spec: xpv1.CompositionSpec{
 			CompositeTypeRef: xpv1.TypeReference{APIVersion: "example.com/v1alpha1", Kind: "XStore"},
@@ -198,9 +198,9 @@ func TestDerivedPolicyKeptInSync(t *testing.T) {
 			if err := adminC.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
 				return false, err.Error()
 			}
-			cond := meta.FindStatusCondition(got.Status.Conditions, derive.ConditionDerived)
+			cond := meta.FindStatusCondition(got.Status.Conditions, derivation.ConditionDerived)
 			if cond == nil || cond.Status != status || cond.Reason != reason || !strings.Contains(cond.Message, ref) {
-				return false, fmt.Sprintf("derived-from %q, condition %+v", got.Annotations[derive.AnnotationDerivedFrom], cond)
+				return false, fmt.Sprintf("derived-from %q, condition %+v", got.Annotations[derivation.AnnotationDerivedFrom], cond)
 			}
 			return true, ""
 		})
@@ -208,8 +208,8 @@ func TestDerivedPolicyKeptInSync(t *testing.T) {
 	}
 
 	revise(1)
-	got := waitFor("the derived policy of revision 1", "xstores/1", metav1.ConditionTrue, derive.ReasonSynced)
-	if from := got.Annotations[derive.AnnotationDerivedFrom]; from != "xstores/1" {
+	got := waitFor("the derived policy of revision 1", "xstores/1", metav1.ConditionTrue, derivation.ReasonSynced)
+	if from := got.Annotations[derivation.AnnotationDerivedFrom]; from != "xstores/1" {
 		t.Errorf("derived-from = %q, want xstores/1", from)
 	}
 	if rs := ruleVerbs(got); !slices.Equal(rs["spec.size"], []v1alpha1.MutationVerb{v1alpha1.MutationMutate}) || len(rs) != 1 {
@@ -217,8 +217,8 @@ func TestDerivedPolicyKeptInSync(t *testing.T) {
 	}
 
 	editComposition(2, "size", "region")
-	got = waitFor("the policy derived from revision 2", "xstores/2", metav1.ConditionTrue, derive.ReasonSynced)
-	if from := got.Annotations[derive.AnnotationDerivedFrom]; from != "xstores/2" {
+	got = waitFor("the policy derived from revision 2", "xstores/2", metav1.ConditionTrue, derivation.ReasonSynced)
+	if from := got.Annotations[derivation.AnnotationDerivedFrom]; from != "xstores/2" {
 		t.Errorf("derived-from = %q, want xstores/2", from)
 	}
 	if rs := ruleVerbs(got); len(rs["spec.region"]) != 3 {
@@ -231,14 +231,14 @@ func TestDerivedPolicyKeptInSync(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	got = waitFor("the conflict with the edit", "xstores/2", metav1.ConditionFalse, derive.ReasonConflict)
-	if m := meta.FindStatusCondition(got.Status.Conditions, derive.ConditionDerived).Message; !strings.Contains(m, "add: spec.region") {
+	got = waitFor("the conflict with the edit", "xstores/2", metav1.ConditionFalse, derivation.ReasonConflict)
+	if m := meta.FindStatusCondition(got.Status.Conditions, derivation.ConditionDerived).Message; !strings.Contains(m, "add: spec.region") {
 		t.Errorf("Derived condition %q does not say the derivation would add spec.region back", m)
 	}
 
 	editComposition(3, "size", "region", "tier")
-	got = waitFor("the conflict with revision 3", "xstores/3", metav1.ConditionFalse, derive.ReasonConflict)
-	m := meta.FindStatusCondition(got.Status.Conditions, derive.ConditionDerived).Message
+	got = waitFor("the conflict with revision 3", "xstores/3", metav1.ConditionFalse, derivation.ReasonConflict)
+	m := meta.FindStatusCondition(got.Status.Conditions, derivation.ConditionDerived).Message
 	for _, s := range []string{"spec.region", "spec.tier", "edited since the provider derived it from xstores/2"} {
 		if !strings.Contains(m, s) {
 			t.Errorf("Derived condition %q does not mention %q", m, s)
@@ -251,7 +251,7 @@ func TestDerivedPolicyKeptInSync(t *testing.T) {
 	if _, ok := rs["spec.tier"]; ok {
 		t.Errorf("rules %v: revision 3's spec.tier was written over the administrator's edit", rs)
 	}
-	if from := got.Annotations[derive.AnnotationDerivedFrom]; from != "xstores/2" {
+	if from := got.Annotations[derivation.AnnotationDerivedFrom]; from != "xstores/2" {
 		t.Errorf("derived-from = %q, want xstores/2: the spec is still what was derived from it, as edited", from)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/provider/policies"
+	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
@@ -58,7 +58,7 @@ spec:
 			return true, ""
 		}
 	}
-	fixture.Eventually(t, 30*time.Second, "the policy is not Ready: its target is unresolved", ready(policies.ReasonUnresolved))
+	fixture.Eventually(t, 30*time.Second, "the policy is not Ready: its target is unresolved", ready(policycontroller.ReasonUnresolved))
 	if len(p.Status.Targets) != 0 {
 		t.Errorf("status.targets = %+v before the CRD exists, want none", p.Status.Targets)
 	}
@@ -81,7 +81,7 @@ spec:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = adminC.Delete(context.Background(), crd) })
-	fixture.Eventually(t, 30*time.Second, "the policy is Ready: its target resolved", ready(policies.ReasonCompiled))
+	fixture.Eventually(t, 30*time.Second, "the policy is Ready: its target resolved", ready(policycontroller.ReasonCompiled))
 	t.Logf("the target resolved %v after its CRD was created", time.Since(start).Round(time.Millisecond))
 	want := []v1alpha1.ResolvedTarget{{APIGroup: "appmesh.example.org", Resource: "meshes", Kind: "Mesh", Versions: []string{"v1beta1", "v1beta2"},
 		Categories: []string{"crossplane", "managed"}}}

@@ -30,7 +30,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/uninstall"
-	"github.com/kausality-io/kausality-crossplane/provider/policies"
+	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
@@ -127,8 +127,8 @@ func TestTakingItOut(t *testing.T) {
 	fixture.Eventually(t, 2*time.Minute, "the garbage collector to take what provider-kausality wrote", func() (bool, string) {
 		var left []string
 		for _, o := range []client.Object{
-			&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: policies.DynamicName}},
-			&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: policies.DynamicName}},
+			&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: policycontroller.DynamicName}},
+			&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: policycontroller.DynamicName}},
 			&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "allowancepolicies.kausality.io"}},
 		} {
 			if err := admin.Get(ctx, client.ObjectKeyFromObject(o), o); !kerrors.IsNotFound(err) {
@@ -144,7 +144,7 @@ func TestTakingItOut(t *testing.T) {
 
 	// 3. kubectl kausality uninstall --yes.
 	var out bytes.Buffer
-	if err := uninstall.Run(ctx, admin, uninstall.Options{Yes: true}, &out); err != nil {
+	if err := uninstall.Release(ctx, admin, uninstall.Options{Yes: true}, &out); err != nil {
 		t.Fatalf("uninstall: %v\n%s", err, out.String())
 	}
 	t.Logf("uninstall:\n%s", out.String())

@@ -155,7 +155,7 @@ func xrCondition(t *testing.T, out []byte, typ string) string {
 
 // TestRollOutSteps renders the roll-out of examples/cluster/cases/4-rollout
 // step by step: creating the six pools, then Alice's resize. Both are paced
-// by the seed's exponential batches (1, 1, 2, 2 of six), each batch only
+// by DESIGN §6's exponential batches (1, 1, 2, 2 of six), each batch only
 // once the pools before it applied the change and are Ready; each step's
 // output is a golden file.
 func TestRollOutSteps(t *testing.T) {

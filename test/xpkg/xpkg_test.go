@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/kausality-io/kausality-crossplane/provider/policies"
+	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 )
 
 // pkg is what a test needs of one .xpkg.
@@ -172,8 +172,8 @@ func TestProviderPackage(t *testing.T) {
 			t.Fatalf("webhooks = %v, want one", hooks)
 		}
 		path, _, _ := unstructured.NestedString(hooks[0].(map[string]any), "clientConfig", "service", "path")
-		if path != policies.PathPolicies {
-			t.Errorf("policy webhook path = %q, want %s (the provider serves it)", path, policies.PathPolicies)
+		if path != policycontroller.PathPolicies {
+			t.Errorf("policy webhook path = %q, want %s (the provider serves it)", path, policycontroller.PathPolicies)
 		}
 	}
 	p.checkRuntime(t, "/provider-kausality")

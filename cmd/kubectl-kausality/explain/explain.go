@@ -1,6 +1,6 @@
 // Package explain is `kubectl kausality explain`: it reads a Claim, XR or
 // managed resource, the XR that decides for it, that XR's tree and the
-// AllowancePolicies, and prints what internal/explain makes of them: for
+// AllowancePolicies, and prints what internal/why makes of them: for
 // each withheld change, the policy and reason that decided and what would
 // permit it.
 package explain
@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -21,29 +22,62 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/show"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/kube"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/tree"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
-	why "github.com/kausality-io/kausality-crossplane/internal/explain"
 	"github.com/kausality-io/kausality-crossplane/internal/report"
+	"github.com/kausality-io/kausality-crossplane/internal/why"
 )
 
-// Formats Run writes.
+// Cmd is `kubectl kausality explain TYPE/NAME [FIELD]`.
+type Cmd struct {
+	Resource string `arg:"" help:"TYPE/NAME of a Claim, XR or managed resource, as kubectl takes it (xnetworks/shop, instances.ec2.aws.m.upbound.io/shop-db)."`
+	Field    string `arg:"" optional:"" help:"Only changes of this field or below or above it, e.g. spec.forProvider.instanceType."`
+	Output   string `default:"text" enum:"text,json,yaml" help:"Output format: text, json or yaml." short:"o"`
+}
+
+// Help prints examples of explain.
+func (c *Cmd) Help() string {
+	return `
+Examples:
+  # Every withheld change of an XR.
+  kubectl kausality explain xnetworks/shop
+
+  # Only the changes of one field of a managed resource.
+  kubectl kausality explain instances.ec2.aws.m.upbound.io/shop-db spec.forProvider.instanceType
+
+  # As JSON, for a script.
+  kubectl kausality explain xstores/shop -o json
+`
+}
+
+// Run prints which policy decided each withheld change and what would
+// permit it.
+func (c *Cmd) Run(f *kube.Flags) error {
+	s, err := f.Connect()
+	if err != nil {
+		return err
+	}
+	return Explain(context.Background(), s.Client, s.Mapper, s.Namespace, c.Resource, c.Field, c.Output, os.Stdout)
+}
+
+// Formats Explain writes.
 const (
 	FormatText = "text"
 	FormatJSON = "json"
 	FormatYAML = "yaml"
 )
 
-// Run explains the object named by resource (TYPE/NAME) in namespace,
+// Explain explains the object named by resource (TYPE/NAME) in namespace,
 // keeping only changes that concern field when it is set, and writes the
 // explanation to w in format.
-func Run(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, resource, field, format string, w io.Writer) error {
+func Explain(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, resource, field, format string, w io.Writer) error {
 	switch format {
 	case FormatText, "", FormatJSON, FormatYAML:
 	default:
 		return errors.Errorf("unknown output format %q: use one of %s", format, strings.Join([]string{FormatText, FormatJSON, FormatYAML}, ", "))
 	}
-	obj, err := show.Get(ctx, r, m, namespace, resource, "")
+	obj, err := tree.Get(ctx, r, m, namespace, resource, "")
 	if err != nil {
 		return err
 	}
@@ -66,7 +100,7 @@ func Run(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, res
 func Read(ctx context.Context, r client.Reader, obj *unstructured.Unstructured) (why.Input, error) {
 	var in why.Input
 	xr := obj
-	switch show.RoleOf(obj) {
+	switch tree.RoleOf(obj) {
 	case report.RoleClaim:
 		ref, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "resourceRef")
 		if ref["name"] == "" {
@@ -93,11 +127,11 @@ func Read(ctx context.Context, r client.Reader, obj *unstructured.Unstructured) 
 			return in, errors.Wrapf(err, "cannot get the XR of %s, %s", admit.Describe(obj), admit.Describe(xr))
 		}
 	}
-	root, err := show.Read(ctx, r, xr)
+	root, err := tree.Read(ctx, r, xr)
 	if err != nil {
 		return in, err
 	}
-	root.Walk(func(n *show.Node) {
+	root.Walk(func(n *tree.Node) {
 		if n != root && !n.Missing {
 			in.Composed = append(in.Composed, n.Object)
 		}

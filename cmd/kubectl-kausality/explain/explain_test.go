@@ -23,8 +23,8 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
-	why "github.com/kausality-io/kausality-crossplane/internal/explain"
 	"github.com/kausality-io/kausality-crossplane/internal/report"
+	"github.com/kausality-io/kausality-crossplane/internal/why"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 )
 
@@ -91,7 +91,7 @@ func mapper() meta.RESTMapper {
 	return m
 }
 
-func TestRun(t *testing.T) {
+func TestExplain(t *testing.T) {
 	cases := map[string]struct {
 		reason   string
 		resource string
@@ -124,15 +124,15 @@ func TestRun(t *testing.T) {
 					return c.List(ctx, l, o...)
 				}})
 			}
-			err := Run(context.Background(), r, mapper(), "team-a", tc.resource, tc.field, tc.format, &out)
+			err := Explain(context.Background(), r, mapper(), "team-a", tc.resource, tc.field, tc.format, &out)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Errorf("%s\nRun(...) = %v, want an error containing %q", tc.reason, err, tc.err)
+					t.Errorf("%s\nExplain(...) = %v, want an error containing %q", tc.reason, err, tc.err)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("%s\nRun(...): %v", tc.reason, err)
+				t.Fatalf("%s\nExplain(...): %v", tc.reason, err)
 			}
 			golden(t, filepath.Join("testdata", tc.golden), out.String())
 		})
@@ -142,7 +142,7 @@ func TestRun(t *testing.T) {
 // TestRunJSON reads the JSON back: it is the Explanation.
 func TestRunJSON(t *testing.T) {
 	var out bytes.Buffer
-	if err := Run(context.Background(), cluster(t), mapper(), "team-a", "xdatabases/shop-x7", "", FormatJSON, &out); err != nil {
+	if err := Explain(context.Background(), cluster(t), mapper(), "team-a", "xdatabases/shop-x7", "", FormatJSON, &out); err != nil {
 		t.Fatal(err)
 	}
 	var e why.Explanation

@@ -14,7 +14,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
-	"github.com/kausality-io/kausality-crossplane/internal/plan"
+	"github.com/kausality-io/kausality-crossplane/internal/preview"
 )
 
 // kausalityPrefix starts the annotations Kausality owns.
@@ -25,7 +25,7 @@ const kausalityPrefix = "kausality.io/"
 // admission's verdict.
 type dryRunResult struct {
 	live, result *unstructured.Unstructured
-	admission    plan.Admission
+	admission    preview.Admission
 }
 
 // dryRun sends the change to the API server as the user with dryRun=All,

@@ -13,8 +13,8 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
-	"github.com/kausality-io/kausality-crossplane/internal/plan"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/internal/preview"
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
 )
 
@@ -41,20 +41,20 @@ func claimSynced(k string, xr *unstructured.Unstructured) bool {
 // when Crossplane writes it, decided by admission's own code (policy
 // evaluation with the Claim's allowance as parent, then injection). A
 // Claim without an XR yet returns nil: the plan has nothing to render.
-func syncClaim(ctx context.Context, o Options, liveClaim, claim *unstructured.Unstructured, ps []v1alpha1.AllowancePolicy) (*unstructured.Unstructured, *plan.Admission, []string, error) {
+func syncClaim(ctx context.Context, o Options, liveClaim, claim *unstructured.Unstructured, ps []v1alpha1.AllowancePolicy) (*unstructured.Unstructured, *preview.Admission, []string, error) {
 	ref, _, _ := unstructured.NestedMap(claim.Object, "spec", "resourceRef")
 	apiVersion, _ := ref["apiVersion"].(string)
 	kind, _ := ref["kind"].(string)
 	name, _ := ref["name"].(string)
 	if liveClaim == nil || name == "" {
-		return nil, &plan.Admission{Allowed: true}, []string{admit.Describe(claim) + " has no XR yet (spec.resourceRef): Crossplane creates one, which this plan does not render"}, nil
+		return nil, &preview.Admission{Allowed: true}, []string{admit.Describe(claim) + " has no XR yet (spec.resourceRef): Crossplane creates one, which this plan does not render"}, nil
 	}
 	live := &unstructured.Unstructured{}
 	live.SetAPIVersion(apiVersion)
 	live.SetKind(kind)
 	if err := o.Client.Get(ctx, client.ObjectKey{Name: name}, live); err != nil {
 		if kerrors.IsNotFound(err) {
-			return nil, &plan.Admission{Allowed: true}, []string{admit.Describe(claim) + ": its XR " + kind + " " + name + " (spec.resourceRef) does not exist"}, nil
+			return nil, &preview.Admission{Allowed: true}, []string{admit.Describe(claim) + ": its XR " + kind + " " + name + " (spec.resourceRef) does not exist"}, nil
 		}
 		return nil, nil, nil, errors.Wrapf(err, "cannot get the XR %s %s of %s (spec.resourceRef)", kind, name, admit.Describe(claim))
 	}
@@ -100,8 +100,8 @@ func syncedSpec(liveClaim, claim, xr *unstructured.Unstructured) map[string]any 
 // when Crossplane writes xr (live as stored) on behalf of claim: the same
 // steps, from internal/admit and internal/policy, without the webhook's
 // request plumbing. It edits xr's annotations as the webhook would.
-func compositeAdmission(ctx context.Context, o Options, claim, live, xr *unstructured.Unstructured, ps []v1alpha1.AllowancePolicy) (*plan.Admission, error) {
-	a := &plan.Admission{Before: allowancesOf(live)}
+func compositeAdmission(ctx context.Context, o Options, claim, live, xr *unstructured.Unstructured, ps []v1alpha1.AllowancePolicy) (*preview.Admission, error) {
+	a := &preview.Admission{Before: allowancesOf(live)}
 	set, errs := policy.NewCache().For(xr.GetAPIVersion(), xr.GetKind(), ps)
 	broken := make([]string, 0, len(errs))
 	for _, err := range errs {

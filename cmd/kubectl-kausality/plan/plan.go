@@ -4,7 +4,7 @@
 // (for a Claim: the live XR with the Claim's spec synced onto it and the
 // allowances admission would carry over), renders that XR's Composition
 // with the real `crossplane render` against the live composed resources,
-// and hands the result to internal/plan to compare.
+// and hands the result to internal/preview to compare.
 package plan
 
 import (
@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
-	"github.com/kausality-io/kausality-crossplane/internal/plan"
+	"github.com/kausality-io/kausality-crossplane/internal/preview"
 )
 
 // DefaultCrossplaneUser is the user Crossplane core writes as in a
@@ -83,8 +83,8 @@ func (w *Warnings) take() []string {
 	return out
 }
 
-// Run works out the plan of the change in o.File.
-func Run(ctx context.Context, o Options) (plan.Plan, error) {
+// Build works out the plan of the change in o.File.
+func Build(ctx context.Context, o Options) (preview.Plan, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -96,57 +96,57 @@ func Run(ctx context.Context, o Options) (plan.Plan, error) {
 	}
 	obj, err := readObject(o.File)
 	if err != nil {
-		return plan.Plan{}, err
+		return preview.Plan{}, err
 	}
 	dr, err := dryRun(ctx, o, obj)
 	if err != nil {
-		return plan.Plan{}, err
+		return preview.Plan{}, err
 	}
-	in := plan.Inputs{Admission: dr.admission}
+	in := preview.Inputs{Admission: dr.admission}
 	if !dr.admission.Allowed {
-		return plan.Compare(in), nil
+		return preview.Compare(in), nil
 	}
 	cluster, err := readCluster(ctx, o)
 	if err != nil {
-		return plan.Plan{}, err
+		return preview.Plan{}, err
 	}
 	in.Notes = append(in.Notes, cluster.notes...)
 
 	xr := dr.result
 	if admit.IsClaim(dr.result.Object) {
-		var sim *plan.Admission
+		var sim *preview.Admission
 		var notes []string
 		xr, sim, notes, err = syncClaim(ctx, o, dr.live, dr.result, cluster.policies)
 		if err != nil {
-			return plan.Plan{}, err
+			return preview.Plan{}, err
 		}
 		in.Notes = append(in.Notes, notes...)
 		in.Admission.Composite = sim
 		if xr == nil || !sim.Allowed {
-			return plan.Compare(in), nil
+			return preview.Compare(in), nil
 		}
 	}
 	observed, notes, err := observedOf(ctx, o.Client, xr)
 	if err != nil {
-		return plan.Plan{}, err
+		return preview.Plan{}, err
 	}
 	in.Notes = append(in.Notes, notes...)
 	in.Observed = observed
 	required, err := cluster.requiredFor(ctx, o, xr)
 	if err != nil {
-		return plan.Plan{}, err
+		return preview.Plan{}, err
 	}
 	comp, err := compositionOf(ctx, o.Client, xr)
 	if err != nil {
-		return plan.Plan{}, err
+		return preview.Plan{}, err
 	}
 	r, err := render(ctx, o, renderInputs{xr: xr, composition: comp, observed: observed, required: required})
 	if err != nil {
-		return plan.Plan{}, err
+		return preview.Plan{}, err
 	}
 	in.XR, in.Rendered, in.Wanted, in.Results = r.xr, r.composed, r.wanted, r.results
 	in.Notes = append(in.Notes, r.notes...)
-	return plan.Compare(in), nil
+	return preview.Compare(in), nil
 }
 
 // readObject reads the one Claim or XR in file.

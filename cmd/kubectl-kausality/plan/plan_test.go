@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	crender "github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/render"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/crank"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
-	"github.com/kausality-io/kausality-crossplane/internal/plan"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
+	"github.com/kausality-io/kausality-crossplane/internal/preview"
 	xprender "github.com/kausality-io/kausality-crossplane/test/render"
 )
 
@@ -83,7 +83,7 @@ func objects(t *testing.T, path string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	us, err := crender.Decode(raw)
+	us, err := crank.Decode(raw)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -126,19 +126,19 @@ func fakeCluster(t *testing.T, caseDir string) (client.Client, meta.RESTMapper) 
 	return fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithRESTMapper(m).WithObjects(objs...).Build(), m
 }
 
-func TestRun(t *testing.T) {
+func TestBuild(t *testing.T) {
 	cases := map[string]struct {
 		caseName string
-		want     plan.Outcome
+		want     preview.Outcome
 		blocked  bool
 		output   []string
 	}{
 		"Allowed": {
-			caseName: "2-allowed-change", want: plan.Reaches,
+			caseName: "2-allowed-change", want: preview.Reaches,
 			output: []string{"Update rds RDSInstance/my-database-x7k2p-83634bf08ab7  gate [Observe, Update, LateInitialize]", `~ spec.forProvider.instanceClass: "db.t3.small" -> "db.t3.large"  reaches: the gate opens for Update`},
 		},
 		"Withheld": {
-			caseName: "3-withheld-change", want: plan.Withheld, blocked: true,
+			caseName: "3-withheld-change", want: preview.Withheld, blocked: true,
 			output: []string{`! spec.forProvider.instanceClass: "db.t3.small" -> "db.t3.large"  withheld: no unconsumed allowance on XDatabase/my-database-x7k2p grants Update of rdsinstances`},
 		},
 	}
@@ -148,7 +148,7 @@ func TestRun(t *testing.T) {
 			cl, m := fakeCluster(t, dir)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			p, err := Run(ctx, Options{
+			p, err := Build(ctx, Options{
 				Client: cl, Mapper: m, File: filepath.Join(dir, "xr.yaml"), Functions: functions,
 				Crossplane: tools.Crossplane, CrossplaneBinary: tools.CrossplaneCore, Warnings: &Warnings{}, Timeout: time.Minute,
 			})
@@ -280,7 +280,7 @@ func TestRunClaim(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	p, err := Run(ctx, Options{
+	p, err := Build(ctx, Options{
 		Client: cl, Mapper: m, File: file, Functions: functions, Now: func() time.Time { return now },
 		Crossplane: tools.Crossplane, CrossplaneBinary: tools.CrossplaneCore, Warnings: &Warnings{},
 	})
@@ -295,7 +295,7 @@ func TestRunClaim(t *testing.T) {
 	if c := p.Admission.Composite; c == nil || !c.Allowed || len(c.New) != 2 {
 		t.Fatalf("the XR's admission = %+v, want allowed with a ControllerChild and an External allowance", c)
 	}
-	if len(p.Resources) != 1 || len(p.Resources[0].Changes) != 1 || p.Resources[0].Changes[0].Outcome != plan.Reaches {
+	if len(p.Resources) != 1 || len(p.Resources[0].Changes) != 1 || p.Resources[0].Changes[0].Outcome != preview.Reaches {
 		t.Errorf("want the instance class to reach the cloud, got %+v", p.Resources)
 	}
 }

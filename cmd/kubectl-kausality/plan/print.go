@@ -8,12 +8,12 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
-	"github.com/kausality-io/kausality-crossplane/internal/plan"
+	"github.com/kausality-io/kausality-crossplane/internal/preview"
 )
 
 // Print writes the plan as text (a diff per composed resource) or, for
 // output "json", as the plan's stable JSON form.
-func Print(w io.Writer, p plan.Plan, output string) error {
+func Print(w io.Writer, p preview.Plan, output string) error {
 	if output == "json" {
 		e := json.NewEncoder(w)
 		e.SetIndent("", "  ")
@@ -49,7 +49,7 @@ func Print(w io.Writer, p plan.Plan, output string) error {
 	return errors.Wrap(err, "cannot write the plan")
 }
 
-func printAdmission(b *strings.Builder, what string, a plan.AdmissionPlan) {
+func printAdmission(b *strings.Builder, what string, a preview.AdmissionPlan) {
 	if a.Allowed {
 		fmt.Fprintf(b, "%s: allowed\n", what)
 	} else {
@@ -59,17 +59,17 @@ func printAdmission(b *strings.Builder, what string, a plan.AdmissionPlan) {
 		fmt.Fprintf(b, "  warning: %s\n", w)
 	}
 	for _, x := range a.New {
-		fmt.Fprintf(b, "  + allowance %s\n", plan.Describe(x))
+		fmt.Fprintf(b, "  + allowance %s\n", preview.Describe(x))
 	}
 	for _, x := range a.Kept {
-		fmt.Fprintf(b, "    allowance %s\n", plan.Describe(x))
+		fmt.Fprintf(b, "    allowance %s\n", preview.Describe(x))
 	}
 }
 
 // marks are the diff markers of each outcome.
-var marks = map[plan.Outcome]string{plan.Reaches: "~", plan.Withheld: "!", plan.Held: "…"}
+var marks = map[preview.Outcome]string{preview.Reaches: "~", preview.Withheld: "!", preview.Held: "…"}
 
-func printResource(b *strings.Builder, r plan.Resource) {
+func printResource(b *strings.Builder, r preview.Resource) {
 	name := r.Name
 	if name == "" {
 		name = "(new)"

@@ -20,32 +20,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/provider/policies"
+	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 )
 
-// Options say what Run does.
+// Options say what Release does.
 type Options struct {
-	// Yes releases the resources; without it Run only lists them.
+	// Yes releases the resources; without it Release only lists them.
 	Yes bool
 	// ManagementPolicies are what a released resource gets; ["*"], the
 	// providers' default, when empty.
 	ManagementPolicies []string
 }
 
-// Run releases every gated managed resource: the kausality.io/gated label
+// Release hands every gated managed resource back: the kausality.io/gated label
 // and the kausality.io annotations go, and spec.managementPolicies becomes
 // o.ManagementPolicies. It refuses while provider-kausality's webhook
 // configurations exist: they would gate each resource again on its next
 // write. It names the Compositions that still run function-kausality,
 // which would gate what they compose again.
-func Run(ctx context.Context, kube client.Client, o Options, w io.Writer) error {
+func Release(ctx context.Context, kube client.Client, o Options, w io.Writer) error {
 	for _, c := range []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{}, &admissionregistrationv1.ValidatingWebhookConfiguration{}} {
-		err := kube.Get(ctx, client.ObjectKey{Name: policies.DynamicName}, c)
+		err := kube.Get(ctx, client.ObjectKey{Name: policycontroller.DynamicName}, c)
 		switch {
 		case err == nil:
-			return errors.Errorf("provider-kausality is still installed (%T %s exists): delete its package first (docs/OPERATIONS.md, \"Taking it out\"); its webhooks would gate each resource again", c, policies.DynamicName)
+			return errors.Errorf("provider-kausality is still installed (%T %s exists): delete its package first (docs/OPERATIONS.md, \"Taking it out\"); its webhooks would gate each resource again", c, policycontroller.DynamicName)
 		case !kerrors.IsNotFound(err):
-			return errors.Wrapf(err, "cannot read %s %s", strings.TrimPrefix(fmt.Sprintf("%T", c), "*v1."), policies.DynamicName)
+			return errors.Wrapf(err, "cannot read %s %s", strings.TrimPrefix(fmt.Sprintf("%T", c), "*v1."), policycontroller.DynamicName)
 		}
 	}
 	mps := o.ManagementPolicies

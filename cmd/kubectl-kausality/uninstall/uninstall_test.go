@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kausality-io/kausality-crossplane/provider/policies"
+	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 )
 
 func object(t *testing.T, y string) *unstructured.Unstructured {
@@ -62,8 +62,8 @@ spec:
   - {step: patch-and-transform, functionRef: {name: function-patch-and-transform}}
   - {step: kausality, functionRef: {name: function-kausality}}`
 
-func TestRun(t *testing.T) {
-	dynamic := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: policies.DynamicName}}
+func TestRelease(t *testing.T) {
+	dynamic := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: policycontroller.DynamicName}}
 	type want struct {
 		err       string
 		out       []string
@@ -106,13 +106,13 @@ func TestRun(t *testing.T) {
 			objs := append([]client.Object{object(t, bucketsCRD), object(t, gatedBucket), object(t, ungatedBucket), object(t, composition)}, tc.extra...)
 			kube := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
 			var out bytes.Buffer
-			err := Run(context.Background(), kube, tc.opts, &out)
+			err := Release(context.Background(), kube, tc.opts, &out)
 			if tc.want.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want.err) {
-					t.Fatalf("%s\nRun(): %v, want an error containing %q", tc.reason, err, tc.want.err)
+					t.Fatalf("%s\nRelease(): %v, want an error containing %q", tc.reason, err, tc.want.err)
 				}
 			} else if err != nil {
-				t.Fatalf("%s\nRun(): %v", tc.reason, err)
+				t.Fatalf("%s\nRelease(): %v", tc.reason, err)
 			}
 			for _, w := range tc.want.out {
 				if !strings.Contains(out.String(), w) {

@@ -1,0 +1,113 @@
+package policycontroller
+
+// The webhooks Kausality registers, as the API server takes them: each
+// handler's client config, the rules naming exactly the kinds involved,
+// and how each fails (closed) and may be re-invoked.
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+)
+
+// clientConfig is the static webhook's client config with another path.
+func clientConfig(cc admissionregistrationv1.WebhookClientConfig, path string) admissionregistrationv1.WebhookClientConfig {
+	out := *cc.DeepCopy()
+	switch {
+	case out.Service != nil:
+		out.Service.Path = ptr.To(path)
+	case out.URL != nil:
+		if u, err := url.Parse(*out.URL); err == nil {
+			u.Path = path
+			out.URL = ptr.To(u.String())
+		}
+	}
+	return out
+}
+
+// rules lists each resource with the operations, grouped per group and
+// version so the configuration stays short.
+func rules(gvrs []schema.GroupVersionResource, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+	by := map[schema.GroupVersion][]string{}
+	var order []schema.GroupVersion
+	for _, r := range gvrs {
+		gv := r.GroupVersion()
+		if _, ok := by[gv]; !ok {
+			order = append(order, gv)
+		}
+		if !slices.Contains(by[gv], r.Resource) {
+			by[gv] = append(by[gv], r.Resource)
+		}
+	}
+	slices.SortFunc(order, func(a, b schema.GroupVersion) int { return strings.Compare(a.String(), b.String()) })
+	out := make([]admissionregistrationv1.RuleWithOperations, 0, len(order))
+	for _, gv := range order {
+		rs := by[gv]
+		slices.Sort(rs)
+		out = append(out, admissionregistrationv1.RuleWithOperations{
+			Operations: ops,
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{gv.Group}, APIVersions: []string{gv.Version}, Resources: rs,
+				Scope: ptr.To(admissionregistrationv1.AllScopes)},
+		})
+	}
+	return out
+}
+
+var (
+	sideEffectsNone = ptr.To(admissionregistrationv1.SideEffectClassNone)
+	failClosed      = ptr.To(admissionregistrationv1.Fail)
+	// equivalent sends a write through any served version of a kind to
+	// the webhook whose rule names another version of it: a managed kind
+	// with several served versions (v1beta1 and v1beta2, as many provider
+	// kinds have) is covered whichever version a client writes.
+	equivalent      = ptr.To(admissionregistrationv1.Equivalent)
+	reviewVersions  = []string{"v1"}
+	gatedSelector   = &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelGated: "true"}}
+	ungatedSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: v1alpha1.LabelGated, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}},
+	}}
+)
+
+// mutating is one of Kausality's mutating webhooks, failing closed.
+func mutating(name string, cc admissionregistrationv1.WebhookClientConfig, rs []admissionregistrationv1.RuleWithOperations, selector *metav1.LabelSelector) admissionregistrationv1.MutatingWebhook {
+	return admissionregistrationv1.MutatingWebhook{
+		Name: name, ClientConfig: cc, Rules: rs, ObjectSelector: selector,
+		SideEffects: sideEffectsNone, FailurePolicy: failClosed, MatchPolicy: equivalent, AdmissionReviewVersions: reviewVersions,
+		ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
+	}
+}
+
+// deleting is one of Kausality's deletion webhooks, failing closed: they
+// write gates, never on a dry run.
+func deleting(name string, cc admissionregistrationv1.WebhookClientConfig, rs []admissionregistrationv1.RuleWithOperations, selector *metav1.LabelSelector) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{
+		Name: name, ClientConfig: cc, Rules: rs, ObjectSelector: selector,
+		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun), FailurePolicy: failClosed, MatchPolicy: equivalent, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
+	}
+}
+
+// validating is one of Kausality's validating webhooks without side
+// effects, failing closed.
+func validating(name string, cc admissionregistrationv1.WebhookClientConfig, rs []admissionregistrationv1.RuleWithOperations, selector *metav1.LabelSelector) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{
+		Name: name, ClientConfig: cc, Rules: rs, ObjectSelector: selector,
+		SideEffects: sideEffectsNone, FailurePolicy: failClosed, MatchPolicy: equivalent, AdmissionReviewVersions: reviewVersions, TimeoutSeconds: ptr.To[int32](10),
+	}
+}
+
+// subresource names the subresource sub of each resource, as webhook rules
+// do ("buckets/status").
+func subresource(gvrs []schema.GroupVersionResource, sub string) []schema.GroupVersionResource {
+	out := make([]schema.GroupVersionResource, len(gvrs))
+	for i, r := range gvrs {
+		out[i] = r.GroupVersion().WithResource(r.Resource + "/" + sub)
+	}
+	return out
+}
