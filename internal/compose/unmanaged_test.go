@@ -157,6 +157,29 @@ func TestShutAtCreation(t *testing.T) {
 		}
 	}
 
+	// Later the XR is Ready (Crossplane's Ready needs no cloud resource of
+	// a gate that never opened) with the instance composed and never
+	// created in the cloud: the XR's creation does not end while it waits.
+	ready := obj(t, "apiVersion: example.com/v1alpha1\nkind: XDatabase\nmetadata: {name: db, uid: 0d0b0e0f-0000-4000-8000-000000000001, generation: 1}\nspec: {size: large}\n"+
+		"status: {conditions: [{type: Synced, status: 'True'}, {type: Ready, status: 'True'}]}\n")
+	observedRDS := obj(t, rds("db.t3.small", "  annotations: {crossplane.io/composition-resource-name: rds}"))
+	rsp, err = newTestFunction().RunFunction(context.Background(), newRequest(t, ready, observedRDS, obj(t, rds("db.t3.small", "")), policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := false
+	for _, r := range rsp.GetResults() {
+		waits = waits || strings.Contains(r.GetMessage(), "resource rds (RDSInstance db-rds): withheld Create")
+	}
+	if !waits {
+		t.Errorf("no Result names the instance whose creation waits: %v", rsp.GetResults())
+	}
+	for _, c := range rsp.GetConditions() {
+		if c.GetType() == v1alpha1.ConditionCreated && c.GetStatus() == fnv1.Status_STATUS_CONDITION_TRUE {
+			t.Errorf("%s = True (%s) while the instance's creation waits behind a closed gate", c.GetType(), c.GetMessage())
+		}
+	}
+
 	cases := map[string]struct {
 		reason   string
 		ch       change

@@ -29,8 +29,9 @@ type Resolver interface {
 	Resolve(gvk schema.GroupVersionKind) (k Kind, ok bool, err error)
 }
 
-// Guess is the plural controller-gen would give a kind, for kinds no
-// Resolver knows; Derive notes every guess.
+// Guess is the plural a kind's CRD most likely has (policy.GuessResource),
+// for kinds no Resolver knows; it stays a guess, and Derive notes every
+// one.
 func Guess(gvk schema.GroupVersionKind) string {
 	return policy.GuessResource(gvk)
 }

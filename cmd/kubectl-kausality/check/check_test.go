@@ -177,6 +177,16 @@ func TestExperimentChecksEveryPipeline(t *testing.T) {
 			t.Errorf("check of %s against the derived policy: %v\n%s", comp, err, rep.String())
 		}
 	}
+	// The policy derived from the go-templating Composition checks clean
+	// against that Composition too.
+	gtPolicy := filepath.Join(t.TempDir(), "policy-go-templating.yaml")
+	if err := os.WriteFile(gtPolicy, gt.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gtComp := filepath.Join(ex, "cases", "2-create-go-templating", "composition.yaml")
+	if err := Files(Options{Compositions: []string{gtComp}, Policies: []string{gtPolicy}, CRDs: []string{providerCRDs}, XRD: xrd, Render: ro}, nil, &bytes.Buffer{}); err != nil {
+		t.Errorf("check of %s against the policy derived from it: %v", gtComp, err)
+	}
 	// The get-started App's templated YAML Composition against the policy
 	// derived from its patch-and-transform one.
 	app := filepath.Join("..", "..", "..", "examples", "app")
@@ -184,6 +194,20 @@ func TestExperimentChecksEveryPipeline(t *testing.T) {
 	if err := Files(Options{Compositions: []string{filepath.Join(app, "cases", "5-create-go-templating", "composition.yaml")}, Policies: []string{filepath.Join(app, "policies.yaml")},
 		XRD: filepath.Join(app, "xrd.yaml"), Render: ro}, nil, &rep); err != nil {
 		t.Errorf("check of the App's templated YAML Composition: %v\n%s", err, rep.String())
+	}
+	// And against the policy derived from the templated Composition itself.
+	appComp := filepath.Join(app, "cases", "5-create-go-templating", "composition.yaml")
+	var appOut bytes.Buffer
+	if err := derive.Derive(derive.Options{Composition: appComp, XRD: filepath.Join(app, "xrd.yaml"), Groups: []string{"platform-team"}, Deleting: "delete", Render: ro}, nil, &appOut); err != nil {
+		t.Fatal(err)
+	}
+	appPolicy := filepath.Join(t.TempDir(), "app-policy.yaml")
+	if err := os.WriteFile(appPolicy, appOut.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep.Reset()
+	if err := Files(Options{Compositions: []string{appComp}, Policies: []string{appPolicy}, XRD: filepath.Join(app, "xrd.yaml"), Render: ro}, nil, &rep); err != nil {
+		t.Errorf("check of the App's templated YAML Composition against the policy derived from it: %v\n%s\n%s", err, rep.String(), appOut.String())
 	}
 	// Without Functions a Composition that only go-templating composes
 	// cannot be checked: check says what it needs rather than report

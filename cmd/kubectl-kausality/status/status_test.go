@@ -1,11 +1,20 @@
 package status
 
 import (
+	"bytes"
+	"context"
+	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/printer"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/trace"
 	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/tree/treetest"
 )
 
@@ -37,5 +46,42 @@ func TestListed(t *testing.T) {
 				t.Errorf("%s\nlisted(...) = %v, want %v", tc.reason, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestStatusWithheldCreate: an XR whose composed instance is kept shut at
+// creation (its gate never opened Create) is listed with the withheld
+// Create and as still being created, and trace says the same on its line.
+func TestStatusWithheldCreate(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	const line = "resource rds (RDSInstance db-rds): withheld Create: its gate stays closed: no unconsumed External allowance grants Create of rds.aws.crossplane.io RDSInstance, so it is not created in the cloud"
+	xr := treetest.Obj("example.org/v1alpha1", "XPlatform", "team-a", "shop", map[string]any{
+		"spec": map[string]any{"crossplane": map[string]any{"resourceRefs": []any{treetest.Ref("s3.aws.m.upbound.io/v1beta1", "Bucket", "shop-logs")}}},
+		"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "Synced", "status": "True"}, map[string]any{"type": "Ready", "status": "True"},
+			map[string]any{"type": v1alpha1.ConditionAllowed, "status": "False", "message": line},
+		}},
+	})
+	p := &v1alpha1.AllowancePolicy{ObjectMeta: metav1.ObjectMeta{Name: "xplatforms"}, Spec: v1alpha1.AllowancePolicySpec{For: v1alpha1.ObjectKind{APIGroup: "example.org", APIVersion: "v1alpha1", Kind: "XPlatform"}}}
+	r := fake.NewClientBuilder().WithScheme(s).WithObjects(p, xr, treetest.Bucket("shop-logs", "logs")).Build()
+
+	var out bytes.Buffer
+	if err := Status(context.Background(), r, "team-a", &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"XPlatform/shop", "withheld: " + line, "being created"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := trace.Trace(context.Background(), r, treetest.Mapper(), "team-a", "xplatforms/shop", "", printer.FormatDefault, &out); err != nil {
+		t.Fatal(err)
+	}
+	if first := strings.SplitN(out.String(), "\n", 3)[1]; !strings.Contains(first, "withheld Create") || !strings.Contains(first, "being created") {
+		t.Errorf("trace's XR line does not name the withheld Create and the creation going on: %q", first)
 	}
 }
