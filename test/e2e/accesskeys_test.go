@@ -24,7 +24,7 @@ import (
 
 // accessKeysDir is the connection-details guide's UserAccessKey: an IAM
 // User, two AccessKeys and the Secret gathering the keys' credentials.
-var accessKeysDir = filepath.Join("..", "..", "examples", "access-keys")
+var accessKeysDir = filepath.Join("..", "..", "examples", "corpus", "access-keys")
 
 var accessKeyGVK = schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "UserAccessKey"}
 

@@ -27,7 +27,7 @@ import (
 
 // appDir is Crossplane v2's get-started App: an XR composing a Deployment
 // and a Service, Kubernetes' own kinds.
-var appDir = filepath.Join("..", "..", "examples", "app")
+var appDir = filepath.Join("..", "..", "examples", "corpus", "app")
 
 var appGVK = schema.GroupVersionKind{Group: "example.crossplane.io", Version: "v1", Kind: "App"}
 

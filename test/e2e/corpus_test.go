@@ -151,13 +151,11 @@ var corpusOnce = sync.OnceValue(installCorpus)
 // webhooks cover the XR kinds and the managed kinds the policies name.
 func installCorpus() error {
 	ctx := context.Background()
-	dirs, err := os.ReadDir(corpusDir)
-	if err != nil {
-		return err
-	}
+	// The public pipelines' examples beside the five (app, access-keys,
+	// eks) have scenarios of their own.
 	var crds []string
-	for _, d := range dirs {
-		if err := cp.ApplyFile(ctx, filepath.Join(corpusDir, d.Name(), "xrd.yaml")); err != nil {
+	for _, c := range corpusCases {
+		if err := cp.ApplyFile(ctx, filepath.Join(corpusDir, c.dir, "xrd.yaml")); err != nil {
 			return err
 		}
 	}
@@ -167,9 +165,9 @@ func installCorpus() error {
 	if err := cp.Established(ctx, 90*time.Second, crds...); err != nil {
 		return err
 	}
-	for _, d := range dirs {
+	for _, c := range corpusCases {
 		for _, f := range []string{"composition.yaml", "policy.yaml"} {
-			if err := cp.ApplyFile(ctx, filepath.Join(corpusDir, d.Name(), f)); err != nil {
+			if err := cp.ApplyFile(ctx, filepath.Join(corpusDir, c.dir, f)); err != nil {
 				return err
 			}
 		}

@@ -25,7 +25,7 @@ import (
 // eksDir is an EKS cluster after upbound/configuration-aws-eks: its
 // addons, access entry and node group function-sequencer holds back until
 // the cluster (and then the node group) is ready.
-var eksDir = filepath.Join("..", "..", "examples", "eks")
+var eksDir = filepath.Join("..", "..", "examples", "corpus", "eks")
 
 var eksGVK = schema.GroupVersionKind{Group: "aws.platform.example.org", Version: "v1alpha1", Kind: "XEKS"}
 

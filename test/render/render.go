@@ -59,9 +59,15 @@ func (c Case) ID() string { return c.Example + "/" + c.Name }
 
 // Cases lists every case of every example, sorted.
 func Cases(root string) ([]Case, error) {
-	dirs, err := filepath.Glob(filepath.Join(root, "examples", "*", "cases", "*", "xr.yaml"))
-	if err != nil {
-		return nil, err
+	// The examples written here, and the corpus written after public
+	// compositions, whose public pipelines have render cases too.
+	var dirs []string
+	for _, pattern := range [][]string{{"examples", "*"}, {"examples", "corpus", "*"}} {
+		d, err := filepath.Glob(filepath.Join(append(append([]string{root}, pattern...), "cases", "*", "xr.yaml")...))
+		if err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, d...)
 	}
 	out := make([]Case, 0, len(dirs))
 	for _, x := range dirs {

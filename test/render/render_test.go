@@ -89,7 +89,7 @@ func allCases(t *testing.T) []Case {
 		t.Fatal(err)
 	}
 	if len(cs) == 0 {
-		t.Fatal("no example cases found under examples/*/cases")
+		t.Fatal("no example cases found under examples/*/cases or examples/corpus/*/cases")
 	}
 	return cs
 }

@@ -71,7 +71,7 @@ func TestDeriveThenCheck(t *testing.T) {
 // reaches the node group.
 func TestExperimentSequencedComposition(t *testing.T) {
 	fns := xprender.NeedFunctions(t)
-	ex := filepath.Join("..", "..", "..", "examples", "eks")
+	ex := filepath.Join("..", "..", "..", "examples", "corpus", "eks")
 	comp, xrd := filepath.Join(ex, "composition.yaml"), filepath.Join(ex, "xrd.yaml")
 	ro := derive.RenderOptions{Functions: fns, Crossplane: xprender.NeedTools(t).Crossplane, CrossplaneBinary: xprender.NeedTools(t).CrossplaneCore, Timeout: time.Minute}
 	var out bytes.Buffer
@@ -131,7 +131,7 @@ func TestExperimentSequencedComposition(t *testing.T) {
 // clean against both.
 func TestExperimentChecksEveryPipeline(t *testing.T) {
 	fns := xprender.NeedFunctions(t)
-	ex := filepath.Join("..", "..", "..", "examples", "access-keys")
+	ex := filepath.Join("..", "..", "..", "examples", "corpus", "access-keys")
 	xrd := filepath.Join(ex, "xrd.yaml")
 	ro := derive.RenderOptions{Functions: fns, Crossplane: xprender.NeedTools(t).Crossplane, CrossplaneBinary: xprender.NeedTools(t).CrossplaneCore, Timeout: time.Minute}
 	var out bytes.Buffer
@@ -189,7 +189,7 @@ func TestExperimentChecksEveryPipeline(t *testing.T) {
 	}
 	// The get-started App's templated YAML Composition against the policy
 	// derived from its patch-and-transform one.
-	app := filepath.Join("..", "..", "..", "examples", "app")
+	app := filepath.Join("..", "..", "..", "examples", "corpus", "app")
 	var rep bytes.Buffer
 	if err := Files(Options{Compositions: []string{filepath.Join(app, "cases", "5-create-go-templating", "composition.yaml")}, Policies: []string{filepath.Join(app, "policies.yaml")},
 		XRD: filepath.Join(app, "xrd.yaml"), Render: ro}, nil, &rep); err != nil {
