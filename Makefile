@@ -207,9 +207,9 @@ fleet: tools xpkg
 	$(GO) test -count=1 -timeout 40m -tags fleet ./test/e2e/ -run '^TestV2FleetRollOut$$' -v
 
 BOB_ROUNDS ?= 300
-## soak-bob: the randomized Bob of the scenario suite for BOB_ROUNDS rounds (make test plays 30), with a new seed each run (BOB_SEED replays one).
+## soak-bob: the randomized Bob of the scenario suite, in both shapes, for BOB_ROUNDS rounds (make test plays 30), with a new seed each run (BOB_SEED replays one).
 soak-bob: tools xpkg
-	$(GO) test -count=1 -timeout 60m ./test/e2e/ -run '^TestRandomizedBob$$' -v -bob.rounds $(BOB_ROUNDS) $(if $(BOB_SEED),-bob.seed $(BOB_SEED))
+	$(GO) test -count=1 -timeout 60m ./test/e2e/ -run '^TestRandomizedBob(Legacy)?$$' -v -bob.rounds $(BOB_ROUNDS) $(if $(BOB_SEED),-bob.seed $(BOB_SEED))
 
 FUZZTIME ?= 20s
 ## fuzz: run every fuzz target for FUZZTIME each.

@@ -92,7 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		if statusEqual(u.Status.Rollout, want) {
 			continue
 		}
-		patch, _ := json.Marshal(map[string]any{"status": map[string]any{"rollout": want}})
+		patch, _ := json.Marshal(map[string]any{"status": map[string]any{"rollout": rolloutPatch(want)}})
 		if err := r.Kube.Status().Patch(ctx, u, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return reconcile.Result{}, errors.Wrapf(err, errFmtUpdateStatusUpgradeAllowance, u.GetName())
 		}
@@ -176,6 +176,20 @@ func (r *Reconciler) recordTurns(ctx context.Context, xr *unstructured.Unstructu
 	u.SetNamespace(xr.GetNamespace())
 	u.SetName(xr.GetName())
 	return errors.Wrapf(client.IgnoreNotFound(r.Kube.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch))), errFmtRecordTurns, xr.GetKind(), xr.GetName())
+}
+
+// rolloutPatch is status.rollout as a merge patch sets it: a message the
+// roll-out no longer has is removed (a null), not kept from before, and no
+// rollout removes the whole record.
+func rolloutPatch(st *v1alpha1.RolloutStatus) any {
+	if st == nil {
+		return nil
+	}
+	var msg any
+	if st.Message != "" {
+		msg = st.Message
+	}
+	return map[string]any{"composites": st.Composites, "updated": st.Updated, "turns": st.Turns, "message": msg}
 }
 
 func statusEqual(a, b *v1alpha1.RolloutStatus) bool {

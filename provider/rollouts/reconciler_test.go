@@ -208,7 +208,7 @@ func TestReconcile(t *testing.T) {
 			xrs:    []*unstructured.Unstructured{store("team", "a", "r1", logicNew, false), store("team", "b", "r1", logicNew, false)},
 			want: want{result: reconcile.Result{RequeueAfter: Active},
 				patched: []string{fmt.Sprintf(`a={"metadata":{"annotations":{"kausality.io/rollout-turns":%q}}}`, turns(given))},
-				status:  []string{`pt={"status":{"rollout":{"composites":2,"updated":0,"turns":1,"message":"exponentiallyUpdated(xr, xrs) is false"}}}`}},
+				status:  []string{`pt={"status":{"rollout":{"composites":2,"message":"exponentiallyUpdated(xr, xrs) is false","turns":1,"updated":0}}}`}},
 		},
 		"NothingChanged": {
 			reason: "Turns and status as recorded: no write.",
@@ -219,6 +219,17 @@ func TestReconcile(t *testing.T) {
 			}()},
 			xrs:  []*unstructured.Unstructured{store("team", "a", "r1", logicNew, true, v1alpha1.AnnotationRolloutTurns, turns(given))},
 			want: want{result: reconcile.Result{RequeueAfter: Idle}},
+		},
+		"MessageCleared": {
+			reason: "Once nothing holds the roll-out its message is removed (a null in the merge patch), not kept from before.",
+			uas: []v1alpha1.UpgradeAllowance{func() v1alpha1.UpgradeAllowance {
+				u := paced
+				u.Status.Rollout = &v1alpha1.RolloutStatus{Composites: 1, Updated: 0, Turns: 1, Message: "exponentiallyUpdated(xr, xrs) is false"}
+				return u
+			}()},
+			xrs: []*unstructured.Unstructured{store("team", "a", "r1", logicNew, true, v1alpha1.AnnotationRolloutTurns, turns(given))},
+			want: want{result: reconcile.Result{RequeueAfter: Idle},
+				status: []string{`pt={"status":{"rollout":{"composites":1,"message":null,"turns":1,"updated":1}}}`}},
 		},
 		"StaleTurnRemoved": {
 			reason: "A turn no roll-out gives any more is removed (a null in the merge patch).",

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
@@ -29,9 +31,11 @@ var (
 // see.
 type bobGame struct {
 	t        *testing.T
+	shape    bobShape
 	rng      *rand.Rand
 	bob      client.Client
 	shop     client.ObjectKey
+	prod     client.ObjectKey
 	buckets  map[string]*unstructured.Unstructured // shop's and prod's, by "shop/data" etc.
 	victims  []string                              // external names of the production buckets
 	composed map[string]bool                       // external names Crossplane composed: their Create is caused
@@ -40,8 +44,56 @@ type bobGame struct {
 	updates int // how many of Alice's changes reach the data bucket
 	// deletedData: Bob's deletion of Alice's data bucket was admitted.
 	deletedData bool
+	// detached: a write of Bob's that parts the shop from its XR (a
+	// repointed Claim) was admitted.
+	detached bool
 	log         []string
 }
+
+// bobShape is what differs between the shapes the game is played in:
+// Crossplane v2's (an XStore in Alice's namespace composing namespaced
+// Buckets) and the legacy one (a DatabaseClaim in her namespace, its
+// cluster-scoped XDatabase composing cluster-scoped Buckets, which Bob's
+// provider edit role reaches cluster-wide).
+type bobShape struct {
+	name      string
+	rootGVK   schema.GroupVersionKind // what Alice and Bob write for the shop
+	bucketGVK schema.GroupVersionKind
+	// namespaced: the Buckets live in the root's namespace.
+	namespaced bool
+	create     func(t *testing.T, ns, name string) client.ObjectKey
+	buckets    func(t *testing.T, key client.ObjectKey) map[string]*unstructured.Unstructured
+	describe   func(ctx context.Context, key client.ObjectKey) string
+	// xr is the composite Crossplane composes the shop's Buckets from.
+	xr func(ctx context.Context, key client.ObjectKey) *unstructured.Unstructured
+}
+
+var (
+	bobV2 = bobShape{
+		name: "XStore", rootGVK: controlplane.StoreGVK, bucketGVK: controlplane.MBucketGVK, namespaced: true,
+		create: func(t *testing.T, ns, name string) client.ObjectKey {
+			return createdStore(t, compositionFrom(t, filepath.Join(v2Dir, "composition.yaml")), ns, name)
+		},
+		buckets:  storeBuckets,
+		describe: func(ctx context.Context, key client.ObjectKey) string { return cp.DescribeStore(ctx, key) },
+		xr: func(ctx context.Context, key client.ObjectKey) *unstructured.Unstructured {
+			x, _ := cp.Object(ctx, controlplane.StoreGVK, key)
+			return x
+		},
+	}
+	bobLegacy = bobShape{
+		name: "DatabaseClaim", rootGVK: controlplane.ClaimGVK, bucketGVK: controlplane.BucketGVK,
+		create: func(t *testing.T, ns, name string) client.ObjectKey {
+			return created(t, composition(t, 1), ns, name)
+		},
+		buckets:  buckets,
+		describe: func(ctx context.Context, key client.ObjectKey) string { return cp.Describe(ctx, key) },
+		xr: func(ctx context.Context, key client.ObjectKey) *unstructured.Unstructured {
+			x, _ := cp.XR(ctx, key)
+			return x
+		},
+	}
+)
 
 // TestRandomizedBob: Bob, with the RBAC a real install gives him, makes
 // random writes (metadata, labels, annotations, spec fields, status,
@@ -55,19 +107,33 @@ type bobGame struct {
 // it (make soak-bob).
 func TestRandomizedBob(t *testing.T) {
 	t.Parallel()
+	playBob(t, bobV2, "v2-random-bob")
+}
+
+// TestRandomizedBobLegacy is the same game in the legacy shape: Alice's
+// DatabaseClaim and a production Claim in their namespace, whose
+// cluster-scoped XDatabases Bob may not write, and whose cluster-scoped
+// Buckets he may (the provider's edit role, bound cluster-wide). Bob also
+// repoints the Claim's spec.resourceRef (at a name no XR has, or at the
+// production XR) and its compositionRef.
+func TestRandomizedBobLegacy(t *testing.T) {
+	t.Parallel()
+	playBob(t, bobLegacy, "legacy-random-bob")
+}
+
+func playBob(t *testing.T, shape bobShape, ns string) {
 	seed := *bobSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("TestRandomizedBob seed %d (replay: go test ./test/e2e -run TestRandomizedBob -bob.seed %d -bob.rounds %d)", seed, seed, *bobRounds)
+	t.Logf("%s seed %d (replay: go test ./test/e2e -run %s -bob.seed %d -bob.rounds %d)", t.Name(), seed, t.Name(), seed, *bobRounds)
 	ctx := context.Background()
-	comp := storeComposition(t)
-	prod := createdStore(t, comp, "v2-random-bob", "prod")
-	shop := createdStore(t, comp, "v2-random-bob", "shop")
-	g := &bobGame{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bob: as(t, controlplane.Bob), shop: shop,
+	prod := shape.create(t, ns, "prod")
+	shop := shape.create(t, ns, "shop")
+	g := &bobGame{t: t, shape: shape, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bob: as(t, controlplane.Bob), shop: shop, prod: prod,
 		buckets: map[string]*unstructured.Unstructured{}, composed: map[string]bool{}, sizes: []int64{1}}
 	for xr, key := range map[string]client.ObjectKey{"shop": shop, "prod": prod} {
-		for res, b := range storeBuckets(t, key) {
+		for res, b := range shape.buckets(t, key) {
 			g.buckets[xr+"/"+res] = b
 			g.composed[b.GetName()] = true
 			if xr == "prod" {
@@ -92,14 +158,16 @@ func TestRandomizedBob(t *testing.T) {
 	// reached the cloud, and nothing uncaused did meanwhile. Unless Bob
 	// deleted her data bucket: that orphans the cloud bucket, and
 	// composing it again is a creation no cause covers, withheld until
-	// one does; then only the oracle is asked.
+	// one does; then only the oracle is asked. The same when a write of
+	// Bob's left the shop apart from its XR (a repointed Claim): Alice's
+	// size then reaches nothing, which is safe.
 	g.unpause()
-	if g.deletedData {
+	if g.deletedData || g.detached {
 		time.Sleep(settleTimeout / 9)
 		if v := g.violation(); v != "" {
 			t.Fatalf("seed %d, settling: %s\nthe rounds:\n%s", seed, v, strings.Join(g.log, "\n"))
 		}
-		t.Logf("seed %d: %d rounds, %d of Bob's writes admitted (his deletion of the data bucket among them):\n%s", seed, *bobRounds, g.admitted(), strings.Join(g.log, "\n"))
+		t.Logf("seed %d: %d rounds, %d of Bob's writes admitted (his deletion of the data bucket or repointing of the Claim among them):\n%s", seed, *bobRounds, g.admitted(), strings.Join(g.log, "\n"))
 		return
 	}
 	want := map[string]int64{"small": 1, "large": 2}[size]
@@ -113,16 +181,25 @@ func TestRandomizedBob(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("seed %d: the data bucket's cloud size is %d, want Alice's last size %d — %s\nthe rounds:\n%s", seed, s.Size, want, cp.DescribeStore(ctx, shop), strings.Join(g.log, "\n"))
+			t.Fatalf("seed %d: the data bucket's cloud size is %d, want Alice's last size %d — %s\nthe rounds:\n%s", seed, s.Size, want, shape.describe(ctx, shop), strings.Join(g.log, "\n"))
 		}
 		time.Sleep(controlplane.Poll)
 	}
 	t.Logf("seed %d: %d rounds, %d of Bob's writes admitted, Alice changed the size %d times:\n%s", seed, *bobRounds, g.admitted(), len(g.sizes)-1, strings.Join(g.log, "\n"))
 }
 
-// alice resizes the shop XStore, a change her policy permits.
+// root is the shop's XStore or Claim, to write.
+func (g *bobGame) root() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(g.shape.rootGVK)
+	u.SetNamespace(g.shop.Namespace)
+	u.SetName(g.shop.Name)
+	return u
+}
+
+// alice resizes the shop, a change her policy permits.
 func (g *bobGame) alice(size string) {
-	x := store(g.shop.Namespace, g.shop.Name, "", nil)
+	x := g.root()
 	err := controlplane.Update(alice(g.t), x, func() { _ = unstructured.SetNestedField(x.Object, size, "spec", "size") })
 	g.log = append(g.log, fmt.Sprintf("alice resizes shop to %s: %v", size, errText(err)))
 	if err == nil {
@@ -131,9 +208,9 @@ func (g *bobGame) alice(size string) {
 	}
 }
 
-// unpause lifts a pause Bob left on the shop XStore (as Alice would).
+// unpause lifts a pause Bob left on the shop (as Alice would).
 func (g *bobGame) unpause() {
-	x := store(g.shop.Namespace, g.shop.Name, "", nil)
+	x := g.root()
 	_ = controlplane.Update(alice(g.t), x, func() {
 		ann := x.GetAnnotations()
 		delete(ann, "crossplane.io/paused")
@@ -150,6 +227,7 @@ var bobMoves = []struct {
 }{
 	{"annotate", 4}, {"create", 2}, {"resize", 1}, {"tier", 1}, {"label", 1}, {"bucket-spec", 1},
 	{"manage-all", 1}, {"provider-config", 1}, {"status", 1}, {"delete", 1}, {"unpause", 1},
+	{"repoint", 1}, {"switch-composition", 1},
 }
 
 // pick draws one of choices, each as often as its weight says.
@@ -179,13 +257,20 @@ func (g *bobGame) play(ctx context.Context) {
 	var err error
 	switch move {
 	case "resize", "tier":
-		x := store(g.shop.Namespace, g.shop.Name, "", nil)
+		x := g.root()
 		field, value := "size", []string{"small", "large"}[g.rng.IntN(2)]
 		if move == "tier" {
 			field, value = "tier", []string{"standard", "gold", "archive"}[g.rng.IntN(3)]
 		}
-		what = fmt.Sprintf("sets XStore shop spec.%s=%s", field, value)
+		what = fmt.Sprintf("sets %s shop spec.%s=%s", g.shape.name, field, value)
 		err = controlplane.Update(g.bob, x, func() { _ = unstructured.SetNestedField(x.Object, value, "spec", field) })
+	case "repoint", "switch-composition":
+		// What binds the shop to its composite, and which Composition
+		// composes it: only Crossplane (or a rule) changes them.
+		x := g.root()
+		what, err = g.rebind(x, move)
+		// Admitted, it would part the shop from what Alice's changes reach.
+		g.detached = g.detached || err == nil
 	case "annotate", "label":
 		key, value := g.metadata(move)
 		o, name := g.target()
@@ -235,8 +320,10 @@ func (g *bobGame) play(ctx context.Context) {
 		err = controlplane.UpdateStatus(g.bob, o, func() { unstructured.RemoveNestedField(o.Object, "status", "conditions") })
 	case "create":
 		b := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"forProvider": map[string]any{"size": int64(9), "region": "eu"}}}}
-		b.SetGroupVersionKind(controlplane.MBucketGVK)
-		b.SetNamespace(g.shop.Namespace)
+		b.SetGroupVersionKind(g.shape.bucketGVK)
+		if g.shape.namespaced {
+			b.SetNamespace(g.shop.Namespace)
+		}
 		b.SetName(fmt.Sprintf("bob-%d", g.rng.IntN(1_000_000)))
 		ann := map[string]string{"crossplane.io/external-name": g.victims[g.rng.IntN(len(g.victims))]}
 		if g.rng.IntN(2) == 0 {
@@ -244,9 +331,8 @@ func (g *bobGame) play(ctx context.Context) {
 		}
 		b.SetAnnotations(ann)
 		if g.rng.IntN(2) == 0 {
-			x, _ := cp.Object(ctx, controlplane.StoreGVK, g.shop)
-			if x != nil {
-				b.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(x, controlplane.StoreGVK)})
+			if x := g.shape.xr(ctx, g.shop); x != nil {
+				b.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(x, x.GroupVersionKind())})
 			}
 		}
 		what = fmt.Sprintf("creates Bucket %s with %v, controlled: %t", b.GetName(), ann, len(b.GetOwnerReferences()) > 0)
@@ -260,19 +346,19 @@ func (g *bobGame) play(ctx context.Context) {
 	g.log = append(g.log, fmt.Sprintf("bob %s: %s", what, errText(err)))
 }
 
-// target is a random one of the shop XStore and the Buckets, as Bob would
-// read it now.
+// target is a random one of the shop (XStore or Claim) and the Buckets,
+// as Bob would read it now.
 func (g *bobGame) target() (*unstructured.Unstructured, string) {
 	if g.rng.IntN(3) == 0 {
-		x, _ := cp.Object(context.Background(), controlplane.StoreGVK, g.shop)
+		x, _ := cp.Object(context.Background(), g.shape.rootGVK, g.shop)
 		if x == nil {
-			x = store(g.shop.Namespace, g.shop.Name, "", nil)
+			x = g.root()
 		}
-		return x, "XStore shop"
+		return x, g.shape.name + " shop"
 	}
 	name := g.bucketName()
 	b := &unstructured.Unstructured{}
-	b.SetGroupVersionKind(controlplane.MBucketGVK)
+	b.SetGroupVersionKind(g.shape.bucketGVK)
 	_ = cp.AdminClient().Get(context.Background(), client.ObjectKeyFromObject(g.buckets[name]), b)
 	if b.GetName() == "" {
 		b = g.buckets[name].DeepCopy()
@@ -290,6 +376,36 @@ func (g *bobGame) bucketName() string {
 	return names[g.rng.IntN(len(names))]
 }
 
+// rebind repoints x (move "repoint": a Claim's spec.resourceRef at a name
+// no XR has or at the production XR; an XStore's resource references at a
+// production Bucket) or switches its Composition, as Bob.
+func (g *bobGame) rebind(x *unstructured.Unstructured, move string) (string, error) {
+	var path []string
+	var value any
+	switch {
+	case move == "switch-composition" && g.shape.namespaced:
+		path, value = []string{"spec", "crossplane", "compositionRef", "name"}, "bobs-composition"
+	case move == "switch-composition":
+		path, value = []string{"spec", "compositionRef", "name"}, "bobs-composition"
+	case g.shape.namespaced:
+		victim := g.buckets["prod/"+[]string{"data", "logs"}[g.rng.IntN(2)]]
+		path, value = []string{"spec", "crossplane", "resourceRefs"}, []any{map[string]any{"apiVersion": g.shape.bucketGVK.GroupVersion().String(), "kind": "Bucket", "name": victim.GetName()}}
+	default:
+		name := []string{"ghost-xr", g.xrName(g.prod)}[g.rng.IntN(2)]
+		path, value = []string{"spec", "resourceRef"}, map[string]any{"apiVersion": controlplane.XRGVK.GroupVersion().String(), "kind": controlplane.XRGVK.Kind, "name": name}
+	}
+	err := controlplane.Update(g.bob, x, func() { _ = unstructured.SetNestedField(x.Object, value, path...) })
+	return fmt.Sprintf("sets %s shop %s=%v", g.shape.name, strings.Join(path, "."), value), err
+}
+
+// xrName is the name of the composite of key's XStore or Claim.
+func (g *bobGame) xrName(key client.ObjectKey) string {
+	if x := g.shape.xr(context.Background(), key); x != nil {
+		return x.GetName()
+	}
+	return "none"
+}
+
 // metadata is a key and value Bob writes: one Crossplane or Kausality acts
 // on, or one nobody reads.
 func (g *bobGame) metadata(kind string) (string, string) {
@@ -302,7 +418,7 @@ func (g *bobGame) metadata(kind string) (string, string) {
 		{"crossplane.io/paused", "true"},
 		{"crossplane.io/external-name", victim},
 		{"crossplane.io/composition-resource-name", []string{"data", "logs"}[g.rng.IntN(2)]},
-		{"kausality.io/allowances", `[{"relation":"External","target":{"external":{"apiGroup":"recorder.m.kausality.io","kind":"Bucket"}},"verbs":["*"],"generation":99}]`},
+		{"kausality.io/allowances", `[{"relation":"External","target":{"external":{"apiGroup":"` + g.shape.bucketGVK.Group + `","kind":"Bucket"}},"verbs":["*"],"generation":99}]`},
 		{"kausality.io/trace-ticket", "BOB-1"},
 		{"kausality.io/freeze", "bob"},
 		{"kausality.io/allow-delete", "true"},
