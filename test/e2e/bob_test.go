@@ -47,7 +47,7 @@ type bobGame struct {
 	// detached: a write of Bob's that parts the shop from its XR (a
 	// repointed Claim) was admitted.
 	detached bool
-	log         []string
+	log      []string
 }
 
 // bobShape is what differs between the shapes the game is played in:
