@@ -41,6 +41,10 @@ type Options struct {
 	Deleting Deleting
 	// DeletionProtection sets spec.deletionProtection.
 	DeletionProtection bool
+	// Mode sets spec.mode; empty (Enforce) writes none. A policy in Audit
+	// gates and refuses nothing its kind does, so every policy derived in
+	// Audit is Kausality in Audit wherever it restricts anything.
+	Mode v1alpha1.Mode
 	// Resolver resolves composed kinds' plurals; nil guesses every one.
 	Resolver Resolver
 	// XRSchema is the XR's schema from its XRD: it tells which fields are
@@ -92,6 +96,13 @@ func Derive(m *Model, o Options) (*Result, error) {
 			Subjects:           slices.Clone(o.Subjects),
 			DeletionProtection: o.DeletionProtection,
 		},
+	}
+	switch o.Mode {
+	case "", v1alpha1.ModeEnforce:
+	case v1alpha1.ModeLog, v1alpha1.ModeAudit:
+		p.Spec.Mode = o.Mode
+	default:
+		return nil, errors.Errorf("mode %q is not %s, %s or %s", o.Mode, v1alpha1.ModeEnforce, v1alpha1.ModeLog, v1alpha1.ModeAudit)
 	}
 	switch o.Deleting {
 	case "", DeletingOrphan, DeletingDelete:

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/kube"
 	"github.com/kausality-io/kausality-crossplane/internal/derivation"
 )
@@ -33,6 +34,7 @@ type Cmd struct {
 	Propagator         []string `sep:"none" help:"A service account, namespace/name, that may only carry a change on, such as crossplane-system/crossplane for a composed XR (repeatable)."`
 	Deleting           string   `default:"orphan" enum:"orphan,delete" help:"What deleting the XR does to its cloud resources: orphan (keep them) or delete."`
 	DeletionProtection bool     `help:"Require the kausality.io/allow-delete annotation before an XR of the kind may be deleted."`
+	Mode               string   `default:"Enforce" enum:"Enforce,Log,Audit" help:"The policy's mode: Enforce, Log, or Audit (gate and refuse nothing, report what Enforce would do: adopt Kausality on a running cluster with every policy in Audit)."`
 	Name               string   `help:"The policy's name (default: the XR's plural)."`
 	// The render experiment: a Composition with a step that is not
 	// patch-and-transform is rendered when --functions is given (the
@@ -74,7 +76,7 @@ func (c *Cmd) Run(f *kube.Flags) error {
 	return Derive(Options{
 		Composition: c.File, XRD: c.XRD, CRDs: c.CRDs,
 		Users: c.User, Groups: c.Group, ServiceAccounts: c.ServiceAccount, Propagators: c.Propagator,
-		Deleting: c.Deleting, DeletionProtection: c.DeletionProtection, Name: c.Name,
+		Deleting: c.Deleting, DeletionProtection: c.DeletionProtection, Mode: c.Mode, Name: c.Name,
 		Experiment: c.Experiment,
 		Render: RenderOptions{
 			Functions: c.Functions, Crossplane: c.Crossplane, CrossplaneBinary: c.CrossplaneBinary,
@@ -98,6 +100,8 @@ type Options struct {
 	Deleting string
 	// DeletionProtection sets spec.deletionProtection.
 	DeletionProtection bool
+	// Mode sets spec.mode (Enforce, Log or Audit; empty: Enforce).
+	Mode string
 	// Name of the policy, when the file holds one Composition.
 	Name string
 	// Experiment derives by rendering (experiment.go) even when every step
@@ -155,7 +159,7 @@ func Derive(o Options, cluster *Cluster, w io.Writer) error {
 		s := schemaOf(m.XR)
 		r, err := derivation.Derive(m, derivation.Options{
 			Name: o.Name, Subjects: subjects, Deleting: deleting, DeletionProtection: o.DeletionProtection,
-			Resolver: res, XRSchema: s,
+			Mode: v1alpha1.Mode(o.Mode), Resolver: res, XRSchema: s,
 		})
 		if err != nil {
 			return errors.Wrapf(err, "Composition %s", c.GetName())

@@ -151,3 +151,38 @@ func TestDeriveErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestDeriveMode: --mode Audit writes a policy in Audit (how a team adopts
+// Kausality on a running cluster: every policy in Audit gates and refuses
+// nothing), Enforce writes no mode, and an unknown mode is refused.
+func TestDeriveMode(t *testing.T) {
+	comp := filepath.Join(corpus, "database", "composition.yaml")
+	cases := map[string]struct {
+		mode, want, not, err string
+	}{
+		"Audit":   {mode: "Audit", want: "mode: Audit"},
+		"Enforce": {mode: "Enforce", not: "mode:"},
+		"Unknown": {mode: "Dryrun", err: `mode "Dryrun" is not Enforce, Log or Audit`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := Derive(Options{Composition: comp, XRD: filepath.Join(corpus, "database", "xrd.yaml"), CRDs: []string{crds, corpus}, Groups: []string{"platform-team"}, Mode: tc.mode}, nil, &out)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("Derive(mode %s) = %v, want an error containing %q", tc.mode, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want != "" && !strings.Contains(out.String(), tc.want) {
+				t.Errorf("no %q in\n%s", tc.want, out.String())
+			}
+			if tc.not != "" && strings.Contains(out.String(), tc.not) {
+				t.Errorf("%q in\n%s", tc.not, out.String())
+			}
+		})
+	}
+}

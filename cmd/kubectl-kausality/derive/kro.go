@@ -40,7 +40,7 @@ func deriveGraphs(graphs []*unstructured.Unstructured, o Options, subjects []v1a
 		}
 		r, err := derivation.Derive(m, derivation.Options{
 			Name: o.Name, Subjects: subjects, Deleting: deleting, DeletionProtection: o.DeletionProtection,
-			Resolver: chain{derivation.KubernetesKinds{}, res}, XRSchema: s,
+			Mode: v1alpha1.Mode(o.Mode), Resolver: chain{derivation.KubernetesKinds{}, res}, XRSchema: s,
 		})
 		if err != nil {
 			return nil, errors.Wrapf(err, "ResourceGraphDefinition %s", g.GetName())
