@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
@@ -33,11 +32,8 @@ type Cmd struct {
 	// A Composition that is not all patch-and-transform is read by the
 	// render experiment derive runs, so check finds the gaps of what
 	// derive wrote.
-	XRD              string        `name:"xrd" help:"A file holding the XRs' CompositeResourceDefinitions, for Compositions check renders." type:"path"`
-	Functions        string        `help:"The Functions crossplane render runs a pipeline with: needed for a Composition with a step that is not patch-and-transform." type:"path"`
-	Crossplane       string        `default:"crossplane" help:"The crossplane CLI a render experiment runs."`
-	CrossplaneBinary string        `help:"A Crossplane core binary crossplane render uses instead of Docker (--crossplane-binary)."`
-	Timeout          time.Duration `default:"1m" help:"How long each render of an experiment may take."`
+	XRD                string `name:"xrd" help:"A file holding the XRs' CompositeResourceDefinitions, for Compositions check renders." type:"path"`
+	derive.RenderFlags `embed:""`
 }
 
 // Help prints examples of policy check.
@@ -52,9 +48,7 @@ Examples:
 `
 }
 
-func (c *Cmd) render() derive.RenderOptions {
-	return derive.RenderOptions{Functions: c.Functions, Crossplane: c.Crossplane, CrossplaneBinary: c.CrossplaneBinary, Timeout: c.Timeout}
-}
+func (c *Cmd) render() derive.RenderOptions { return c.Options("") }
 
 // Run prints the gaps and fails when there is one.
 func (c *Cmd) Run(f *kube.Flags) error {

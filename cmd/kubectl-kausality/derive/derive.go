@@ -40,12 +40,24 @@ type Cmd struct {
 	// patch-and-transform is rendered when --functions is given (the
 	// functions must be reachable, as for crossplane render), else its
 	// steps are noted in the policy; --experiment renders any Composition.
-	Experiment       bool          `help:"Derive by rendering even when every step is patch-and-transform (without it, only a Composition with another step is rendered, and only when --functions is given). Renders a baseline XR and one XR per leaf field of the XRD's spec with that field changed, and turns what changed in the composed resources into rules; needs --xrd."`
-	Functions        string        `help:"The Functions crossplane render runs the pipeline with (a YAML file or directory, as crossplane render takes them): enables the render experiment for Compositions with steps that are not patch-and-transform." type:"path"`
-	XR               string        `name:"xr" help:"A file holding the baseline XR of a render experiment (default: one made up from the XRD's schema); status fields it lacks are made up so resources composed once the XR reports them are rendered." type:"path"`
+	Experiment  bool   `help:"Derive by rendering even when every step is patch-and-transform (without it, only a Composition with another step is rendered, and only when --functions is given). Renders a baseline XR and one XR per leaf field of the XRD's spec with that field changed, and turns what changed in the composed resources into rules; needs --xrd."`
+	XR          string `name:"xr" help:"A file holding the baseline XR of a render experiment (default: one made up from the XRD's schema); status fields it lacks are made up so resources composed once the XR reports them are rendered." type:"path"`
+	RenderFlags `embed:""`
+}
+
+// RenderFlags say how a render experiment runs `crossplane render`; derive
+// and check take the same.
+type RenderFlags struct {
+	Functions        string        `help:"The Functions crossplane render runs the pipeline with (a YAML file or directory, as crossplane render takes them): needed for a Composition with a step that is not patch-and-transform, which is read by a render experiment." type:"path"`
 	Crossplane       string        `default:"crossplane" help:"The crossplane CLI a render experiment runs."`
 	CrossplaneBinary string        `help:"A Crossplane core binary crossplane render uses instead of Docker (--crossplane-binary)."`
 	Timeout          time.Duration `default:"1m" help:"How long each render of an experiment may take."`
+}
+
+// Options are the render options the flags give, with xr the baseline XR
+// file ("" makes one up).
+func (f RenderFlags) Options(xr string) RenderOptions {
+	return RenderOptions{Functions: f.Functions, Crossplane: f.Crossplane, CrossplaneBinary: f.CrossplaneBinary, XR: xr, Timeout: f.Timeout}
 }
 
 // Help prints examples of policy derive.
@@ -78,10 +90,7 @@ func (c *Cmd) Run(f *kube.Flags) error {
 		Users: c.User, Groups: c.Group, ServiceAccounts: c.ServiceAccount, Propagators: c.Propagator,
 		Deleting: c.Deleting, DeletionProtection: c.DeletionProtection, Mode: c.Mode, Name: c.Name,
 		Experiment: c.Experiment,
-		Render: RenderOptions{
-			Functions: c.Functions, Crossplane: c.Crossplane, CrossplaneBinary: c.CrossplaneBinary,
-			XR: c.XR, Timeout: c.Timeout,
-		},
+		Render:     c.Options(c.XR),
 	}, cluster, os.Stdout)
 }
 
