@@ -391,7 +391,7 @@ func (g *bobGame) rebind(x *unstructured.Unstructured, move string) (string, err
 		victim := g.buckets["prod/"+[]string{"data", "logs"}[g.rng.IntN(2)]]
 		path, value = []string{"spec", "crossplane", "resourceRefs"}, []any{map[string]any{"apiVersion": g.shape.bucketGVK.GroupVersion().String(), "kind": "Bucket", "name": victim.GetName()}}
 	default:
-		name := []string{"ghost-xr", g.xrName(g.prod)}[g.rng.IntN(2)]
+		name := []string{g.ghost(), g.xrName(g.prod)}[g.rng.IntN(2)]
 		path, value = []string{"spec", "resourceRef"}, map[string]any{"apiVersion": controlplane.XRGVK.GroupVersion().String(), "kind": controlplane.XRGVK.Kind, "name": name}
 	}
 	err := controlplane.Update(g.bob, x, func() { _ = unstructured.SetNestedField(x.Object, value, path...) })
@@ -463,13 +463,15 @@ func (g *bobGame) violation() string {
 }
 
 // ours reports whether a bucket name belongs to this game: the composed
-// buckets and whatever Bob's creations point at.
+// buckets, whatever Bob's creations point at, and what an XR of the
+// ghost name would compose.
 func (g *bobGame) ours(name string) bool {
-	if g.composed[name] || strings.HasPrefix(name, "bob-") {
-		return true
-	}
-	return false
+	return g.composed[name] || strings.HasPrefix(name, "bob-") || strings.HasPrefix(name, g.ghost()+"-")
 }
+
+// ghost is the name of no XR that Bob points the shop's Claim at: were it
+// admitted, Crossplane would create an XR of that name.
+func (g *bobGame) ghost() string { return g.shop.Namespace + "-ghost" }
 
 func (g *bobGame) admitted() int {
 	n := 0
