@@ -114,16 +114,9 @@ func Files(o Options, cluster *derive.Cluster, w io.Writer) error {
 		}
 		ps = append(ps, p...)
 	}
-	defs, res, err := derive.Resolvers(o.XRD, o.CRDs, cluster)
+	schemaOf, res, err := derive.Resolvers(o.XRD, o.CRDs, cluster)
 	if err != nil {
 		return err
-	}
-	schemaOf := func(gvk schema.GroupVersionKind) *derivation.Schema {
-		s := defs.Schema(gvk)
-		if s == nil && cluster != nil {
-			s = cluster.Schema(gvk)
-		}
-		return s
 	}
 	return check(comps, ps, res, func(c *xpv1.Composition) (*derivation.Model, error) {
 		return checkModel(o.Render, c, schemaOf)

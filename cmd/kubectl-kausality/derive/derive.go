@@ -148,16 +148,9 @@ func Derive(o Options, cluster *Cluster, w io.Writer) error {
 	if o.Name != "" && len(comps)+len(graphs) > 1 {
 		return errors.Errorf("--name names one policy, and %s holds %d Compositions and ResourceGraphDefinitions", o.Composition, len(comps)+len(graphs))
 	}
-	defs, res, err := Resolvers(o.XRD, o.CRDs, cluster)
+	schemaOf, res, err := Resolvers(o.XRD, o.CRDs, cluster)
 	if err != nil {
 		return err
-	}
-	schemaOf := func(gvk schema.GroupVersionKind) *derivation.Schema {
-		s := defs.Schema(gvk)
-		if s == nil && cluster != nil {
-			s = cluster.Schema(gvk)
-		}
-		return s
 	}
 	docs := make([][]byte, 0, len(comps)+len(graphs))
 	for _, c := range comps {
@@ -188,9 +181,12 @@ func Derive(o Options, cluster *Cluster, w io.Writer) error {
 	return err
 }
 
-// Resolvers are the definitions the files hold and the resolver to use:
-// the files first, then the cluster.
-func Resolvers(xrd string, crds []string, cluster *Cluster) (*derivation.Definitions, derivation.Resolver, error) {
+// SchemaOf is an XR kind's schema, from its XRD.
+type SchemaOf func(schema.GroupVersionKind) *derivation.Schema
+
+// Resolvers are where kinds and XR schemas are looked up: the files first
+// (xrd and the directories crds), then the cluster (nil: none).
+func Resolvers(xrd string, crds []string, cluster *Cluster) (SchemaOf, derivation.Resolver, error) {
 	var objs []*unstructured.Unstructured
 	if xrd != "" {
 		o, err := ReadObjects(xrd)
@@ -214,5 +210,12 @@ func Resolvers(xrd string, crds []string, cluster *Cluster) (*derivation.Definit
 	if cluster != nil {
 		res = append(res, *cluster)
 	}
-	return defs, res, nil
+	schemaOf := func(gvk schema.GroupVersionKind) *derivation.Schema {
+		s := defs.Schema(gvk)
+		if s == nil && cluster != nil {
+			s = cluster.Schema(gvk)
+		}
+		return s
+	}
+	return schemaOf, res, nil
 }
