@@ -8,19 +8,22 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 )
 
 // balancer plays the provider's webhook Service with its Endpoints: it
-// takes the API server's connections to the Service's address (tunnels
-// its egress proxy hands over) and hands each to the next replica whose
-// readiness probe passes, as kube-proxy
+// accepts the API server's connections on the Service's address and hands
+// each to the next replica whose readiness probe passes, as kube-proxy
 // does with the endpoints of ready pods. A replica that is not ready gets
 // no connection; with none ready the connection is closed, and the API
 // server fails the request closed.
 type balancer struct {
+	ln net.Listener
 	// backends are the replicas' webhook addresses and readiness.
 	backends func() []*backend
 	next     atomic.Uint64
+	wg       sync.WaitGroup
 	// fault is the Fault the Service plays now.
 	fault atomic.Int32
 	// hung are the connections a FaultHang holds, released when it ends;
@@ -78,6 +81,29 @@ func readyz(ctx context.Context, c *http.Client, url string) bool {
 	}
 	_ = resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// listen starts a balancer on addr.
+func listen(addr string, backends func() []*backend) (*balancer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, errors.Wrapf(err, "cannot listen on %s for provider-kausality's webhook Service", addr)
+	}
+	b := &balancer{ln: ln, backends: backends}
+	b.wg.Add(1)
+	go b.serve()
+	return b, nil
+}
+
+func (b *balancer) serve() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			return
+		}
+		go b.forward(c)
+	}
 }
 
 // setFault makes the balancer play f; ending FaultHang closes the
@@ -174,14 +200,6 @@ func (b *balancer) ready() bool {
 }
 
 func (b *balancer) close() {
-	// close ends every connection it forwards or holds.
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for c := range b.live {
-		_ = c.Close()
-	}
-	for _, c := range b.hung {
-		_ = c.Close()
-	}
-	b.hung = nil
+	_ = b.ln.Close()
+	b.wg.Wait()
 }

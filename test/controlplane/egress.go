@@ -19,16 +19,15 @@ import (
 // webhook Service through (the cluster selection of its
 // EgressSelectorConfiguration, as konnectivity is configured): a
 // webhook's port is whatever Crossplane writes (9443 for a provider), and
-// the proxy hands a tunnel to that address straight to the balancer in
-// front of provider-kausality's replicas, so no port of the machine is in
-// the suite's way, and a tunnel has no more hops than a Service's
-// connection would. Any other address is dialled as asked.
+// the proxy sends it to the free port the balancer in front of
+// provider-kausality's replicas listens on, so no fixed port of the
+// machine is in the suite's way. Any other address is dialled as asked.
 type egressProxy struct {
 	ln net.Listener
 	wg sync.WaitGroup
 
 	mu     sync.Mutex
-	routes map[string]func(net.Conn)
+	routes map[string]string
 	conns  map[net.Conn]bool
 }
 
@@ -54,7 +53,7 @@ func (c *ControlPlane) egress(env *envtest.Environment) error {
 	if err != nil {
 		return errors.Wrap(err, "cannot listen for the API server's egress")
 	}
-	p := &egressProxy{ln: ln, routes: map[string]func(net.Conn){}, conns: map[net.Conn]bool{}}
+	p := &egressProxy{ln: ln, routes: map[string]string{}, conns: map[net.Conn]bool{}}
 	cfg := filepath.Join(c.Dir, "egress-selector.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, egressConfig, sock), 0o600); err != nil {
 		_ = ln.Close()
@@ -68,12 +67,11 @@ func (c *ControlPlane) egress(env *envtest.Environment) error {
 	return nil
 }
 
-// route hands tunnels to address (host:port) to serve, which owns the
-// connection from then on.
-func (p *egressProxy) route(address string, serve func(net.Conn)) {
+// route sends connections for from (host:port) to to.
+func (p *egressProxy) route(from, to string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.routes[address] = serve
+	p.routes[from] = to
 }
 
 func (p *egressProxy) serve() {
@@ -90,21 +88,17 @@ func (p *egressProxy) serve() {
 // tunnel answers one CONNECT and copies bytes both ways until either side
 // closes.
 func (p *egressProxy) tunnel(c net.Conn) {
-	// A routed tunnel belongs to its handler, which may hold it open on
-	// purpose (the balancer's FaultHang).
-	handed := false
-	defer func() {
-		if !handed {
-			_ = c.Close()
-		}
-	}()
+	defer c.Close() //nolint:errcheck // the tunnel is over either way
 	req, err := http.ReadRequest(bufio.NewReader(c))
 	if err != nil || req.Method != http.MethodConnect {
 		_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\n\r\n")
 		return
 	}
+	to := req.Host
 	p.mu.Lock()
-	serve := p.routes[req.Host]
+	if r, ok := p.routes[to]; ok {
+		to = r
+	}
 	p.conns[c] = true
 	p.mu.Unlock()
 	defer func() {
@@ -112,23 +106,15 @@ func (p *egressProxy) tunnel(c net.Conn) {
 		delete(p.conns, c)
 		p.mu.Unlock()
 	}()
-	// The client speaks TLS only once it has the answer, so the reader
-	// above holds nothing more of it.
-	const established = "HTTP/1.1 200 Connection established\r\n\r\n"
-	if serve != nil {
-		if _, err := io.WriteString(c, established); err == nil {
-			handed = true
-			serve(c)
-		}
-		return
-	}
-	up, err := net.DialTimeout("tcp", req.Host, 10*time.Second)
+	up, err := net.DialTimeout("tcp", to, 10*time.Second)
 	if err != nil {
 		_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
 		return
 	}
 	defer up.Close() //nolint:errcheck // the tunnel is over either way
-	if _, err := io.WriteString(c, established); err != nil {
+	// The client speaks TLS only once it has the answer, so the reader
+	// above holds nothing more of it.
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
 	done := make(chan struct{}, 2)

@@ -53,7 +53,11 @@ func newProviderProcess(ctx context.Context, bin string, n int) (*providerProces
 	for i, rep := range p.replicas {
 		backends[i] = &rep.backend
 	}
-	p.lb = &balancer{backends: func() []*backend { return backends }}
+	lb, err := listen(net.JoinHostPort(webhookHost, "0"), func() []*backend { return backends })
+	if err != nil {
+		return nil, err
+	}
+	p.lb = lb
 	return p, nil
 }
 

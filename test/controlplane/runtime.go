@@ -26,8 +26,9 @@ import (
 // Crossplane points the package's webhook configuration at the Service
 // named after the Provider, port webhookPort; the runtime makes that
 // Service an ExternalName for this loopback address, so the API server
-// resolves it without cluster DNS, and its egress proxy hands
-// webhookHost:webhookPort to the balancer in front of the replicas.
+// resolves it without cluster DNS, and its egress proxy sends
+// webhookHost:webhookPort to the balancer in front of the replicas,
+// which listens on a free port.
 const (
 	webhookHost = "127.0.0.2"
 	webhookPort = "9443"
@@ -116,7 +117,7 @@ func (c *ControlPlane) startRuntime(ctx, rctx context.Context) error {
 		return err
 	}
 	c.stop = append(c.stop, r.provider.lb.close)
-	c.proxy.route(net.JoinHostPort(webhookHost, webhookPort), r.provider.lb.forward)
+	c.proxy.route(net.JoinHostPort(webhookHost, webhookPort), r.provider.lb.ln.Addr().String())
 
 	go func() {
 		t := time.NewTicker(250 * time.Millisecond)
