@@ -85,7 +85,6 @@ type ControlPlane struct {
 	module  string // the crossplane module's directory
 	procs   []*exec.Cmd
 	runtime *externalRuntime
-	proxy   *egressProxy
 	stop    []func()
 	cancel  context.CancelFunc
 	cli     cliBuild
@@ -119,9 +118,6 @@ func Start(ctx context.Context, root, dir string) (*ControlPlane, error) {
 	}
 	c.env = &envtest.Environment{}
 	if err := c.audit(c.env); err != nil {
-		return nil, err
-	}
-	if err := c.egress(c.env); err != nil {
 		return nil, err
 	}
 	if c.Admin, err = c.env.Start(); err != nil {

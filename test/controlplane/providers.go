@@ -53,7 +53,7 @@ func newProviderProcess(ctx context.Context, bin string, n int) (*providerProces
 	for i, rep := range p.replicas {
 		backends[i] = &rep.backend
 	}
-	lb, err := listen(net.JoinHostPort(webhookHost, "0"), func() []*backend { return backends })
+	lb, err := listen(net.JoinHostPort(webhookHost, "9443"), func() []*backend { return backends })
 	if err != nil {
 		return nil, err
 	}

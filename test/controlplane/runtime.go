@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,15 +23,11 @@ import (
 
 // webhookHost is where provider-kausality's webhook Service answers.
 // Crossplane points the package's webhook configuration at the Service
-// named after the Provider, port webhookPort; the runtime makes that
-// Service an ExternalName for this loopback address, so the API server
-// resolves it without cluster DNS, and its egress proxy sends
-// webhookHost:webhookPort to the balancer in front of the replicas,
-// which listens on a free port.
-const (
-	webhookHost = "127.0.0.2"
-	webhookPort = "9443"
-)
+// named after the Provider, port 9443; the runtime makes that Service an
+// ExternalName for this loopback address, so the API server reaches the
+// balancer in front of the replicas without cluster DNS, and nothing else
+// on 127.0.0.1:9443 is in the way.
+const webhookHost = "127.0.0.2"
 
 // externalRuntime plays Crossplane's External package runtime, what a
 // platform team running packages outside the cluster would run: for each
@@ -117,7 +112,6 @@ func (c *ControlPlane) startRuntime(ctx, rctx context.Context) error {
 		return err
 	}
 	c.stop = append(c.stop, r.provider.lb.close)
-	c.proxy.route(net.JoinHostPort(webhookHost, webhookPort), r.provider.lb.ln.Addr().String())
 
 	go func() {
 		t := time.NewTicker(250 * time.Millisecond)
