@@ -3,6 +3,7 @@ package admit
 import (
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -26,7 +27,9 @@ func FreezeChanged(old, obj *unstructured.Unstructured) bool {
 // Freeze settles a user's write of kausality.io/freeze (DESIGN §3): anyone
 // may set one, and admission records who and when, whatever the value
 // claims; only the user who set it, or a user a policy for the kind names
-// as a subject who may initiate changes, may lift or replace it. A freeze
+// as a subject who may initiate changes, may lift or replace it (set holds
+// the policies the caller found for it: on a composed resource, its
+// composite's when those name the user). A freeze
 // that cannot be read names nobody, so only such a user may lift it.
 // Crossplane and Kausality pass unchanged (Crossplane copies a Claim's
 // freeze to its XR and back); a provider's change is undone. It returns a
@@ -50,8 +53,12 @@ func (t Writers) Freeze(user policy.Identity, old, obj *unstructured.Unstructure
 				if err != nil {
 					by = "nobody readable"
 				}
+				kinds := obj.GetKind()
+				if metav1.GetControllerOf(obj) != nil {
+					kinds += " or for its composite's kind"
+				}
 				return Deny(metrics.ReasonFrozenWrite, "annotation %s of %s was set by %s: only that user, or a subject an AllowancePolicy for %s lets initiate changes, may lift or replace it",
-					v1alpha1.AnnotationFreeze, Describe(obj), by, obj.GetKind())
+					v1alpha1.AnnotationFreeze, Describe(obj), by, kinds)
 			}
 		}
 	}

@@ -9,6 +9,7 @@ const (
 	errFmtDecodeStatusWrite          = "cannot decode the status write of %s %s"
 	errFmtGet                        = "cannot get %s"
 	errFmtGetComposite               = "cannot get the composite %s %s"
+	errFmtReadComposite              = "cannot read the composite of %s"
 	errFmtGetCompositionRevision     = "cannot get CompositionRevision %s"
 	errFmtGetPodWhichSentRequest     = "cannot get pod %s/%s, which sent the request as %s"
 	errFmtGetUpgradeAllowance        = "cannot get UpgradeAllowance %s"

@@ -52,6 +52,28 @@ func (h *Managed) composite(ctx context.Context, obj *unstructured.Unstructured)
 	return guarded(ctx, h.Policies, h.Cache, xr)
 }
 
+// freezePolicies are the policies whose initiators may lift a freeze on
+// obj: those for its kind, or, when they name none of the user's
+// identities, those for its composite's kind. A freeze on a composed
+// resource holds its composite's changes, so whoever that composite's
+// policies let start them may lift it (docs/DESIGN.md §3); the controller
+// reference it is read through is one only Crossplane may set (Identity).
+func (h *Managed) freezePolicies(ctx context.Context, req admission.Request, obj *unstructured.Unstructured) (policy.Set, error) {
+	set, _, err := policiesFor(ctx, h.Policies, h.Cache, obj)
+	if err != nil || set.NamesInitiator(identity(req.UserInfo)) {
+		return set, err
+	}
+	xr, err := parents.Composite(ctx, h.Reader, obj)
+	if err != nil || xr == nil {
+		return set, errors.Wrapf(err, errFmtReadComposite, admit.Describe(obj))
+	}
+	xset, _, err := policiesFor(ctx, h.Policies, h.Cache, xr)
+	if err != nil || !xset.NamesInitiator(identity(req.UserInfo)) {
+		return set, err
+	}
+	return xset, nil
+}
+
 // Handle implements admission.Handler.
 func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.Response {
 	old, obj, sent, done := write(h.Trusted, req, true)
@@ -81,7 +103,7 @@ func (h *Managed) Handle(ctx context.Context, req admission.Request) admission.R
 		return refuse(ctx, v)
 	}
 	if !h.Trusted.Has(req.UserInfo.Username) && admit.FreezeChanged(old, obj) {
-		set, _, err := policiesFor(ctx, h.Policies, h.Cache, obj)
+		set, err := h.freezePolicies(ctx, req, obj)
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}

@@ -400,6 +400,18 @@ spec:
 				req: update(asRecorder, bucket(t, annotate(v1alpha1.AnnotationFreeze, frozenBy)), bucket(t, annotate("crossplane.io/external-create-succeeded", "2026-11-22T11:00:00Z")))},
 			want: result{Allowed: true, Object: bucket(t, annotate(v1alpha1.AnnotationFreeze, frozenBy), annotate("crossplane.io/external-create-succeeded", "2026-11-22T11:00:00Z")).Object},
 		},
+		"FreezeLiftedByCompositesInitiator": {
+			reason: "A freeze on a Bucket holds its XDatabase's changes: Alice, whom the XDatabases' policy lets initiate them, may lift one Carol set, though no policy is for Buckets.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asAlice, bucket(t, annotate(v1alpha1.AnnotationFreeze, frozenBy)), bucket(t))},
+			want: result{Allowed: true, Object: bucket(t).Object},
+		},
+		"FreezeLiftedByBobDenied": {
+			reason: "Bob, whom no policy lets initiate changes of the Bucket or of its composite, may not lift Carol's freeze.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asBob, bucket(t, annotate(v1alpha1.AnnotationFreeze, frozenBy)), bucket(t))},
+			want: result{Code: http.StatusForbidden, Message: "annotation kausality.io/freeze of Bucket orders-data was set by carol@example.com: only that user, or a subject an AllowancePolicy for Bucket or for its composite's kind lets initiate changes, may lift or replace it"},
+		},
 		"ProviderChangingSpecIsAHandEdit": {
 			reason: "A provider changing a set field is checked like a hand edit.",
 			args: args{objs: []client.Object{parentXR(), parentClaim()},

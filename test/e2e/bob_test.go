@@ -154,14 +154,14 @@ func playBob(t *testing.T, shape bobShape, ns string) {
 			t.Fatalf("seed %d, round %d: %s\nthe rounds up to it:\n%s", seed, round, v, strings.Join(g.log, "\n"))
 		}
 	}
-	// Bob's last pause lifted, the game settles: Alice's last size has
+	// Bob's last pause and freezes lifted, the game settles: Alice's last size has
 	// reached the cloud, and nothing uncaused did meanwhile. Unless Bob
 	// deleted her data bucket: that orphans the cloud bucket, and
 	// composing it again is a creation no cause covers, withheld until
 	// one does; then only the oracle is asked. The same when a write of
 	// Bob's left the shop apart from its XR (a repointed Claim): Alice's
 	// size then reaches nothing, which is safe.
-	g.unpause()
+	g.release(ctx)
 	if g.deletedData || g.detached {
 		time.Sleep(settleTimeout / 9)
 		if v := g.violation(); v != "" {
@@ -208,14 +208,40 @@ func (g *bobGame) alice(size string) {
 	}
 }
 
-// unpause lifts a pause Bob left on the shop (as Alice would).
-func (g *bobGame) unpause() {
+// release lifts, as Alice would, a pause Bob left on the shop and a freeze
+// he left on it or its Buckets. Anyone may freeze, which holds her changes
+// without losing them; she may lift it, as a subject her policy lets
+// initiate changes, and her last size must then reach the cloud.
+func (g *bobGame) release(ctx context.Context) {
 	x := g.root()
-	_ = controlplane.Update(alice(g.t), x, func() {
+	err := controlplane.Update(alice(g.t), x, func() {
 		ann := x.GetAnnotations()
 		delete(ann, "crossplane.io/paused")
+		delete(ann, "kausality.io/freeze")
 		x.SetAnnotations(ann)
 	})
+	if err != nil {
+		g.t.Fatalf("alice lifts Bob's pause and freeze of the %s shop: %v", g.shape.name, err)
+	}
+	for _, res := range []string{"data", "logs"} {
+		b := &unstructured.Unstructured{}
+		b.SetGroupVersionKind(g.shape.bucketGVK)
+		if err := cp.AdminClient().Get(ctx, client.ObjectKeyFromObject(g.buckets["shop/"+res]), b); err != nil {
+			continue
+		}
+		if _, frozen := b.GetAnnotations()["kausality.io/freeze"]; !frozen {
+			continue
+		}
+		err := controlplane.Update(alice(g.t), b, func() {
+			ann := b.GetAnnotations()
+			delete(ann, "kausality.io/freeze")
+			b.SetAnnotations(ann)
+		})
+		if err != nil {
+			g.t.Fatalf("alice lifts the freeze Bob set on Bucket shop/%s: %v", res, err)
+		}
+		g.log = append(g.log, fmt.Sprintf("alice lifts the freeze on Bucket shop/%s", res))
+	}
 }
 
 // bobMoves are what Bob may try, each on a target drawn at random, with
