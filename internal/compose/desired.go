@@ -30,6 +30,10 @@ type stamp struct {
 	annotations map[string]string
 	gated       bool
 	policies    []string
+	// closing is the resource as observed when this run closes only its
+	// gate (gate.Config.Overdue): the answer is it, its spec, labels and
+	// annotations unchanged, with policies as the gate.
+	closing map[string]any
 }
 
 // An answer is what the function emits for one composed resource: the
@@ -47,8 +51,11 @@ type answer struct {
 // and the stamp applied. The pipeline's object is not written: the top
 // level, metadata and spec are copied before anything is set in them.
 func (a answer) object() (map[string]any, error) {
-	obj := withSpec(a.Resource.Object, a.rewritten, a.whole, a.spec)
 	st := a.stamp
+	if st != nil && st.closing != nil {
+		return closingOnly(a.Resource.Object, st.closing, st.policies)
+	}
+	obj := withSpec(a.Resource.Object, a.rewritten, a.whole, a.spec)
 	if st == nil {
 		return obj, nil
 	}
@@ -70,6 +77,35 @@ func (a answer) object() (map[string]any, error) {
 		return nil, errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(obj))
 	}
 	return obj, nil
+}
+
+// closingOnly is desired's top level with observed's spec, labels and
+// annotations, and ps as its gate: Crossplane's server-side apply of it
+// changes nothing of the stored resource but spec.managementPolicies (every
+// field it names holds the stored value, and none is left out that the
+// stored resource has), which is what the API server admits without the
+// provider (provider/policycontroller OnlyClosing).
+func closingOnly(desired, observed map[string]any, ps []string) (map[string]any, error) {
+	out := maps.Clone(desired)
+	md, _ := desired["metadata"].(map[string]any)
+	md = maps.Clone(md)
+	if md == nil {
+		md = map[string]any{}
+	}
+	stored, _ := observed["metadata"].(map[string]any)
+	for _, k := range []string{"annotations", "labels"} {
+		delete(md, k)
+		if v, ok := stored[k]; ok {
+			md[k] = v
+		}
+	}
+	out["metadata"] = md
+	spec, _ := observed["spec"].(map[string]any)
+	out["spec"] = maps.Clone(spec)
+	if err := setManagementPolicies(out, ps); err != nil {
+		return nil, errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(out))
+	}
+	return out, nil
 }
 
 // withSpec is a copy of obj's top level with spec in place of its own when
@@ -153,7 +189,7 @@ func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out
 		var s *structpb.Struct
 		patchable := false // answered with the request's own values
 		k, ok := in[string(n)]
-		if ok && !a.rewritten {
+		if ok && !a.rewritten && (st == nil || st.closing == nil) {
 			var err error
 			if s, patchable, err = patched(k.GetResource(), d.Resource.Object, st); err != nil {
 				return errors.Wrapf(err, errFmtEncodeDesiredComposedResource, n)

@@ -30,6 +30,7 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 		return nil, nil, false
 	}
 	dm, om, observed, desired, ch := it.dm, it.om, it.observed, it.ch.object(it.desired), it.ch
+	stored := it.have
 	if !ch.create {
 		it.have, ch.superseded = supersede(it.have, ch.wanted, ch.released)
 		ch.applied = nextApplied(ch.owned, ch.wanted, append(slices.Clone(ch.withheld), ch.held...))
@@ -54,6 +55,9 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 	switch {
 	case gated:
 		reports, policies = r.gate(dm, om, observed, desired, ann, ch, it.have)
+		if !r.cfg.gate.Opens(policies) && r.cfg.gate.Overdue(observed, stored, r.now) {
+			return &stamp{gated: true, policies: policies, closing: observed}, append(reports, r.overdue(dm)), true
+		}
 	case restricted:
 		// Without a policy for its cloud resource the pipeline owns this
 		// resource's managementPolicies; Kausality still records what it
@@ -62,6 +66,15 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 		r.stampLogic(ann, om, ch)
 	}
 	return &stamp{annotations: ann, gated: gated, policies: policies}, reports, true
+}
+
+// overdue reports a gate found open past maxGateOpen: the run answers the
+// resource as observed with only its gate closed, a write the API server
+// admits while the provider is down (gate.Config.Overdue), and whatever
+// else this run would change of it waits for the next run.
+func (r *run) overdue(dm childMeta) withheld {
+	return withheldOf(dm, "close gate", "", metrics.ReasonGateOverdue,
+		fmt.Sprintf("its gate stayed open longer than maxGateOpen (%s) and the provider has not closed it: this run closes only the gate, which the API server admits without the provider; the resource's other changes wait for the next run", r.cfg.gate.Defaulted().MaxOpen))
 }
 
 // noteUnrestricted records a composed managed resource that is neither

@@ -117,3 +117,28 @@ func (c Config) decide(obj, stored map[string]any, approved Approval, spec mutat
 func generation(obj map[string]any) int64 {
 	return (&unstructured.Unstructured{Object: obj}).GetGeneration()
 }
+
+// Overdue reports whether stored's gate has stayed open past the limit
+// with nobody closing it: the gate opens more than the read-only set, and
+// an unconsumed External allowance among as, the stored allowances that
+// may have opened it, was stamped longer than MaxOpen ago. The provider
+// closes a gate at the limit, so one found overdue means the provider
+// cannot: the function then answers with only the gate closed, a write the
+// API server admits without the provider (docs/OPERATIONS.md).
+func (c Config) Overdue(stored map[string]any, as []allowance.Allowance, now time.Time) bool {
+	c = c.Defaulted()
+	ps, err := fieldpath.Pave(stored).GetStringArray(PathManagementPolicies)
+	if err != nil || !c.Opens(ps) {
+		return false
+	}
+	return slices.ContainsFunc(as, func(a allowance.Allowance) bool {
+		return live(a) && a.ExpiredAt(now, c.MaxOpen)
+	})
+}
+
+// Opens reports whether the gate ps opens anything beyond the read-only
+// set.
+func (c Config) Opens(ps []string) bool {
+	c = c.Defaulted()
+	return slices.ContainsFunc(ps, func(p string) bool { return !slices.Contains(c.ReadOnly, p) })
+}

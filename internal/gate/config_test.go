@@ -88,3 +88,45 @@ func TestConfigDecide(t *testing.T) {
 		})
 	}
 }
+
+func TestConfigOverdue(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	mr := func(policies ...any) map[string]any {
+		return map[string]any{"spec": map[string]any{"managementPolicies": policies}}
+	}
+	stamped := func(ago time.Duration, mods ...func(*allowance.Allowance)) []allowance.Allowance {
+		a := allowance.Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Update"}, Generation: 2,
+			Trace: allowance.Trace{{Kind: "Bucket", Name: "b", Generation: 2, Timestamp: allowance.Timestamp(now.Add(-ago))}}}
+		for _, m := range mods {
+			m(&a)
+		}
+		return []allowance.Allowance{a}
+	}
+	consumed := func(a *allowance.Allowance) { a.Consumed = true }
+	held := func(a *allowance.Allowance) { a.Held = true }
+	pending := func(a *allowance.Allowance) { a.Pending = map[string]string{"spec.size": "h"} }
+	chained := func(a *allowance.Allowance) { a.Relation = v1alpha1.RelationControllerChild }
+	open := mr("Observe", "Update", "LateInitialize")
+	cases := map[string]struct {
+		reason string
+		mr     map[string]any
+		as     []allowance.Allowance
+		want   bool
+	}{
+		"OpenPastTheLimit":  {reason: "Open two hours on an allowance the limit of one hour has expired: overdue.", mr: open, as: stamped(2 * time.Hour), want: true},
+		"WithinTheLimit":    {reason: "Open for a minute: the provider closes it in time.", mr: open, as: stamped(time.Minute)},
+		"Closed":            {reason: "A closed gate is never overdue.", mr: mr("Observe", "LateInitialize"), as: stamped(2 * time.Hour)},
+		"MarkedConsumed":    {reason: "An allowance marked consumed opens nothing: whatever holds the gate open is not it.", mr: open, as: stamped(2*time.Hour, consumed)},
+		"HeldByAFreeze":     {reason: "A freeze's held allowance does not expire.", mr: open, as: stamped(2*time.Hour, held)},
+		"PendingPropagated": {reason: "A pending allowance opens nothing and does not expire.", mr: open, as: stamped(2*time.Hour, pending)},
+		"NotExternal":       {reason: "A chained allowance opens no gate.", mr: open, as: stamped(2*time.Hour, chained)},
+		"NoGate":            {reason: "A resource without managementPolicies has no gate to close.", mr: map[string]any{"spec": map[string]any{}}, as: stamped(2 * time.Hour)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := (Config{}).Overdue(tc.mr, tc.as, now); got != tc.want {
+				t.Errorf("%s\nOverdue(...) = %v, want %v", tc.reason, got, tc.want)
+			}
+		})
+	}
+}

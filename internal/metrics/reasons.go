@@ -13,6 +13,7 @@ const (
 	ReasonFrozen          = "frozen"           // a freeze keeps the gate shut
 	ReasonUncovered       = "uncovered_change" // the gate would ship a change no allowance covers
 	ReasonGateError       = "gate_error"       // the gate could not be decided
+	ReasonGateOverdue     = "gate_overdue"     // the gate stayed open past maxGateOpen: only closing it this run
 
 	// Pending: an UpgradeAllowance permits the change.
 	ReasonUpgradeTurn   = "upgrade_turn"   // not the XR's turn in the roll-out yet

@@ -111,3 +111,50 @@ func subresource(gvrs []schema.GroupVersionResource, sub string) []schema.GroupV
 	}
 	return out
 }
+
+// unchangedMetadata is the CEL of a write that keeps what Kausality reads
+// of an object's metadata as stored: labels, annotations, owner references
+// and finalizers, and no deletion begun.
+const unchangedMetadata = `!has(object.metadata.deletionTimestamp) &&
+(has(object.metadata.annotations) ? object.metadata.annotations : {}) == (has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}) &&
+(has(object.metadata.labels) ? object.metadata.labels : {}) == (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) &&
+(has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) == (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) &&
+(has(object.metadata.finalizers) ? object.metadata.finalizers : []) == (has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : [])`
+
+// OnlyClosing is the CEL of a managed resource write that changes nothing
+// but its gate, to a part of the read-only set it had: spec, labels,
+// annotations, owner references and finalizers are as stored, and the
+// resulting spec.managementPolicies hold Observe and nothing but Observe
+// and LateInitialize that the stored gate held. Such a write sends no
+// change to the cloud whoever makes it, and writes nothing Kausality reads
+// as a cause, so the API server admits it without calling the provider:
+// the function closes a gate held open past maxGateOpen while the provider
+// is down (docs/OPERATIONS.md), and the provider, once up, writes the gate
+// its formula gives again.
+const OnlyClosing = `request.operation == 'UPDATE' &&
+has(object.spec) && has(oldObject.spec) &&
+has(object.spec.managementPolicies) && has(oldObject.spec.managementPolicies) &&
+'Observe' in object.spec.managementPolicies &&
+object.spec.managementPolicies.all(p, (p == 'Observe' || p == 'LateInitialize') && p in oldObject.spec.managementPolicies) &&
+object.spec.all(k, k == 'managementPolicies' || (k in oldObject.spec && object.spec[k] == oldObject.spec[k])) &&
+oldObject.spec.all(k, k == 'managementPolicies' || k in object.spec) &&
+` + unchangedMetadata
+
+// Unchanged is the CEL of a Claim or composite write that changes nothing
+// Kausality reads: its spec and the metadata of unchangedMetadata as
+// stored. Crossplane writes an XR's resource references before it applies
+// what the pipeline composed, whether they changed or not; admitted
+// without the provider, that write lets the pipeline's closing of an
+// overdue gate (OnlyClosing) reach the resource while the provider is
+// down. There is nothing in it to decide.
+const Unchanged = `request.operation == 'UPDATE' &&
+(has(object.spec) ? object.spec : {}) == (has(oldObject.spec) ? oldObject.spec : {}) &&
+` + unchangedMetadata
+
+// notOnlyClosing sends the managed webhook every gated resource's write
+// but one that is OnlyClosing; changing sends the composites webhook every
+// write but an Unchanged one.
+var (
+	notOnlyClosing = []admissionregistrationv1.MatchCondition{{Name: "not-only-closing-the-gate", Expression: "!(" + OnlyClosing + ")"}}
+	changing       = []admissionregistrationv1.MatchCondition{{Name: "changes-something", Expression: "!(" + Unchanged + ")"}}
+)

@@ -249,13 +249,19 @@ func shared(refs []metav1.OwnerReference) []metav1.OwnerReference {
 func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.WebhookClientConfig, t target) error {
 	var hooks []admissionregistrationv1.MutatingWebhook
 	if len(t.composites) > 0 {
-		hooks = append(hooks, mutating("composites.kausality.io", clientConfig(cc, PathComposites), rules(t.composites, admissionregistrationv1.Create, admissionregistrationv1.Update), nil))
+		composites := mutating("composites.kausality.io", clientConfig(cc, PathComposites), rules(t.composites, admissionregistrationv1.Create, admissionregistrationv1.Update), nil)
+		composites.MatchConditions = changing
+		hooks = append(hooks, composites)
 	}
 	if len(t.managed) > 0 {
 		// Updates of gated resources only (the API server matches the
 		// selector against the old object too, so a write dropping the
 		// label is still seen).
-		hooks = append(hooks, mutating("managed.kausality.io", clientConfig(cc, PathManaged), rules(t.managed, admissionregistrationv1.Update), gatedSelector))
+		// A write that only narrows the gate is admitted without it, so
+		// a gate closes while the provider is down (onlyClosing).
+		managed := mutating("managed.kausality.io", clientConfig(cc, PathManaged), rules(t.managed, admissionregistrationv1.Update), gatedSelector)
+		managed.MatchConditions = notOnlyClosing
+		hooks = append(hooks, managed)
 	}
 	if len(t.creating) > 0 {
 		// Creation of the kinds the policies restrict, however it comes

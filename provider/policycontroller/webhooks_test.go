@@ -211,6 +211,7 @@ func compositesHook(cc admissionregistrationv1.WebhookClientConfig, rules ...adm
 		Name: "composites.kausality.io", ClientConfig: cc, Rules: rules,
 		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail), MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
 		AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
+		MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "changes-something", Expression: "!(" + Unchanged + ")"}},
 	}
 }
 
@@ -220,6 +221,7 @@ func managedHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admiss
 		ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelGated: "true"}},
 		SideEffects:    ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail), MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
 		AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
+		MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "not-only-closing-the-gate", Expression: "!(" + OnlyClosing + ")"}},
 	}
 }
 
@@ -228,6 +230,7 @@ func managedHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admiss
 func restrictedHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.MutatingWebhook {
 	h := managedHook(cc, rules...)
 	h.Name = "restricted.managed.kausality.io"
+	h.MatchConditions = nil
 	h.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: v1alpha1.LabelGated, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}}}}
 	return h
 }
@@ -238,6 +241,7 @@ func createHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissi
 	h := managedHook(cc, rules...)
 	h.Name = "create.managed.kausality.io"
 	h.ObjectSelector = nil
+	h.MatchConditions = nil
 	return h
 }
 

@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
+	"github.com/kausality-io/kausality-crossplane/test/recorder"
+)
+
+// outageGateOpen is the maxGateOpen of the Composition TestGateClosesWhileDown
+// composes with: the provider's, as docs/OPERATIONS.md asks (a provider with
+// a longer limit would open again, once back, a gate the function closed).
+const outageGateOpen = controlplane.MaxGateOpen
+
+// TestGateClosesWhileDown: Alice's permitted resize opens the data
+// bucket's gate, its provider applies it, and provider-kausality is killed
+// before it closes the gate. Past maxGateOpen the function closes the gate
+// on its own (a write that only narrows the gate, which the API server
+// admits without the provider), within maxGateOpen plus the time Crossplane
+// takes to run the pipeline again. The cloud then drifts: with the gate
+// closed, the drift is observed and not corrected, so exactly one Update
+// reached the cloud. When the provider is back the allowance is used up
+// and the gate stays closed. It kills the provider, so it runs alone.
+func TestGateClosesWhileDown(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "composition-1.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "composition.yaml")
+	// The kausality step's Input is the file's last line.
+	if err := os.WriteFile(file, append(raw, []byte(fmt.Sprintf("      maxGateOpen: %s\n", outageGateOpen))...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := created(t, compositionFrom(t, file), "outage", "orders")
+	data := buckets(t, key)["data"]
+	c := claim(key.Namespace, key.Name, "", nil)
+
+	release := cp.Cloud.Hold(data.GetName())
+	defer release()
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, settleTimeout, "the data bucket's gate to open for the Update", func() (bool, string) {
+		b := buckets(t, key)["data"]
+		return slices.Contains(gate(b), "Update"), fmt.Sprint(gate(b))
+	})
+	cp.KillProvider()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = cp.StartProvider()
+		}
+	})
+	release()
+	fixture.Eventually(t, 30*time.Second, "the external Update", func() (bool, string) {
+		n := cp.Cloud.Count(recorder.VerbUpdate, data.GetName())
+		return n == 1, fmt.Sprint(n, " updates")
+	})
+	data = buckets(t, key)["data"]
+	as := fixture.Allowances(t, data)
+	if len(as) != 1 || as[0].Consumed {
+		t.Fatalf("allowances while the provider is down = %+v, want the open one, unmarked", as)
+	}
+	stamped, _ := as[0].StampedAt()
+
+	// Crossplane runs the pipeline again within its poll interval (a
+	// minute) or sooner, when a composed resource changes.
+	bound := outageGateOpen + 90*time.Second
+	fixture.Eventually(t, bound+30*time.Second, "the gate closed by the function while the provider is down", func() (bool, string) {
+		data = buckets(t, key)["data"]
+		return slices.Equal(gate(data), controlplane.ClosedGate), fmt.Sprint(gate(data))
+	})
+	if open := time.Since(stamped); open > bound {
+		t.Errorf("the gate closed %s after its allowance was stamped, more than maxGateOpen %s plus %s", open.Round(time.Second), outageGateOpen, bound-outageGateOpen)
+	}
+	if got := fixture.Allowances(t, data); len(got) != 1 || !got[0].Same(as[0]) {
+		t.Errorf("allowances after the closing write = %+v, want the stored one untouched %+v", got, as)
+	}
+
+	// The cloud drifts; the closed gate observes it and corrects nothing.
+	drifted := recorder.State{Size: 7, Region: "eu"}
+	cp.Cloud.Put(data.GetName(), drifted)
+	time.Sleep(10 * time.Second)
+	if s, _ := cp.Cloud.Get(data.GetName()); s.Size != drifted.Size {
+		t.Errorf("the drifted size %d was corrected to %d through a gate that should be closed", drifted.Size, s.Size)
+	}
+
+	if err := cp.StartProvider(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	if err := controlplane.WaitForRules(context.Background(), cp.AdminClient(), "databaseclaims", "buckets"); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, settleTimeout, "the allowance used up and the gate closed after restart", func() (bool, string) {
+		data = buckets(t, key)["data"]
+		as := fixture.Allowances(t, data)
+		used := !slices.ContainsFunc(as, func(a allowance.Allowance) bool { return !a.Consumed })
+		return used && slices.Equal(gate(data), controlplane.ClosedGate), fmt.Sprintf("%+v %v", as, gate(data))
+	})
+	expectCalls(t, key, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+	if s, _ := cp.Cloud.Get(data.GetName()); s.Size != drifted.Size {
+		t.Errorf("after the restart the drifted size %d became %d: the expired allowance's change was shipped again", drifted.Size, s.Size)
+	}
+}

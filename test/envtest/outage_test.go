@@ -1,0 +1,168 @@
+package envtest
+
+// What the API server admits while the provider cannot be reached.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
+	"github.com/kausality-io/kausality-crossplane/test/controlplane"
+	"github.com/kausality-io/kausality-crossplane/test/fixture"
+)
+
+// TestOnlyClosingPassesWithoutTheProvider registers copies of the managed
+// and the composites webhooks whose endpoint refuses connections, as the
+// provider's does while it is down, for one gated Bucket with an open gate
+// and its XDatabase. A write that only narrows the gate is admitted (the
+// API server skips the webhook by its match condition); every other write
+// is refused, the narrowing ones that also change the spec, an annotation
+// or a label among them. Of the XDatabase, a write that changes nothing
+// (Crossplane's rewrite of its resource references before it applies what
+// it composed) is admitted, a change of its spec refused. Once the
+// endpoint is gone from the path, the gate controller opens the gate again
+// by its formula: a write that closes it is never a way to lose a change.
+func TestOnlyClosingPassesWithoutTheProvider(t *testing.T) {
+	ctx := context.Background()
+	admin, bobC := as(t, "admin"), as(t, bob)
+	xr, b, xa := gatedPair(t, "outage-1", nil)
+	stamp(t, b, 2, xa, map[string]string{"crossplane.io/paused": "true"})
+	for _, o := range []*unstructured.Unstructured{b, xr} {
+		if err := controlplane.Update(admin, o, func() { o.SetLabels(withLabel(o.GetLabels(), "outage-test", "true")) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := policiesOf(b); !slices.Equal(got, open) {
+		t.Fatalf("gate after stamping = %v, want %v", got, open)
+	}
+
+	down := unreachableHooks(ctx, t, admin, "managed.kausality.io", "composites.kausality.io")
+	poke := func() error {
+		return controlplane.Update(bobC, b, func() {
+			ann := b.GetAnnotations()
+			ann[v1alpha1.AnnotationTraceLabelPrefix+"poke"] = time.Now().Format(time.RFC3339Nano)
+			b.SetAnnotations(ann)
+		})
+	}
+	fixture.Eventually(t, 15*time.Second, "a write refused by the unreachable webhook", func() (bool, string) {
+		err := poke()
+		return err != nil, fmt.Sprint(err)
+	})
+
+	write := func(fn func()) error { return controlplane.Update(bobC, b, fn) }
+	narrow := func() { _ = unstructured.SetNestedStringSlice(b.Object, closed, "spec", "managementPolicies") }
+	refused := map[string]func(){
+		"narrows and resizes":   func() { narrow(); _ = unstructured.SetNestedField(b.Object, int64(9), "spec", "forProvider", "size") },
+		"narrows and annotates": func() { narrow(); b.SetAnnotations(withLabel(b.GetAnnotations(), "example.org/note", "x")) },
+		"narrows and relabels":  func() { narrow(); b.SetLabels(withLabel(b.GetLabels(), "team", "x")) },
+		"opens to everything":   func() { _ = unstructured.SetNestedStringSlice(b.Object, []string{"*"}, "spec", "managementPolicies") },
+		"narrows below Observe": func() {
+			_ = unstructured.SetNestedStringSlice(b.Object, []string{"LateInitialize"}, "spec", "managementPolicies")
+		},
+		"narrows to a new verb": func() {
+			_ = unstructured.SetNestedStringSlice(b.Object, []string{"Observe", "Create"}, "spec", "managementPolicies")
+		},
+		"narrows and drops spec": func() { narrow(); unstructured.RemoveNestedField(b.Object, "spec", "forProvider") },
+	}
+	for what, fn := range refused {
+		if err := write(fn); err == nil {
+			t.Errorf("Bob's write that %s was admitted with the webhook unreachable", what)
+		}
+	}
+	if err := write(narrow); err != nil {
+		t.Fatalf("a write that only closes the gate was refused with the webhook unreachable: %v", err)
+	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatal(err)
+	}
+	if got := policiesOf(b); !slices.Equal(got, closed) {
+		t.Fatalf("gate after the closing write = %v, want %v", got, closed)
+	}
+
+	if err := admin.Update(ctx, xr); err != nil {
+		t.Errorf("a write of the XDatabase that changes nothing was refused with the webhook unreachable: %v", err)
+	}
+	if err := controlplane.Update(admin, xr, func() { _ = unstructured.SetNestedField(xr.Object, "3", "spec", "size") }); err == nil {
+		t.Error("a change of the XDatabase's spec was admitted with the webhook unreachable")
+	}
+
+	if err := admin.Delete(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, 15*time.Second, "the gate controller opening the gate again by its formula", func() (bool, string) {
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return false, err.Error()
+		}
+		return slices.Equal(policiesOf(b), open), fmt.Sprint(policiesOf(b))
+	})
+}
+
+// unreachableHooks registers the provider's dynamic mutating webhooks
+// named again, for objects labelled outage-test only, at an address
+// nothing listens on, and removes them when the test ends.
+func unreachableHooks(ctx context.Context, t *testing.T, admin client.Client, names ...string) *admissionregistrationv1.MutatingWebhookConfiguration {
+	t.Helper()
+	dynamic := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := admin.Get(ctx, client.ObjectKey{Name: policycontroller.DynamicName}, dynamic); err != nil {
+		t.Fatal(err)
+	}
+	down := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "kausality-envtest-unreachable"}}
+	addr := closedAddress(t)
+	for _, name := range names {
+		i := slices.IndexFunc(dynamic.Webhooks, func(h admissionregistrationv1.MutatingWebhook) bool { return h.Name == name })
+		if i < 0 {
+			t.Fatalf("the provider registers no %s webhook", name)
+		}
+		h := dynamic.Webhooks[i]
+		h.Name = "unreachable." + name
+		h.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://" + addr + "/down"), CABundle: h.ClientConfig.CABundle}
+		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"outage-test": "true"}}
+		if h.ObjectSelector != nil {
+			sel = h.ObjectSelector.DeepCopy()
+			sel.MatchLabels = withLabel(sel.MatchLabels, "outage-test", "true")
+		}
+		h.ObjectSelector = sel
+		h.TimeoutSeconds = ptr.To[int32](2)
+		down.Webhooks = append(down.Webhooks, h)
+	}
+	if err := admin.Create(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), down) })
+	return down
+}
+
+// closedAddress is a loopback address the OS gave out and nothing listens
+// on any more.
+func closedAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// withLabel is m (labels or annotations) with k set to v.
+func withLabel(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	return m
+}
