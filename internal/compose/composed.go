@@ -64,6 +64,7 @@ type change struct {
 	upgrades []mutation.Mutation  // those of covered an UpgradeAllowance permits
 	chosen   *allowance.Allowance // the XR allowance that justifies them
 	upgrade  *upgrade             // the logic change whose UpgradeAllowances let upgrades (or the creation) through
+	creation bool                 // the XR's creation let some of passed through (decision.creation)
 	applied  mutation.Applied     // the record of what was let through, after this run
 	owned    mutation.Applied     // the record before this run: what Crossplane's apply owns
 	owns     func(string) bool    // owned.Owner(), indexed once for the diff and the gate
@@ -125,6 +126,9 @@ type item struct {
 	// back, so it exists in Kubernetes behind a closed gate and not yet in
 	// the cloud.
 	pendingCreate *allowance.Allowance
+	// problems are its malformed annotations, one line each, for the XR's
+	// report; each is resolved towards withholding.
+	problems []string
 }
 
 // decide works out what may change in one desired composed resource
@@ -138,15 +142,17 @@ func (r *run) decide(resName string, observed, desired map[string]any) *item {
 		it.om.from = allowance.ComposedGeneration(observed)
 		var err error
 		if it.have, err = allowance.Parse(it.om.ann[v1alpha1.AnnotationAllowances]); err != nil {
-			r.problem(errors.Wrapf(err, errFmtParseAllowancesGateClosed, v1alpha1.AnnotationAllowances, ref(observed)))
+			it.problems = append(it.problems, errors.Wrapf(err, errFmtParseAllowancesGateClosed, v1alpha1.AnnotationAllowances, ref(observed)).Error())
 		}
 	}
 	if observed == nil {
 		it.ch, it.ok = r.create(it.dm, desired)
-	} else {
-		it.ch = r.update(it.dm, it.om, observed, desired, it.have)
-		it.pendingCreate = pendingCreate(it.have)
+		return it
 	}
+	var problems []string
+	it.ch, problems = r.update(it.dm, it.om, observed, desired, it.have)
+	it.problems = append(it.problems, problems...)
+	it.pendingCreate = pendingCreate(it.have)
 	return it
 }
 
@@ -164,21 +170,24 @@ func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
 		reports = append(reports, w)
 	}
 	return change{
-		reports: reports,
-		create:  true,
-		passed:  []mutation.Mutation{{Path: "", Verb: v1alpha1.MutationInsert}},
-		chosen:  d.by,
-		upgrade: d.upgrade,
-		applied: mutation.Record(prefix, value, skipManaged),
+		reports:  reports,
+		create:   true,
+		passed:   []mutation.Mutation{{Path: "", Verb: v1alpha1.MutationInsert}},
+		chosen:   d.by,
+		upgrade:  d.upgrade,
+		creation: d.creation,
+		applied:  mutation.Record(prefix, value, skipManaged),
 	}, true
 }
 
 // update decides each mutation from observed to desired, keeps the observed
-// value of those withheld, and records what was let through.
-func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []allowance.Allowance) change {
+// value of those withheld, and records what was let through. It returns
+// the malformed input it met, one line each.
+func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []allowance.Allowance) (change, []string) {
+	var problems []string
 	applied, err := mutation.ParseApplied(om.ann[v1alpha1.AnnotationApplied])
 	if err != nil {
-		r.problem(errors.Wrapf(err, errFmtParseApplied, v1alpha1.AnnotationApplied, ref(observed)))
+		problems = append(problems, errors.Wrapf(err, errFmtParseApplied, v1alpha1.AnnotationApplied, ref(observed)).Error())
 	}
 	// What the pipeline wants, before anything is withheld, is what the
 	// applied record remembers for the fields let through.
@@ -211,6 +220,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 		case d.ok:
 			ch.passed = append(ch.passed, m)
 			ch.covered = append(ch.covered, m)
+			ch.creation = ch.creation || d.creation
 			if d.upgrade != nil {
 				ch.upgrade = d.upgrade
 				ch.upgrades = append(ch.upgrades, m)
@@ -228,19 +238,21 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 			withheld = append(withheld, m)
 		}
 	}
-	keepObserved(r, dm.child, observed, desired, withheld, &ch)
+	if err := keepObserved(dm.child, observed, desired, withheld, &ch); err != nil {
+		problems = append(problems, err.Error())
+	}
 	ch.wanted, ch.withheld, ch.owned, ch.owns = wanted, withheld, applied, owns
-	return ch
+	return ch, problems
 }
 
 // keepObserved makes ch's spec (content, for a kind of c) desired's with
 // the mutations ms at their observed values, in a copy: desired is what
 // the pipeline wants and stays so. When it cannot keep a field as observed
 // it withholds the whole resource's content rather than let the field
-// through.
-func keepObserved(r *run, c policy.Child, observed, desired map[string]any, ms []mutation.Mutation, ch *change) {
+// through, and returns why.
+func keepObserved(c policy.Child, observed, desired map[string]any, ms []mutation.Mutation, ch *change) error {
 	if len(ms) == 0 {
-		return
+		return nil
 	}
 	whole := c.Class == policy.ClassUnmanaged
 	kept := map[string]any{}
@@ -252,16 +264,17 @@ func keepObserved(r *run, c policy.Child, observed, desired map[string]any, ms [
 		kept["spec"] = runtime.DeepCopyJSONValue(spec)
 	}
 	ch.rewritten, ch.whole = true, whole
-	if err := mutation.Revert(kept, observed, ms); err != nil {
-		r.problem(errors.Wrapf(err, errFmtWithholdChanges, ref(observed)))
+	err := mutation.Revert(kept, observed, ms)
+	if err != nil {
 		kept = runtimeCopy(observed)
 		ch.passed = nil
 	}
 	if whole {
 		ch.spec = policy.Body(kept)
-		return
+	} else {
+		ch.spec = kept["spec"]
 	}
-	ch.spec = kept["spec"]
+	return errors.Wrapf(err, errFmtWithholdChanges, ref(observed))
 }
 
 // content is what the function compares, records and withholds of a

@@ -26,6 +26,8 @@ type deletion struct {
 	// withheld is the Delete kept from it, or in Log mode the one that
 	// would have been (logOnly); nil when the deletion is permitted.
 	withheld *withheld
+	// problems are the malformed input it met, one line each.
+	problems []string
 }
 
 // deleted decides about a composed resource the pipeline no longer wants.
@@ -51,7 +53,11 @@ func (r *run) deleted(resName string, observed map[string]any) deletion {
 		if up.bound.AllowsChild(m.child, v1alpha1.VerbDelete) {
 			ok, why := r.turn(up)
 			if ok {
-				return deletion{kept: r.dropped(m, observed, up)}
+				kept, err := r.dropped(m, observed, up)
+				if err != nil {
+					return deletion{kept: kept, problems: []string{err.Error()}}
+				}
+				return deletion{kept: kept}
 			}
 			d.reason, d.code = why, up.turnCode
 		}
@@ -59,12 +65,13 @@ func (r *run) deleted(resName string, observed map[string]any) deletion {
 	w := withheldOf(m, v1alpha1.VerbDelete, "", d.code, d.reason)
 	// Emit the resource as observed so Crossplane keeps it; close its gate.
 	kept := keptAsObserved(m, observed)
+	del := deletion{kept: kept, withheld: &w}
 	if r.gated(m) {
 		if err := setManagementPolicies(kept.Object, r.cfg.gate.ReadOnly); err != nil {
-			r.problem(errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(observed)))
+			del.problems = append(del.problems, errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(observed)).Error())
 		}
 	}
-	return deletion{kept: kept, withheld: &w}
+	return del
 }
 
 // dropped decides a resource new logic drops under an UpgradeAllowance
@@ -77,15 +84,14 @@ func (r *run) deleted(resName string, observed map[string]any) deletion {
 // lets Crossplane delete it (deleted), and the provider deletes the cloud
 // resource.
 // Without the external grant Crossplane deletes it behind its closed gate,
-// which orphans the cloud resource.
-func (r *run) dropped(m childMeta, observed map[string]any, up *upgrade) *composed.Unstructured {
+// which orphans the cloud resource. An error names the malformed input met.
+func (r *run) dropped(m childMeta, observed map[string]any, up *upgrade) (*composed.Unstructured, error) {
 	if !r.gated(m) || !v1alpha1.GrantsVerb(up.bound.ExternalVerbs(m.child), v1alpha1.VerbDelete) {
-		return nil
+		return nil, nil
 	}
 	have, err := allowance.Parse(m.ann[v1alpha1.AnnotationAllowances])
 	if err != nil {
-		r.problem(errors.Wrapf(err, errFmtParseAllowancesGateClosed, v1alpha1.AnnotationAllowances, ref(observed)))
-		return nil
+		return nil, errors.Wrapf(err, errFmtParseAllowancesGateClosed, v1alpha1.AnnotationAllowances, ref(observed))
 	}
 	gen := allowance.NextGeneration(m.generation)
 	hop := allowance.HopOf(m.obj, gen)
@@ -97,14 +103,14 @@ func (r *run) dropped(m childMeta, observed map[string]any, up *upgrade) *compos
 	kept := keptAsObserved(m, observed)
 	g := r.cfg.gate.Decide(kept.Object, observed, have, r.now, r.frozen)
 	if err := setManagementPolicies(kept.Object, g.Policies); err != nil {
-		r.problem(errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(observed)))
+		return nil, errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(observed))
 	}
 	ann := kept.GetAnnotations()
 	ann[v1alpha1.AnnotationAllowances] = allowance.Format(allowance.Unconsumed(g.Allowances, observed))
 	ann[v1alpha1.AnnotationTrace] = allowance.FormatTrace(del.Trace)
 	r.stampLogic(ann, childMeta{}, change{})
 	kept.SetAnnotations(ann)
-	return kept
+	return kept, nil
 }
 
 // upgradeDeleteOpen reports whether the resource is observed with its Delete

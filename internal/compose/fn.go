@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"time"
 
@@ -157,10 +158,14 @@ func (f *Function) runFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	run.rolloutRequirements(rsp.Requirements)
 
 	out, items := run.decideAll(observed, desired)
+	run.usedCreation = slices.ContainsFunc(items, func(it *item) bool { return it.ch.creation })
 	run.propagate(items)
 	for _, it := range items {
 		st, reports, ok := run.finish(it)
 		run.withheld = append(run.withheld, reports...)
+		if st != nil && st.closing == nil && run.olderLogic(st.annotations) {
+			run.behind = true
+		}
 		if ok {
 			n := resource.Name(it.resName)
 			out[n] = answer{DesiredComposed: desired[n], rewritten: it.ch.rewritten, whole: it.ch.whole, spec: it.ch.spec, stamp: st}
@@ -214,11 +219,13 @@ func (r *run) decideAll(observed map[resource.Name]resource.ObservedComposed, de
 		d, ok := desired[name]
 		if ok {
 			it := r.decide(n, obs, d.Resource.Object)
+			r.problems = append(r.problems, it.problems...)
 			r.withheld = append(r.withheld, it.ch.reports...)
 			items = append(items, it)
 			continue
 		}
 		del := r.deleted(n, obs)
+		r.problems = append(r.problems, del.problems...)
 		if del.withheld != nil {
 			r.withheld = append(r.withheld, *del.withheld)
 		}

@@ -18,8 +18,10 @@ type decision struct {
 	ok      bool
 	by      *allowance.Allowance
 	upgrade *upgrade // the logic change whose UpgradeAllowances let it through
-	reason  string
-	code    string // the reason's class, a metrics.Reason* constant
+	// creation: the XR's creation lets it through (inCreation).
+	creation bool
+	reason   string
+	code     string // the reason's class, a metrics.Reason* constant
 }
 
 // restricted reports whether changes to composed resources of kind c need
@@ -52,7 +54,7 @@ func (r *run) permit(c policy.Child, from int64, verb string, inPhase func(polic
 // permitChild decides creating or deleting a composed resource of kind c.
 func (r *run) permitChild(c policy.Child, from int64, verb string) decision {
 	if verb == v1alpha1.VerbCreate && r.added == nil && r.inCreation(c) {
-		return decision{ok: true}
+		return decision{ok: true, creation: true}
 	}
 	return r.permit(c, from, verb, func(b policy.Bound) bool { return b.AllowsChild(c, verb) }, nil)
 }
@@ -65,9 +67,7 @@ func (r *run) permitChild(c policy.Child, from int64, verb string) decision {
 // logic adds (a Composition revision, a Function) never is: callers ask
 // only when the logic did not change.
 func (r *run) inCreation(c policy.Child) bool {
-	ok := r.creating && !r.restrictAll && r.set.CreationCovers(c)
-	r.usedCreation = r.usedCreation || ok
-	return ok
+	return r.creating && !r.restrictAll && r.set.CreationCovers(c)
 }
 
 // permitMutation decides one field mutation of an existing composed
@@ -89,7 +89,7 @@ func (r *run) permitMutation(c policy.Child, from int64, m mutation.Mutation, un
 	}
 	if m.Verb == v1alpha1.MutationInsert && up == nil && r.inCreation(c) {
 		// Completing the resource: a field it did not have.
-		return decision{ok: true}
+		return decision{ok: true, creation: true}
 	}
 	d := r.permit(c, from, v1alpha1.VerbUpdate,
 		func(b policy.Bound) bool { return b.AllowsMutation(c, m) },

@@ -170,7 +170,9 @@ func (r *run) heldBack(it *item) change {
 		return ch
 	}
 	ch.pending = allowance.ValuesOf(it.desired, ch.covered, skipManaged)
-	keepObserved(r, it.dm.child, it.observed, ch.object(it.desired), ch.passed, &ch)
+	if err := keepObserved(it.dm.child, it.observed, ch.object(it.desired), ch.passed, &ch); err != nil {
+		r.problem(err)
+	}
 	ch.held = ch.covered
 	ch.passed, ch.covered, ch.upgrades, ch.released, ch.upgrade = nil, nil, nil, nil, nil
 	return ch

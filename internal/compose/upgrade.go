@@ -30,6 +30,9 @@ type upgrade struct {
 	turnDecided, turnOK bool
 	turnWhy             string
 	turnCode            string // turnWhy's class, a metrics.Reason* constant
+	// turnWait is what the XR reports of a turn it waits for, or of a
+	// halted roll-out (the Propagated condition): no counts of the fleet.
+	turnWait string
 }
 
 // loadFunctions reads the package each Function of the pipeline runs:
@@ -178,9 +181,14 @@ func (r *run) stampLogic(ann map[string]string, om childMeta, ch change) {
 	if fns != "" {
 		ann[v1alpha1.AnnotationFunctionVersions] = fns
 	}
-	if rev != r.revision || (r.functions != "" && fns != r.functions) || (r.inputs != "" && ins != r.inputs) {
-		r.behind = true
-	}
+}
+
+// olderLogic reports whether ann, a composed resource's annotations as
+// stamped (stampLogic), record other logic than the run's: its change is
+// withheld or held, so the XR is behind its logic.
+func (r *run) olderLogic(ann map[string]string) bool {
+	rev, fns, ins := ann[v1alpha1.AnnotationCompositionRevision], ann[v1alpha1.AnnotationFunctionVersions], ann[v1alpha1.AnnotationInputVersions]
+	return rev != r.revision || (r.functions != "" && fns != r.functions) || (r.inputs != "" && ins != r.inputs)
 }
 
 func asList(v any) []any {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -85,9 +86,7 @@ func (r *run) turn(up *upgrade) (bool, string) {
 				up.turnOK, up.turnCode = false, metrics.ReasonRolloutHalted
 				r.metrics.Turn(u.GetName(), metrics.TurnHalted, updated, total)
 				up.turnWhy = fmt.Sprintf("the roll-out of UpgradeAllowance %s is halted: %s", u.GetName(), why)
-				if !slices.Contains(r.waiting, up.turnWhy) {
-					r.waiting = append(r.waiting, up.turnWhy)
-				}
+				up.turnWait = up.turnWhy
 				return false, up.turnWhy
 			}
 		}
@@ -103,9 +102,7 @@ func (r *run) turn(up *upgrade) (bool, string) {
 		// each XR that moved would rewrite every waiting XR's status, and
 		// wake it, on every step of the roll-out. The counts are the
 		// UpgradeAllowance's status.rollout.
-		if w := fmt.Sprintf("waits for its turn in the roll-out of UpgradeAllowance %s: %s", u.GetName(), held); !slices.Contains(r.waiting, w) {
-			r.waiting = append(r.waiting, w)
-		}
+		up.turnWait = fmt.Sprintf("waits for its turn in the roll-out of UpgradeAllowance %s: %s", u.GetName(), held)
 		up.turnWhy = fmt.Sprintf("the upgrade (%s) rolls out across the composites of revision %s under UpgradeAllowance %s and it is not this one's turn: %s",
 			logic.Describe(up.changes), r.revision, u.GetName(), held)
 		return false, up.turnWhy
@@ -169,4 +166,18 @@ func (r *run) reportUpgraded(rsp *fnv1.RunFunctionResponse) {
 		return
 	}
 	response.ConditionTrue(rsp, v1alpha1.ConditionUpgraded, ReasonCurrent).WithMessage(r.logicKey() + ": every composed resource is produced by the current logic").TargetComposite()
+}
+
+// waiting says why the XR waits in an upgrade's roll-out: each turn the run
+// asked for and was refused (turn), once, in the order of the logic the
+// upgrades name.
+func (r *run) waiting() []string {
+	keys := slices.Sorted(maps.Keys(r.upgradesBy))
+	var out []string
+	for _, k := range keys {
+		if up := r.upgradesBy[k]; up != nil && up.turnWait != "" && !slices.Contains(out, up.turnWait) {
+			out = append(out, up.turnWait)
+		}
+	}
+	return out
 }

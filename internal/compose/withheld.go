@@ -179,8 +179,9 @@ func (r *run) reportPropagation(rsp *fnv1.RunFunctionResponse) {
 	if r.cfg.plan == nil && r.frozen == "" && !r.paced() {
 		return
 	}
-	lines := make([]string, 0, len(r.holds)+len(r.waiting)+1)
-	lines = append(lines, r.waiting...)
+	waiting := r.waiting()
+	lines := make([]string, 0, len(r.holds)+len(waiting)+1)
+	lines = append(lines, waiting...)
 	if r.frozen != "" {
 		lines = append(lines, fmt.Sprintf("frozen by %s: no gate opens until the freeze lifts, and held changes then apply", r.frozen))
 	}

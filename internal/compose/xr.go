@@ -101,8 +101,6 @@ type findings struct {
 	// behind: some composed resource still records older logic (its
 	// upgrade is withheld, held, or waits for its turn).
 	behind bool
-	// waiting says why the XR waits for its turn in an upgrade's roll-out.
-	waiting []string
 	// usedCreation: this run let something through as part of the XR's
 	// creation (loaded.creating).
 	usedCreation bool
