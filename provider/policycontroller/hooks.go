@@ -151,10 +151,33 @@ const Unchanged = `request.operation == 'UPDATE' &&
 (has(object.spec) ? object.spec : {}) == (has(oldObject.spec) ? oldObject.spec : {}) &&
 ` + unchangedMetadata
 
-// notOnlyClosing sends the managed webhook every gated resource's write
-// but one that is OnlyClosing; changing sends the composites webhook every
-// write but an Unchanged one.
+// OnlyCreationBookkeeping is the CEL of a managed resource write that
+// records nothing but crossplane-runtime's creation bookkeeping: it sets or
+// changes crossplane.io/external-create-pending, -succeeded or -failed,
+// and leaves every other annotation, the spec (its gate included), labels,
+// owner references and finalizers as stored. The managed reconciler writes
+// these around the cloud Create and, should the second write fail, refuses
+// to go on ("cannot determine creation result") until someone removes the
+// pending one by hand; admitted without the provider, a creation the gate
+// let through completes while the provider is down. The gate, which the
+// provider checks before the Create, is not part of such a write.
+const OnlyCreationBookkeeping = `request.operation == 'UPDATE' &&
+(has(object.spec) ? object.spec : {}) == (has(oldObject.spec) ? oldObject.spec : {}) &&
+!has(object.metadata.deletionTimestamp) &&
+(has(object.metadata.labels) ? object.metadata.labels : {}) == (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) &&
+(has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) == (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) &&
+(has(object.metadata.finalizers) ? object.metadata.finalizers : []) == (has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : []) &&
+(has(object.metadata.annotations) ? object.metadata.annotations : {}).all(k, k in ['crossplane.io/external-create-pending', 'crossplane.io/external-create-succeeded', 'crossplane.io/external-create-failed'] ||
+  (has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations && oldObject.metadata.annotations[k] == object.metadata.annotations[k])) &&
+(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}).all(k, has(object.metadata.annotations) && k in object.metadata.annotations)`
+
+// managedConditions send the managed webhook every gated resource's write
+// but one that is OnlyClosing or OnlyCreationBookkeeping; changing sends
+// the composites webhook every write but an Unchanged one.
 var (
-	notOnlyClosing = []admissionregistrationv1.MatchCondition{{Name: "not-only-closing-the-gate", Expression: "!(" + OnlyClosing + ")"}}
-	changing       = []admissionregistrationv1.MatchCondition{{Name: "changes-something", Expression: "!(" + Unchanged + ")"}}
+	managedConditions = []admissionregistrationv1.MatchCondition{
+		{Name: "not-only-closing-the-gate", Expression: "!(" + OnlyClosing + ")"},
+		{Name: "not-only-creation-bookkeeping", Expression: "!(" + OnlyCreationBookkeeping + ")"},
+	}
+	changing = []admissionregistrationv1.MatchCondition{{Name: "changes-something", Expression: "!(" + Unchanged + ")"}}
 )

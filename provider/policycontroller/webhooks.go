@@ -257,10 +257,11 @@ func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.
 		// Updates of gated resources only (the API server matches the
 		// selector against the old object too, so a write dropping the
 		// label is still seen).
-		// A write that only narrows the gate is admitted without it, so
-		// a gate closes while the provider is down (onlyClosing).
+		// A write that only narrows the gate, or only records a creation,
+		// is admitted without it: a gate closes and a creation completes
+		// while the provider is down (managedConditions).
 		managed := mutating("managed.kausality.io", clientConfig(cc, PathManaged), rules(t.managed, admissionregistrationv1.Update), gatedSelector)
-		managed.MatchConditions = notOnlyClosing
+		managed.MatchConditions = managedConditions
 		hooks = append(hooks, managed)
 	}
 	if len(t.creating) > 0 {

@@ -221,7 +221,10 @@ func managedHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admiss
 		ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelGated: "true"}},
 		SideEffects:    ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail), MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
 		AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
-		MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "not-only-closing-the-gate", Expression: "!(" + OnlyClosing + ")"}},
+		MatchConditions: []admissionregistrationv1.MatchCondition{
+			{Name: "not-only-closing-the-gate", Expression: "!(" + OnlyClosing + ")"},
+			{Name: "not-only-creation-bookkeeping", Expression: "!(" + OnlyCreationBookkeeping + ")"},
+		},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
@@ -112,4 +113,66 @@ func TestGateClosesWhileDown(t *testing.T) {
 	if s, _ := cp.Cloud.Get(data.GetName()); s.Size != drifted.Size {
 		t.Errorf("after the restart the drifted size %d became %d: the expired allowance's change was shipped again", drifted.Size, s.Size)
 	}
+}
+
+// TestCreationCompletesWhileDown: Alice's Claim composes two Buckets whose
+// Create gates open; their provider records the creation as pending and
+// calls the cloud, which is slow; provider-kausality is killed while both
+// Creates are in flight. crossplane-runtime's second write, the one that
+// records the creation as done, goes through without Kausality (it changes
+// nothing but that bookkeeping), so neither Bucket is left at "cannot
+// determine creation result": each is created in the cloud exactly once
+// and, once the provider is back, the Claim settles with nothing else sent
+// to the cloud. It kills the provider, so it runs alone.
+func TestCreationCompletesWhileDown(t *testing.T) {
+	const ns, name = "outage-create", "midcreate"
+	comp := composition(t, 1)
+	namespace(t, ns)
+	release := cp.Cloud.HoldPrefix(name + "-")
+	defer release()
+	c := claim(ns, name, "small", map[string]string{"jira": "INFRA-1"})
+	_ = unstructured.SetNestedField(c.Object, comp, "spec", "compositionRef", "name")
+	if err := alice(t).Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	pending := func(b *unstructured.Unstructured) bool {
+		_, ok := b.GetAnnotations()["crossplane.io/external-create-pending"]
+		return ok
+	}
+	fixture.Eventually(t, settleTimeout, "both Buckets' Creates in flight (recorded as pending)", func() (bool, string) {
+		bs, err := cp.Buckets(context.Background(), key)
+		if err != nil || len(bs) != 2 {
+			return false, fmt.Sprint(len(bs), " buckets ", err)
+		}
+		for res, b := range bs {
+			if !pending(b) {
+				return false, res + " not pending: " + fmt.Sprint(gate(b))
+			}
+		}
+		return true, ""
+	})
+	cp.KillProvider()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = cp.StartProvider()
+		}
+	})
+	release()
+	fixture.Eventually(t, settleTimeout, "both creations recorded as done while the provider is down", func() (bool, string) {
+		for res, b := range buckets(t, key) {
+			if _, ok := b.GetAnnotations()["crossplane.io/external-create-succeeded"]; !ok {
+				return false, res + ": " + fmt.Sprint(b.GetAnnotations())
+			}
+		}
+		return true, ""
+	})
+
+	if err := cp.StartProvider(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	settle(t, key)
+	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
 }

@@ -28,7 +28,10 @@ import (
 // and its XDatabase. A write that only narrows the gate is admitted (the
 // API server skips the webhook by its match condition); every other write
 // is refused, the narrowing ones that also change the spec, an annotation
-// or a label among them. Of the XDatabase, a write that changes nothing
+// or a label among them. So is a write that records nothing but
+// crossplane-runtime's creation bookkeeping, and refused are those that
+// retarget, resize, drop an annotation or open the gate alongside. Of the
+// XDatabase, a write that changes nothing
 // (Crossplane's rewrite of its resource references before it applies what
 // it composed) is admitted, a change of its spec refused. Once the
 // endpoint is gone from the path, the gate controller opens the gate again
@@ -77,7 +80,7 @@ func TestOnlyClosingPassesWithoutTheProvider(t *testing.T) {
 	}
 	for what, fn := range refused {
 		if err := write(fn); err == nil {
-			t.Errorf("Bob's write that %s was admitted with the webhook unreachable", what)
+			t.Errorf("Bob's write that %s was admitted with the webhook unreachable: stored %v", what, b.Object["spec"])
 		}
 	}
 	if err := write(narrow); err != nil {
@@ -88,6 +91,40 @@ func TestOnlyClosingPassesWithoutTheProvider(t *testing.T) {
 	}
 	if got := policiesOf(b); !slices.Equal(got, closed) {
 		t.Fatalf("gate after the closing write = %v, want %v", got, closed)
+	}
+
+	// crossplane-runtime's creation bookkeeping, written around the Create.
+	bookkeeping := func(k string) func() {
+		return func() { b.SetAnnotations(withLabel(b.GetAnnotations(), k, time.Now().UTC().Format(time.RFC3339))) }
+	}
+	for _, k := range []string{"crossplane.io/external-create-pending", "crossplane.io/external-create-succeeded"} {
+		if err := write(bookkeeping(k)); err != nil {
+			t.Errorf("a write of only %s was refused with the webhook unreachable: %v", k, err)
+		}
+	}
+	for what, fn := range map[string]func(){
+		"records a creation and retargets": func() {
+			bookkeeping("crossplane.io/external-create-failed")()
+			b.SetAnnotations(withLabel(b.GetAnnotations(), "crossplane.io/external-name", "victim"))
+		},
+		"records a creation and resizes": func() {
+			bookkeeping("crossplane.io/external-create-failed")()
+			_ = unstructured.SetNestedField(b.Object, int64(9), "spec", "forProvider", "size")
+		},
+		"records a creation and drops one": func() {
+			bookkeeping("crossplane.io/external-create-failed")()
+			ann := b.GetAnnotations()
+			delete(ann, "crossplane.io/paused")
+			b.SetAnnotations(ann)
+		},
+		"records a creation and opens gate": func() {
+			bookkeeping("crossplane.io/external-create-failed")()
+			_ = unstructured.SetNestedStringSlice(b.Object, []string{"*"}, "spec", "managementPolicies")
+		},
+	} {
+		if err := write(fn); err == nil {
+			t.Errorf("Bob's write that %s was admitted with the webhook unreachable: stored %v", what, b.Object["spec"])
+		}
 	}
 
 	if err := admin.Update(ctx, xr); err != nil {
@@ -110,14 +147,17 @@ func TestOnlyClosingPassesWithoutTheProvider(t *testing.T) {
 
 // unreachableHooks registers the provider's dynamic mutating webhooks
 // named again, for objects labelled outage-test only, at an address
-// nothing listens on, and removes them when the test ends.
+// nothing listens on, and removes them when the test ends. The API server
+// calls mutating webhooks in the order of their configurations' names:
+// these come first, so they see each write as sent, not as the provider's
+// own webhooks (up in this test) rewrote it.
 func unreachableHooks(ctx context.Context, t *testing.T, admin client.Client, names ...string) *admissionregistrationv1.MutatingWebhookConfiguration {
 	t.Helper()
 	dynamic := &admissionregistrationv1.MutatingWebhookConfiguration{}
 	if err := admin.Get(ctx, client.ObjectKey{Name: policycontroller.DynamicName}, dynamic); err != nil {
 		t.Fatal(err)
 	}
-	down := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "kausality-envtest-unreachable"}}
+	down := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "a-kausality-envtest-unreachable"}}
 	addr := closedAddress(t)
 	for _, name := range names {
 		i := slices.IndexFunc(dynamic.Webhooks, func(h admissionregistrationv1.MutatingWebhook) bool { return h.Name == name })

@@ -8,6 +8,7 @@ package recorder
 import (
 	"errors"
 	"maps"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -76,6 +77,16 @@ func (c *Cloud) Hold(name string) (release func()) {
 	}
 }
 
+// HoldPrefix is Hold for every bucket whose name starts with prefix, for a
+// bucket whose name is not known before Crossplane composes it.
+func (c *Cloud) HoldPrefix(prefix string) (release func()) {
+	return c.Hold(prefix + heldPrefix)
+}
+
+// heldPrefix marks a key of Cloud.held as a prefix (bucket names never end
+// in "*").
+const heldPrefix = "*"
+
 // errFailing is what a write to a failing bucket returns.
 var errFailing = errors.New("the cloud API refuses writes to this bucket")
 
@@ -93,12 +104,17 @@ func (c *Cloud) Fail(name string) (restore func()) {
 	}
 }
 
-// wait blocks while the named bucket is held.
+// wait blocks while the named bucket is held, by name or by a prefix.
 func (c *Cloud) wait(name string) {
 	c.mu.Lock()
-	ch := c.held[name]
+	var held []chan struct{}
+	for k, ch := range c.held {
+		if k == name || (strings.HasSuffix(k, heldPrefix) && strings.HasPrefix(name, strings.TrimSuffix(k, heldPrefix))) {
+			held = append(held, ch)
+		}
+	}
 	c.mu.Unlock()
-	if ch != nil {
+	for _, ch := range held {
 		<-ch
 	}
 }

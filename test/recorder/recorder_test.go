@@ -306,3 +306,29 @@ func start(t *testing.T, mgr ctrl.Manager) context.Context {
 	})
 	return ctx
 }
+
+// TestHoldPrefix: a held prefix holds the writes of every bucket named
+// with it until released, and no other.
+func TestHoldPrefix(t *testing.T) {
+	c := NewCloud()
+	release := c.HoldPrefix("midcreate-")
+	other := make(chan error, 1)
+	go func() { other <- c.write(VerbCreate, "orders-1", State{Size: 1}) }()
+	if err := <-other; err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan error, 1)
+	go func() { held <- c.write(VerbCreate, "midcreate-x-1", State{Size: 1}) }()
+	select {
+	case <-held:
+		t.Fatal("a write of a bucket named with the held prefix went through before the release")
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Count(VerbCreate, "midcreate-x-1"); n != 1 {
+		t.Errorf("Creates of the held bucket after the release = %d, want 1", n)
+	}
+}
