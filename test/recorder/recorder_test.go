@@ -320,8 +320,8 @@ func TestHoldPrefix(t *testing.T) {
 	held := make(chan error, 1)
 	go func() { held <- c.write(VerbCreate, "midcreate-x-1", State{Size: 1}) }()
 	select {
-	case <-held:
-		t.Fatal("a write of a bucket named with the held prefix went through before the release")
+	case err := <-held:
+		t.Fatalf("a write of a bucket named with the held prefix went through before the release (%v)", err)
 	case <-time.After(100 * time.Millisecond):
 	}
 	release()
