@@ -352,36 +352,10 @@ spec:
 // parallel scenarios only after it.
 func TestS8Faults(t *testing.T) {
 	key := created(t, composition(t, 1), "s8", "orders")
-	data := buckets(t, key)["data"]
-	c := claim(key.Namespace, key.Name, "", nil)
-
 	// The cloud is slow: the Update is in flight when the provider dies
 	// with the gate open.
-	release := cp.Cloud.Hold(data.GetName())
-	defer release()
-	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
-		t.Fatal(err)
-	}
-	fixture.Eventually(t, settleTimeout, "the data bucket's gate to open for the Update", func() (bool, string) {
-		b := buckets(t, key)["data"]
-		return slices.Contains(gate(b), "Update"), fmt.Sprint(gate(b))
-	})
-	cp.KillProvider()
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = cp.StartProvider()
-		}
-	})
-	release()
-	fixture.Eventually(t, 30*time.Second, "the external Update", func() (bool, string) {
-		n := cp.Cloud.Count(recorder.VerbUpdate, data.GetName())
-		return n == 1, fmt.Sprint(n, " updates")
-	})
-	data = buckets(t, key)["data"]
-	if as := fixture.Allowances(t, data); len(as) != 1 || as[0].Consumed {
-		t.Fatalf("allowances while the provider is down = %+v, want the open one, unmarked", as)
-	}
+	restart, _ := resizedWhileDown(t, key)
+	c := claim(key.Namespace, key.Name, "", nil)
 
 	// With the webhook unreachable, nothing is admitted.
 	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "small", "spec", "size") }); err == nil {
@@ -410,18 +384,12 @@ func TestS8Faults(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 
-	if err := cp.StartProvider(); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
-	if err := controlplane.WaitForRules(context.Background(), cp.AdminClient(), "databaseclaims", "buckets"); err != nil {
-		t.Fatalf("the restarted provider does not write its webhook configurations again: %v", err)
-	}
+	restart()
 	// The allowance is consumed: marked by the restarted provider, or
 	// already pruned by the function once the Bucket was observed at its
 	// generation (Crossplane may reconcile first).
 	fixture.Eventually(t, settleTimeout, "the gate closed after restart", func() (bool, string) {
-		data = buckets(t, key)["data"]
+		data := buckets(t, key)["data"]
 		as := fixture.Allowances(t, data)
 		consumed := !slices.ContainsFunc(as, func(a allowance.Allowance) bool { return !a.Consumed })
 		return len(as) <= 1 && consumed && slices.Equal(gate(data), controlplane.ClosedGate), fmt.Sprintf("%+v %v", as, gate(data))

@@ -43,36 +43,9 @@ func TestGateClosesWhileDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := created(t, compositionFrom(t, file), "outage", "orders")
+	restart, open := resizedWhileDown(t, key)
 	data := buckets(t, key)["data"]
-	c := claim(key.Namespace, key.Name, "", nil)
-
-	release := cp.Cloud.Hold(data.GetName())
-	defer release()
-	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
-		t.Fatal(err)
-	}
-	fixture.Eventually(t, settleTimeout, "the data bucket's gate to open for the Update", func() (bool, string) {
-		b := buckets(t, key)["data"]
-		return slices.Contains(gate(b), "Update"), fmt.Sprint(gate(b))
-	})
-	cp.KillProvider()
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = cp.StartProvider()
-		}
-	})
-	release()
-	fixture.Eventually(t, 30*time.Second, "the external Update", func() (bool, string) {
-		n := cp.Cloud.Count(recorder.VerbUpdate, data.GetName())
-		return n == 1, fmt.Sprint(n, " updates")
-	})
-	data = buckets(t, key)["data"]
-	as := fixture.Allowances(t, data)
-	if len(as) != 1 || as[0].Consumed {
-		t.Fatalf("allowances while the provider is down = %+v, want the open one, unmarked", as)
-	}
-	stamped, _ := as[0].StampedAt()
+	stamped, _ := open.StampedAt()
 
 	// Crossplane runs the pipeline again within its poll interval (a
 	// minute) or sooner, when a composed resource changes.
@@ -84,8 +57,8 @@ func TestGateClosesWhileDown(t *testing.T) {
 	if open := time.Since(stamped); open > bound {
 		t.Errorf("the gate closed %s after its allowance was stamped, more than maxGateOpen %s plus %s", open.Round(time.Second), outageGateOpen, bound-outageGateOpen)
 	}
-	if got := fixture.Allowances(t, data); len(got) != 1 || !got[0].Same(as[0]) {
-		t.Errorf("allowances after the closing write = %+v, want the stored one untouched %+v", got, as)
+	if got := fixture.Allowances(t, data); len(got) != 1 || !got[0].Same(open) {
+		t.Errorf("allowances after the closing write = %+v, want the stored one untouched %+v", got, open)
 	}
 
 	// The cloud drifts; the closed gate observes it and corrects nothing.
@@ -96,13 +69,7 @@ func TestGateClosesWhileDown(t *testing.T) {
 		t.Errorf("the drifted size %d was corrected to %d through a gate that should be closed", drifted.Size, s.Size)
 	}
 
-	if err := cp.StartProvider(); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
-	if err := controlplane.WaitForRules(context.Background(), cp.AdminClient(), "databaseclaims", "buckets"); err != nil {
-		t.Fatal(err)
-	}
+	restart()
 	fixture.Eventually(t, settleTimeout, "the allowance used up and the gate closed after restart", func() (bool, string) {
 		data = buckets(t, key)["data"]
 		as := fixture.Allowances(t, data)
@@ -152,13 +119,7 @@ func TestCreationCompletesWhileDown(t *testing.T) {
 		}
 		return true, ""
 	})
-	cp.KillProvider()
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = cp.StartProvider()
-		}
-	})
+	restart := killProvider(t)
 	release()
 	fixture.Eventually(t, settleTimeout, "both creations recorded as done while the provider is down", func() (bool, string) {
 		for res, b := range buckets(t, key) {
@@ -169,10 +130,63 @@ func TestCreationCompletesWhileDown(t *testing.T) {
 		return true, ""
 	})
 
-	if err := cp.StartProvider(); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	restart()
 	settle(t, key)
 	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+}
+
+// killProvider kills every provider-kausality replica and returns what
+// starts them again and waits until the provider's webhook configurations
+// are back; the test's end starts them if the test did not.
+func killProvider(t *testing.T) (restart func()) {
+	t.Helper()
+	cp.KillProvider()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = cp.StartProvider()
+		}
+	})
+	return func() {
+		t.Helper()
+		restarted = true
+		if err := cp.StartProvider(); err != nil {
+			t.Fatal(err)
+		}
+		if err := controlplane.WaitForRules(context.Background(), cp.AdminClient(), "databaseclaims", "buckets"); err != nil {
+			t.Fatalf("the restarted provider does not write its webhook configurations again: %v", err)
+		}
+	}
+}
+
+// resizedWhileDown has Alice resize the Claim key to large while the
+// cloud holds the data bucket's writes, waits until the bucket's gate
+// opens for the Update, kills the provider, releases the cloud and waits
+// until the Update reached it, once: a permitted change in flight when the
+// provider went down. It returns killProvider's restart and the data
+// bucket's allowance, still open and unmarked (nobody can mark it).
+func resizedWhileDown(t *testing.T, key client.ObjectKey) (restart func(), open allowance.Allowance) {
+	t.Helper()
+	data := buckets(t, key)["data"]
+	c := claim(key.Namespace, key.Name, "", nil)
+	release := cp.Cloud.Hold(data.GetName())
+	defer release()
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, settleTimeout, "the data bucket's gate to open for the Update", func() (bool, string) {
+		b := buckets(t, key)["data"]
+		return slices.Contains(gate(b), "Update"), fmt.Sprint(gate(b))
+	})
+	restart = killProvider(t)
+	release()
+	fixture.Eventually(t, 30*time.Second, "the external Update", func() (bool, string) {
+		n := cp.Cloud.Count(recorder.VerbUpdate, data.GetName())
+		return n == 1, fmt.Sprint(n, " updates")
+	})
+	as := fixture.Allowances(t, buckets(t, key)["data"])
+	if len(as) != 1 || as[0].Consumed {
+		t.Fatalf("allowances while the provider is down = %+v, want the open one, unmarked", as)
+	}
+	return restart, as[0]
 }
