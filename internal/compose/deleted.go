@@ -130,7 +130,7 @@ func upgradeDelete(a allowance.Allowance) bool {
 // gated reports whether the resource's gate is Kausality's: not while it
 // is audited.
 func (r *run) gated(m childMeta) bool {
-	return m.child.Class.Gated() && !admit.IsComposite(m.obj.Object) && !admit.IsClaim(m.obj.Object) && (r.restrictAll || r.set.RestrictsExternal(m.child)) && !r.audited(m)
+	return m.child.Class.Gated() && !admit.IsComposite(m.obj.Object) && !admit.IsClaim(m.obj.Object) && r.rulesOf(m.child).external && !r.audited(m)
 }
 
 // audited reports whether the resource is in Audit mode (policy.ManagedMode,

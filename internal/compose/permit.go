@@ -24,10 +24,47 @@ type decision struct {
 	code     string // the reason's class, a metrics.Reason* constant
 }
 
+// kindRules are what the policies say of one composed kind, whatever the
+// change: worked out once a run for each kind (rulesOf), so that deciding
+// a resource's many mutations does not walk the policies for each.
+type kindRules struct {
+	// restricted: changes need a cause (some policy names the kind, or the
+	// policies are not known); external: its cloud resource is restricted
+	// too, so the resource is gated.
+	restricted, external bool
+	// creation: the XR's creation covers creating or completing a resource
+	// of the kind (inCreation); creationExternal: it also grants the
+	// cloud Create.
+	creation, creationExternal bool
+	// unresolved: it counts as restricted because targets of its apiGroup
+	// are not resolved yet.
+	unresolved bool
+}
+
+// rulesOf is the kindRules of kind c.
+func (r *run) rulesOf(c policy.Child) kindRules {
+	if k, ok := r.rules[c]; ok {
+		return k
+	}
+	if r.rules == nil {
+		r.rules = map[policy.Child]kindRules{}
+	}
+	creating := r.creating && !r.restrictAll
+	k := kindRules{
+		restricted:       r.restrictAll || r.set.Restricts(c),
+		external:         r.restrictAll || r.set.RestrictsExternal(c),
+		creation:         creating && r.set.CreationCovers(c),
+		creationExternal: creating && r.set.CreationGrantsExternal(c),
+		unresolved:       r.set.RestrictsUnresolved(c),
+	}
+	r.rules[c] = k
+	return k
+}
+
 // restricted reports whether changes to composed resources of kind c need
 // a cause: some policy names the kind, or the policies are not known.
 func (r *run) restricted(c policy.Child) bool {
-	return r.restrictAll || r.set.Restricts(c)
+	return r.rulesOf(c).restricted
 }
 
 // permit is the one check every change to a composed resource of kind c
@@ -67,7 +104,7 @@ func (r *run) permitChild(c policy.Child, from int64, verb string) decision {
 // logic adds (a Composition revision, a Function) never is: callers ask
 // only when the logic did not change.
 func (r *run) inCreation(c policy.Child) bool {
-	return r.creating && !r.restrictAll && r.set.CreationCovers(c)
+	return r.rulesOf(c).creation
 }
 
 // permitMutation decides one field mutation of an existing composed
@@ -140,7 +177,7 @@ func (r *run) noAllowance(c policy.Child, verb string) string {
 		return "the AllowancePolicies are not known (not resolved yet, or unreadable), so every change is withheld"
 	}
 	msg := fmt.Sprintf("no unconsumed allowance on %s grants %s of %s; policies: %s", ref(r.xr.Object), verb, c.Resource, strings.Join(r.set.Names(), ", "))
-	if r.set.RestrictsUnresolved(c) {
+	if r.rulesOf(c).unresolved {
 		msg += fmt.Sprintf("; %s counts as restricted because targets of its apiGroup are not resolved by the API server yet (AllowancePolicy status.targets): %s", c.Kind, strings.Join(r.set.Unresolved(), ", "))
 	}
 	return msg

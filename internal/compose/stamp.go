@@ -249,7 +249,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	// external Update; that trace starts at the UpgradeAllowance.
 	if !found && r.phase == policy.PhaseInitializing && !r.restrictAll && v1alpha1.GrantsVerb(r.set.PhaseBound(r.phase).ExternalVerbs(dm.child), verb) {
 		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(kindWide))
-	} else if !found && r.creating && !r.restrictAll && r.set.CreationGrantsExternal(dm.child) {
+	} else if !found && r.rulesOf(dm.child).creationExternal {
 		// The XR's creation, until it is first Ready: the resource's
 		// creation, or fields inserted into it, and nothing else.
 		if ch.create {

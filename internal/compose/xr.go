@@ -87,8 +87,10 @@ type memos struct {
 	upgradesBy map[string]*upgrade                // upgradeOf's, by the logic recorded on a composed resource
 	bounds     []mutation.Bounds                  // the XR allowances' mutation bounds, compiled by boundsOf
 	chains     map[[2]int64][]allowance.Allowance // chainOf's, by allowance index and from
-	// children are childOf's, by apiVersion and kind.
+	// children are childOf's, by apiVersion and kind; rules rulesOf's,
+	// by kind.
 	children map[[2]string]policy.Child
+	rules    map[policy.Child]kindRules
 	viaXR    []allowance.Trace // throughXR's, by allowance index
 }
 
