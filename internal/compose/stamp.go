@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -289,87 +288,6 @@ func (r *run) stampFromXR(dm childMeta, from int64, create bool, covered []mutat
 		})
 	}
 	return found
-}
-
-// chainOf are the XR's unconsumed allowances issued along the chain of its
-// i-th allowance: the ControllerChild allowances beside an External one
-// bound what it ships. They are the same for every composed resource last
-// composed from the same generation, so each is worked out once a run.
-func (r *run) chainOf(i int, from int64) []allowance.Allowance {
-	key := [2]int64{int64(i), from}
-	if c, ok := r.chains[key]; ok {
-		return c
-	}
-	var out []allowance.Allowance
-	for _, a := range r.allowances {
-		if a.Generation > from && a.Trace.Same(r.allowances[i].Trace) {
-			out = append(out, a)
-		}
-	}
-	if r.chains == nil {
-		r.chains = map[[2]int64][]allowance.Allowance{}
-	}
-	r.chains[key] = out
-	return out
-}
-
-// throughXR is the trace of the XR's i-th allowance continued through the
-// XR, which every composed resource's trace under it starts with: made once
-// a run, never modified (Trace.Then copies it).
-func (r *run) throughXR(i int) allowance.Trace {
-	if r.viaXR == nil {
-		r.viaXR = make([]allowance.Trace, len(r.allowances))
-	}
-	if r.viaXR[i] == nil {
-		r.viaXR[i] = r.allowances[i].Trace.With(r.xrHop())
-	}
-	return r.viaXR[i]
-}
-
-// mrHop is the composed resource's own hop for the change let through.
-func (r *run) mrHop(dm childMeta, gen int64, ch change) allowance.Hop {
-	h := allowance.HopOf(dm.obj, gen)
-	h.Name = dm.name
-	h.Timestamp = r.stampedAt
-	switch {
-	case len(ch.passed) > 0:
-		h.Field = ch.passed[0].Path
-	case len(ch.held) > 0:
-		h.Field = ch.held[0].Path
-	}
-	h.Labels = allowance.TraceLabels(dm.ann)
-	if errs := h.SizeErrors(); errs != nil {
-		// A pipeline step set them: the resource's hop goes without its
-		// labels rather than carry them into every later write.
-		for _, f := range slices.Sorted(maps.Keys(errs)) {
-			r.problem(errors.Errorf("composed resource %s: %s: %s; its trace labels are left out", dm.resName, f, errs[f]))
-		}
-		h.Labels = nil
-	}
-	return h
-}
-
-// traceFor is the composed resource's trace annotation: the chain of the
-// change let through now, or the observed chain when nothing changed.
-func (r *run) traceFor(dm, om childMeta, ch change) string {
-	// A held update keeps the chain of the spec it keeps; a held creation
-	// is traced as the creation it is.
-	if len(ch.passed) == 0 && (!ch.create || len(ch.held) == 0) {
-		if t, ok := om.ann[v1alpha1.AnnotationTrace]; ok {
-			if _, err := allowance.ParseTrace(t); err == nil {
-				return t
-			}
-		}
-		return allowance.FormatTrace(nil)
-	}
-	base := r.xrTrace
-	switch {
-	case ch.chosen != nil:
-		base = ch.chosen.Trace.With(r.xrHop())
-	case ch.upgrade != nil:
-		base = ch.upgrade.base
-	}
-	return allowance.FormatTraceThen(base, r.mrHop(dm, allowance.NextGeneration(om.generation), ch))
 }
 
 // inserts are the mutations of ms that add a field.
