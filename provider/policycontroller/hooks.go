@@ -115,8 +115,12 @@ func subresource(gvrs []schema.GroupVersionResource, sub string) []schema.GroupV
 // unchangedMetadata is the CEL of a write that keeps what Kausality reads
 // of an object's metadata as stored: labels, annotations, owner references
 // and finalizers, and no deletion begun.
-const unchangedMetadata = `!has(object.metadata.deletionTimestamp) &&
-(has(object.metadata.annotations) ? object.metadata.annotations : {}) == (has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}) &&
+const unchangedMetadata = `(has(object.metadata.annotations) ? object.metadata.annotations : {}) == (has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}) &&
+` + unchangedReferences
+
+// unchangedReferences is unchangedMetadata but the annotations: labels,
+// owner references and finalizers as stored, and no deletion begun.
+const unchangedReferences = `!has(object.metadata.deletionTimestamp) &&
 (has(object.metadata.labels) ? object.metadata.labels : {}) == (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) &&
 (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) == (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) &&
 (has(object.metadata.finalizers) ? object.metadata.finalizers : []) == (has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : [])`
@@ -163,10 +167,7 @@ const Unchanged = `request.operation == 'UPDATE' &&
 // provider checks before the Create, is not part of such a write.
 const OnlyCreationBookkeeping = `request.operation == 'UPDATE' &&
 (has(object.spec) ? object.spec : {}) == (has(oldObject.spec) ? oldObject.spec : {}) &&
-!has(object.metadata.deletionTimestamp) &&
-(has(object.metadata.labels) ? object.metadata.labels : {}) == (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) &&
-(has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) == (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) &&
-(has(object.metadata.finalizers) ? object.metadata.finalizers : []) == (has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : []) &&
+` + unchangedReferences + ` &&
 (has(object.metadata.annotations) ? object.metadata.annotations : {}).all(k, k in ['crossplane.io/external-create-pending', 'crossplane.io/external-create-succeeded', 'crossplane.io/external-create-failed'] ||
   (has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations && oldObject.metadata.annotations[k] == object.metadata.annotations[k])) &&
 (has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}).all(k, has(object.metadata.annotations) && k in object.metadata.annotations)`

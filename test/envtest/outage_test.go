@@ -5,7 +5,6 @@ package envtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
+	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
 // TestOnlyClosingPassesWithoutTheProvider registers copies of the managed
@@ -158,7 +158,11 @@ func unreachableHooks(ctx context.Context, t *testing.T, admin client.Client, na
 		t.Fatal(err)
 	}
 	down := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "a-kausality-envtest-unreachable"}}
-	addr := closedAddress(t)
+	// A free port, closed again: nothing listens there.
+	addr, err := render.FreeAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range names {
 		i := slices.IndexFunc(dynamic.Webhooks, func(h admissionregistrationv1.MutatingWebhook) bool { return h.Name == name })
 		if i < 0 {
@@ -181,21 +185,6 @@ func unreachableHooks(ctx context.Context, t *testing.T, admin client.Client, na
 	}
 	t.Cleanup(func() { _ = admin.Delete(context.Background(), down) })
 	return down
-}
-
-// closedAddress is a loopback address the OS gave out and nothing listens
-// on any more.
-func closedAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
 }
 
 // withLabel is m (labels or annotations) with k set to v.
