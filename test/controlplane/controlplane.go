@@ -85,6 +85,7 @@ type ControlPlane struct {
 	module  string // the crossplane module's directory
 	procs   []*exec.Cmd
 	runtime *externalRuntime
+	egress  *egress
 	stop    []func()
 	cancel  context.CancelFunc
 	cli     cliBuild
@@ -120,6 +121,10 @@ func Start(ctx context.Context, root, dir string) (*ControlPlane, error) {
 	if err := c.audit(c.env); err != nil {
 		return nil, err
 	}
+	if c.egress, err = startEgress(c.env, c.Dir); err != nil {
+		return nil, err
+	}
+	c.stop = append(c.stop, c.egress.close)
 	if c.Admin, err = c.env.Start(); err != nil {
 		return nil, errors.Wrap(err, "cannot start kube-apiserver and etcd")
 	}

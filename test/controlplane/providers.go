@@ -28,12 +28,12 @@ import (
 const Replicas = 2
 
 // newProviderProcess prepares n replicas of bin, each on free ports, and
-// starts the balancer in front of them and their readiness probes, which
-// run until ctx ends.
-func newProviderProcess(ctx context.Context, bin string, n int) (*providerProcess, error) {
+// starts the balancer in front of them (where e leads the webhook
+// Service) and their readiness probes, which run until ctx ends.
+func newProviderProcess(ctx context.Context, bin string, n int, e *egress) (*providerProcess, error) {
 	p := &providerProcess{bin: bin}
 	for i := range n {
-		webhook, err := freeAddress(webhookHost)
+		webhook, err := freeAddress("127.0.0.1")
 		if err != nil {
 			return nil, err
 		}
@@ -53,10 +53,11 @@ func newProviderProcess(ctx context.Context, bin string, n int) (*providerProces
 	for i, rep := range p.replicas {
 		backends[i] = &rep.backend
 	}
-	lb, err := listen(net.JoinHostPort(webhookHost, "9443"), func() []*backend { return backends })
+	lb, err := listen("127.0.0.1:0", func() []*backend { return backends })
 	if err != nil {
 		return nil, err
 	}
+	e.route(net.JoinHostPort(serviceHost, "9443"), lb.ln.Addr().String())
 	p.lb = lb
 	return p, nil
 }

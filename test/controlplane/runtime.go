@@ -21,14 +21,6 @@ import (
 	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
-// webhookHost is where provider-kausality's webhook Service answers.
-// Crossplane points the package's webhook configuration at the Service
-// named after the Provider, port 9443; the runtime makes that Service an
-// ExternalName for this loopback address, so the API server reaches the
-// balancer in front of the replicas without cluster DNS, and nothing else
-// on 127.0.0.1:9443 is in the way.
-const webhookHost = "127.0.0.2"
-
 // externalRuntime plays Crossplane's External package runtime, what a
 // platform team running packages outside the cluster would run: for each
 // active FunctionRevision and ProviderRevision it issues a TLS server
@@ -108,7 +100,7 @@ func (c *ControlPlane) startRuntime(ctx, rctx context.Context) error {
 	if out, err := build.CombinedOutput(); err != nil {
 		return errors.Wrapf(err, "cannot build provider-kausality: %s", out)
 	}
-	if r.provider, err = newProviderProcess(rctx, bin, Replicas); err != nil {
+	if r.provider, err = newProviderProcess(rctx, bin, Replicas, c.egress); err != nil {
 		return err
 	}
 	c.stop = append(c.stop, r.provider.lb.close)
@@ -303,7 +295,7 @@ func (r *externalRuntime) secret(ctx context.Context, name string, data map[stri
 func (r *externalRuntime) service(ctx context.Context, name string) error {
 	s := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: SystemNamespace, Name: name},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: webhookHost},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: serviceHost},
 	}
 	if err := r.c.admin.Create(ctx, s); err != nil && !kerrors.IsAlreadyExists(err) {
 		return errors.Wrapf(err, "cannot create Service %s", name)

@@ -33,6 +33,7 @@ func Suite(m Tests, prefix string, cp **ControlPlane, setup func(context.Context
 			_ = os.RemoveAll(dir)
 		}
 	}()
+	defer render.Occupy()()
 	ctx := context.Background()
 	c, err := Start(ctx, root, dir)
 	if err != nil {

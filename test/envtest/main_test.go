@@ -38,6 +38,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
 	recordermv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/m/v1alpha1"
 	recorderv1alpha1 "github.com/kausality-io/kausality-crossplane/test/recorder/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
 // Users the tests act as. Alice is on the platform team; Bob is not.
@@ -76,6 +77,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run these tests with 'make test', which builds kube-apiserver and etcd into .cache/bin")
 		return 1
 	}
+	defer render.Occupy()()
 	root := filepath.Join("..", "..")
 	env = controlplane.Environment(root)
 	var err error

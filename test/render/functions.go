@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -256,6 +257,30 @@ func FreeAddress() (string, error) {
 	}
 	defer l.Close() //nolint:errcheck // only its port is wanted
 	return l.Addr().String(), nil
+}
+
+// CommonPorts are the ports Crossplane's, controller-runtime's and a
+// provider's defaults listen on (metrics, health probes, webhooks).
+var CommonPorts = []int{8080, 8081, 9443}
+
+// Occupy listens on CommonPorts, on every address, where they are free,
+// and returns what releases them. A test suite holds them while it runs:
+// a part of the harness or of the product that listens on a fixed port
+// instead of one the OS chose then fails at once, as it would on a
+// machine where something else has them; one already taken is in the way
+// just the same.
+func Occupy() func() {
+	var held []net.Listener
+	for _, p := range CommonPorts {
+		if l, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(p))); err == nil {
+			held = append(held, l)
+		}
+	}
+	return func() {
+		for _, l := range held {
+			_ = l.Close()
+		}
+	}
 }
 
 func waitListening(addr string, d time.Duration) error {

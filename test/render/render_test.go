@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	defer Occupy()()
 	var err error
 	if root, err = Root(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
