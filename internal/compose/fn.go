@@ -176,7 +176,8 @@ func (f *Function) runFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		// resource observed at the generation it was let through, its
 		// allowances used up, as propagation control counts members.
 		for _, it := range items {
-			if applied, _ := run.memberState(it); !applied {
+			have, _ := it.answered()
+			if applied, _ := run.memberState(it, have); !applied {
 				run.behind = true
 			}
 		}

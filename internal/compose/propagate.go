@@ -103,7 +103,7 @@ func (r *run) pace(items []*item) []pacing {
 func (r *run) collect(p *plan, items []*item, vars map[string]any) (map[*item]map[string]any, map[string][]collection) {
 	cel := map[*item]map[string]any{}
 	for _, it := range items {
-		updated, ready := r.memberState(it)
+		updated, ready := r.memberState(it, it.have)
 		obj := it.observed
 		if obj == nil {
 			obj = it.desired
@@ -219,10 +219,11 @@ func (r *run) loadBlockers(p *plan, vars map[string]any) string {
 
 // memberState is a composed resource's updated() and ready(): updated
 // means applied in the cloud, not merely written: nothing let through,
-// withheld or held this run, no allowance that ships its spec left
-// unconsumed (pending, or open and not yet applied), and its provider has
-// observed its generation and is Synced.
-func (r *run) memberState(it *item) (updated, ready bool) {
+// withheld or held this run, no allowance of have (its allowances, as
+// stored or as answered) that ships its spec left unconsumed (pending, or
+// open and not yet applied), and its provider has observed its generation
+// and is Synced.
+func (r *run) memberState(it *item, have []allowance.Allowance) (updated, ready bool) {
 	if it.observed == nil {
 		return false, false
 	}
@@ -230,7 +231,7 @@ func (r *run) memberState(it *item) (updated, ready bool) {
 	if !it.ok || len(it.ch.passed) > 0 || len(it.ch.withheld) > 0 || len(it.ch.held) > 0 {
 		return false, ready
 	}
-	for _, a := range allowance.Unconsumed(it.have, it.observed) {
+	for _, a := range allowance.Unconsumed(have, it.observed) {
 		if a.ShipsSpec() {
 			return false, ready
 		}

@@ -29,9 +29,9 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 		return nil, nil, false
 	}
 	dm, om, observed, desired, ch := it.dm, it.om, it.observed, it.ch.object(it.desired), it.ch
-	stored := it.have
+	have, superseded := it.answered()
 	if !ch.create {
-		it.have, ch.superseded = supersede(it.have, ch.wanted, ch.released)
+		ch.superseded = superseded
 		ch.applied = nextApplied(ch.owned, ch.wanted, append(slices.Clone(ch.withheld), ch.held...))
 	}
 
@@ -53,8 +53,8 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 	var policies []string
 	switch {
 	case gated:
-		reports, policies = r.gate(dm, om, observed, desired, ann, ch, it.have)
-		if !r.cfg.gate.Opens(policies) && r.cfg.gate.Overdue(observed, stored, r.now) {
+		reports, policies = r.gate(dm, om, observed, desired, ann, ch, have)
+		if !r.cfg.gate.Opens(policies) && r.cfg.gate.Overdue(observed, it.have, r.now) {
 			return &stamp{gated: true, policies: policies, closing: observed}, append(reports, r.overdue(dm)), true
 		}
 	case restricted:
@@ -65,6 +65,17 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 		r.stampLogic(ann, om, ch)
 	}
 	return &stamp{annotations: ann, gated: gated, policies: policies}, reports, true
+}
+
+// answered is the resource's allowances as this run answers them: the
+// stored ones, with the pending ones its desired state no longer wants
+// marked consumed (supersede), and those superseded; a creation has none
+// to supersede.
+func (it *item) answered() (have, superseded []allowance.Allowance) {
+	if it.ch.create {
+		return it.have, nil
+	}
+	return supersede(it.have, it.ch.wanted, it.ch.released)
 }
 
 // overdue reports a gate found open past maxGateOpen: the run answers the

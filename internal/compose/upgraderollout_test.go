@@ -3,16 +3,20 @@ package compose
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	"sigs.k8s.io/yaml"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/logic"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
@@ -219,6 +223,20 @@ func TestUpgradedReportedBeforePacing(t *testing.T) {
 	current := onOlderLogic(t)
 	current[v1alpha1.AnnotationFunctionVersions] = logic.FormatFunctions(next)
 	key := (&run{loaded: loaded{revision: "xdatabases-aws-1", functions: logic.FormatFunctions(next)}}).logicKey()
+	// reverted is current with a resize to db.t3.large still pending,
+	// which the pipeline, back at db.t3.small, no longer wants.
+	reverted := maps.Clone(current)
+	large := map[string]any{}
+	if err := yaml.Unmarshal([]byte(rds("db.t3.large", "")), &large); err != nil {
+		t.Fatal(err)
+	}
+	const field = "spec.forProvider.instanceClass"
+	reverted[v1alpha1.AnnotationAllowances] = allowance.Format([]allowance.Allowance{{
+		Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "RDSInstance"}},
+		Verbs: []string{v1alpha1.VerbUpdate}, Generation: 1, Initiator: "hans@example.com",
+		Mutations: []v1alpha1.MutationBound{{JSONPath: field, Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}},
+		Pending:   map[string]string{field: mutation.Record("spec", large["spec"], skipManaged)[field]},
+	}})
 	cases := map[string]struct {
 		reason   string
 		observed map[string]string
@@ -230,6 +248,8 @@ func TestUpgradedReportedBeforePacing(t *testing.T) {
 		"NoChange":        {reason: "New logic that changes nothing is taken up at once: never behind, no condition.", observed: older, desired: "db.t3.small"},
 		"CurrentReported": {reason: "Current again after it said it was behind: True, not a stale False.", observed: current, desired: "db.t3.small", reported: true, want: "STATUS_CONDITION_TRUE"},
 		"NeverBehind":     {reason: "Never behind, never reported: no condition.", observed: current, desired: "db.t3.small"},
+		"CurrentAfterRevert": {reason: "A pending resize the pipeline reverted is superseded this run: it leaves nothing to apply, so True, not behind.",
+			observed: reverted, desired: "db.t3.small", reported: true, want: "STATUS_CONDITION_TRUE"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
