@@ -150,11 +150,8 @@ func (f *Function) runFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 
 	now := f.now().UTC()
-	run := &run{compiled: f.compiled, metrics: f.metrics, loaded: loaded{cfg: cfg, now: now, stampedAt: allowance.Timestamp(now), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}, req: req}}
-	run.load(req)
-	if ann := composedLogic(observed); ann != nil {
-		run.added = run.upgradeOf(ann)
-	}
+	run := &run{compiled: f.compiled, metrics: f.metrics, loaded: loaded{cfg: cfg, now: now, stampedAt: allowance.Timestamp(now), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}}}
+	run.load(req, observed)
 	run.rolloutRequirements(rsp.Requirements)
 
 	out, items := run.decideAll(observed, desired)

@@ -66,7 +66,7 @@ func (r *run) pace(items []*item) []pacing {
 		return nil
 	}
 	vars := map[string]any{rollout.VarXR: policy.CELView(r.xr.Object), rollout.VarNow: r.now, rollout.VarObject: nil}
-	blocked := r.loadBlockers(p, vars)
+	blocked := r.checkBlockers(p, vars)
 	cel, inColl := r.collect(p, items, vars)
 	var out []pacing
 	for _, it := range items {
@@ -178,12 +178,13 @@ func (r *run) heldBack(it *item) change {
 	return ch
 }
 
-// loadBlockers reads each blocker into vars and names the first that
-// blocks now, or "".
-func (r *run) loadBlockers(p *plan, vars map[string]any) string {
+// checkBlockers puts each blocker, as load read it, into vars and names
+// the first that blocks now, or "".
+func (r *run) checkBlockers(p *plan, vars map[string]any) string {
 	why := ""
 	for _, b := range p.blockers {
-		objs, _, err := required(r.req, p.prefix+b.Name)
+		read := r.blockers[p.prefix+b.Name]
+		objs, err := read.objs, read.err
 		if err != nil {
 			r.problem(errors.Wrapf(err, errFmtReadBlocker, b.Name))
 			if why == "" {

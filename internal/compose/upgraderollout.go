@@ -82,7 +82,7 @@ func (r *run) turn(up *upgrade) (bool, string) {
 				r.metrics.Turn(u.GetName(), metrics.TurnFailed, updated, total)
 				return false, up.turnWhy
 			}
-			if why := r.loadBlockers(p, map[string]any{}); why != "" {
+			if why := r.checkBlockers(p, map[string]any{}); why != "" {
 				up.turnOK, up.turnCode = false, metrics.ReasonRolloutHalted
 				r.metrics.Turn(u.GetName(), metrics.TurnHalted, updated, total)
 				up.turnWhy = fmt.Sprintf("the roll-out of UpgradeAllowance %s is halted: %s", u.GetName(), why)

@@ -2,12 +2,14 @@ package compose
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/resource"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/input/v1beta1"
@@ -42,7 +44,10 @@ type loaded struct {
 	// stampedAt is now as hops record it (allowance.Timestamp).
 	stampedAt string
 	xr        *unstructured.Unstructured
-	req       *fnv1.RunFunctionRequest
+	// blockers are the blockers Crossplane returned for the propagation
+	// plan's and the UpgradeAllowances' roll-outs, by requirement name
+	// (checkBlockers reads them).
+	blockers map[string]blockerRead
 
 	// restrictAll fails closed: set when the policies are unknown (not yet
 	// resolved by Crossplane, or one of them cannot be read), so that every
@@ -113,12 +118,45 @@ type findings struct {
 
 // load reads the policies, upgrade allowances and XR annotations. Every
 // problem is reported and resolved towards withholding.
-func (r *run) load(req *fnv1.RunFunctionRequest) {
+func (r *run) load(req *fnv1.RunFunctionRequest, observed map[resource.Name]resource.ObservedComposed) {
 	r.loadNamespace(req)
 	r.loadPolicies(req)
 	r.loadUpgrades(req)
 	r.loadInputs(req)
 	r.loadXR()
+	r.loadBlockers(req)
+	if ann := composedLogic(observed); ann != nil {
+		r.added = r.upgradeOf(ann)
+	}
+}
+
+// blockerRead is one blocker's required resource as Crossplane returned
+// it, or why it could not be read.
+type blockerRead struct {
+	objs []*unstructured.Unstructured
+	err  error
+}
+
+// loadBlockers reads every blocker Crossplane returned, of the
+// propagation plan and of the UpgradeAllowances' roll-outs alike.
+func (r *run) loadBlockers(req *fnv1.RunFunctionRequest) {
+	names := map[string]bool{}
+	for n := range req.GetRequiredResources() {
+		names[n] = true
+	}
+	for n := range req.GetExtraResources() { //nolint:staticcheck // read for Crossplane before v2, which knows no required resources
+		names[n] = true
+	}
+	for n := range names {
+		if !strings.HasPrefix(n, RequirementBlockerPrefix) && !strings.HasPrefix(n, RequirementUpgradeBlockerPrefix) {
+			continue
+		}
+		if r.blockers == nil {
+			r.blockers = map[string]blockerRead{}
+		}
+		objs, _, err := required(req, n)
+		r.blockers[n] = blockerRead{objs: objs, err: err}
+	}
 }
 
 func (r *run) loadPolicies(req *fnv1.RunFunctionRequest) {

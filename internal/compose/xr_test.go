@@ -89,8 +89,8 @@ func TestLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			integers(oxr.Resource.Object)
-			r := &run{compiled: newCompiled(), loaded: loaded{now: testNow, xr: &unstructured.Unstructured{Object: oxr.Resource.Object}, req: req}}
-			r.load(req)
+			r := &run{compiled: newCompiled(), loaded: loaded{now: testNow, xr: &unstructured.Unstructured{Object: oxr.Resource.Object}}}
+			r.load(req, nil)
 
 			got := want{restrictAll: r.restrictAll, log: r.log, allowances: len(r.allowances), frozen: r.frozen}
 			if len(r.problems) > 1 {
