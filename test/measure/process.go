@@ -160,7 +160,13 @@ func (p *Process) Scrape() (map[string]float64, error) {
 		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
+	return Parse(resp.Body)
+}
+
+// Parse reads Prometheus's text format: each sample's value by its name
+// and labels as exposed.
+func Parse(r io.Reader) (map[string]float64, error) {
+	b, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
 	}
