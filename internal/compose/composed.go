@@ -310,3 +310,30 @@ func pendingCreate(have []allowance.Allowance) *allowance.Allowance {
 	}
 	return nil
 }
+
+// pendingCovering is the pending allowance of have that covers mutation
+// m with the value desired now has at its path (v, present), or nil: the
+// change it was issued for, and no other.
+func pendingCovering(have []allowance.Allowance, m mutation.Mutation, v any, present bool) *allowance.Allowance {
+	for i, a := range have {
+		if !a.IsPending() || a.Consumed || !mutation.BoundsOf(a.Mutations).Covers(m) {
+			continue
+		}
+		if !present {
+			if a.Pending[m.Path] == allowance.Absent {
+				return &have[i]
+			}
+			continue
+		}
+		rec := mutation.Applied{}
+		for k, h := range a.Pending {
+			if h != allowance.Absent {
+				rec[k] = h
+			}
+		}
+		if rec.Unchanged(m.Path, v, true) {
+			return &have[i]
+		}
+	}
+	return nil
+}

@@ -78,6 +78,48 @@ func (it *item) answered() (have, superseded []allowance.Allowance) {
 	return supersede(it.have, it.ch.wanted, it.ch.released)
 }
 
+// supersede marks consumed the pending allowances of have whose change
+// desired no longer wants (the latest desired state wins, as with a
+// Deployment: a revert or a newer change halts the older one), so they
+// neither wait for ever nor keep the resource from counting as updated.
+// Those released this run are let through instead.
+//
+// rec is the record of the spec the pipeline wants.
+func supersede(have []allowance.Allowance, rec mutation.Applied, released []allowance.Allowance) (out, superseded []allowance.Allowance) {
+	out = have
+	for i, a := range have {
+		if !a.IsPending() || a.Consumed || slices.ContainsFunc(released, a.Same) {
+			continue
+		}
+		if wants(rec, a.Pending) {
+			continue
+		}
+		if &out[0] == &have[0] { // copy on first write
+			out = slices.Clone(have)
+		}
+		out[i].Consumed = true
+		superseded = append(superseded, out[i])
+	}
+	return out, superseded
+}
+
+// wants reports whether rec, the record of a desired spec, still sets
+// every value of a pending record.
+func wants(rec mutation.Applied, pending map[string]string) bool {
+	for k, h := range pending {
+		if h != allowance.Absent {
+			if rec[k] != h {
+				return false
+			}
+			continue
+		}
+		if rec.Owns(k) {
+			return false
+		}
+	}
+	return true
+}
+
 // overdue reports a gate found open past maxGateOpen: the run answers the
 // resource as observed with only its gate closed, a write the API server
 // admits while the provider is down (gate.Config.Overdue), and whatever
