@@ -289,14 +289,7 @@ func measureRun(t testing.TB, n int, run string) *result {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	kube, err := as("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := as(controlplane.CrossplaneUser, "system:serviceaccounts")
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube, cp := clients(t)
 
 	p, err := startProvider("provider-" + run)
 	if err != nil {
@@ -517,6 +510,20 @@ func measureRun(t testing.TB, n int, run string) *result {
 func tail(s string, lines int) string {
 	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(l[max(len(l)-lines, 0):], "\n")
+}
+
+// clients are the envtest administrator and Crossplane's service account.
+func clients(t testing.TB) (admin, crossplane client.Client) {
+	t.Helper()
+	admin, err := as("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crossplane, err = as(controlplane.CrossplaneUser, "system:serviceaccounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admin, crossplane
 }
 
 // parallel runs fn for every name on a few workers and fails t on the

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/measure"
 )
@@ -125,14 +124,7 @@ func measureRollout(t testing.TB, n int, run string, window time.Duration) rollo
 		defer b.StartTimer()
 	}
 	ctx := context.Background()
-	kube, err := as("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := as(controlplane.CrossplaneUser, "system:serviceaccounts")
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube, cp := clients(t)
 	// Before the provider starts: it is ready once it has discovered the
 	// composite kinds.
 	if err := applyYAML(ctx, kube, xfleetCRD); err != nil {
