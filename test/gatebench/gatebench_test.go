@@ -513,9 +513,9 @@ func tail(s string, lines int) string {
 }
 
 // clients are the envtest administrator and Crossplane's service account.
-func clients(t testing.TB) (admin, crossplane client.Client) {
+func clients(t testing.TB) (kube, crossplane client.Client) {
 	t.Helper()
-	admin, err := as("")
+	kube, err := as("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +523,7 @@ func clients(t testing.TB) (admin, crossplane client.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return admin, crossplane
+	return kube, crossplane
 }
 
 // parallel runs fn for every name on a few workers and fails t on the
