@@ -43,7 +43,9 @@ func (r *run) deleted(resName string, observed map[string]any) deletion {
 		w.logOnly, w.audit = true, r.audit
 		return deletion{withheld: &w}
 	}
-	if upgradeDeleteOpen(m, observed) {
+	// Parsed once for both questions below; unreadable, neither holds.
+	have, perr := allowance.Parse(m.ann[v1alpha1.AnnotationAllowances])
+	if perr == nil && upgradeDeleteOpen(observed, have) {
 		// The Delete gate an UpgradeAllowance granted is open (dropped, in
 		// an earlier run): the deletion may go.
 		return deletion{}
@@ -53,7 +55,7 @@ func (r *run) deleted(resName string, observed map[string]any) deletion {
 		if up.bound.AllowsChild(m.child, v1alpha1.VerbDelete) {
 			ok, why := r.turn(up)
 			if ok {
-				kept, err := r.dropped(m, observed, up)
+				kept, err := r.dropped(m, observed, up, have, perr)
 				if err != nil {
 					return deletion{kept: kept, problems: []string{err.Error()}}
 				}
@@ -84,14 +86,14 @@ func (r *run) deleted(resName string, observed map[string]any) deletion {
 // lets Crossplane delete it (deleted), and the provider deletes the cloud
 // resource.
 // Without the external grant Crossplane deletes it behind its closed gate,
-// which orphans the cloud resource. An error names the malformed input met.
-func (r *run) dropped(m childMeta, observed map[string]any, up *upgrade) (*composed.Unstructured, error) {
+// which orphans the cloud resource. have are its allowances, or perr why
+// they cannot be read. An error names the malformed input met.
+func (r *run) dropped(m childMeta, observed map[string]any, up *upgrade, have []allowance.Allowance, perr error) (*composed.Unstructured, error) {
 	if !r.gated(m) || !v1alpha1.GrantsVerb(up.bound.ExternalVerbs(m.child), v1alpha1.VerbDelete) {
 		return nil, nil
 	}
-	have, err := allowance.Parse(m.ann[v1alpha1.AnnotationAllowances])
-	if err != nil {
-		return nil, errors.Wrapf(err, errFmtParseAllowancesGateClosed, v1alpha1.AnnotationAllowances, ref(observed))
+	if perr != nil {
+		return nil, errors.Wrapf(perr, errFmtParseAllowancesGateClosed, v1alpha1.AnnotationAllowances, ref(observed))
 	}
 	gen := allowance.NextGeneration(m.generation)
 	hop := allowance.HopOf(m.obj, gen)
@@ -114,11 +116,10 @@ func (r *run) dropped(m childMeta, observed map[string]any, up *upgrade) (*compo
 }
 
 // upgradeDeleteOpen reports whether the resource is observed with its Delete
-// gate open for an UpgradeAllowance's Delete allowance.
-func upgradeDeleteOpen(m childMeta, observed map[string]any) bool {
+// gate open for an UpgradeAllowance's Delete allowance among have.
+func upgradeDeleteOpen(observed map[string]any, have []allowance.Allowance) bool {
 	current, _ := fieldpath.Pave(observed).GetStringArray(gate.PathManagementPolicies)
-	have, err := allowance.Parse(m.ann[v1alpha1.AnnotationAllowances])
-	return err == nil && slices.Contains(current, gate.Delete) && slices.ContainsFunc(have, upgradeDelete)
+	return slices.Contains(current, gate.Delete) && slices.ContainsFunc(have, upgradeDelete)
 }
 
 // upgradeDelete reports whether a is an unconsumed External Delete
