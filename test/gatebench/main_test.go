@@ -39,6 +39,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
+	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
 // The test's own clients must not be what limits the run: client-go's
@@ -67,6 +68,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run with 'make test' or KUBEBUILDER_ASSETS=$PWD/.cache/bin (make tools builds kube-apiserver and etcd there)")
 		return 1
 	}
+	defer render.Occupy()()
 	root := filepath.Join("..", "..")
 	var err error
 	if dir, err = os.MkdirTemp("", "gatebench-"); err != nil {
