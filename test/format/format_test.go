@@ -25,49 +25,29 @@ import (
 // codecs reads an annotation's value as this build does and writes back
 // what it read, for every kausality.io annotation Kausality writes.
 var codecs = map[string]func(string) (string, error){
-	v1alpha1.AnnotationAllowances: func(s string) (string, error) {
-		as, err := allowance.Parse(s)
-		return allowance.Format(as), err
-	},
-	v1alpha1.AnnotationTrace: func(s string) (string, error) {
-		t, err := allowance.ParseTrace(s)
-		return allowance.FormatTrace(t), err
-	},
-	v1alpha1.AnnotationFreeze: func(s string) (string, error) {
-		f, err := allowance.ParseFreeze(s)
-		return allowance.FormatFreeze(f), err
-	},
-	v1alpha1.AnnotationApplied:  record,
-	v1alpha1.AnnotationApproved: record,
-	v1alpha1.AnnotationRolloutTurns: func(s string) (string, error) {
-		t, err := rollout.ParseTurns(s)
-		return t.Format(), err
-	},
-	v1alpha1.AnnotationFunctionVersions: func(s string) (string, error) {
-		m, err := logic.ParseFunctions(s)
-		return logic.FormatFunctions(m), err
-	},
-	v1alpha1.AnnotationInputVersions: func(s string) (string, error) {
-		m, err := logic.ParseInputs(s)
-		return logic.FormatFunctions(m), err
-	},
-	v1alpha1.AnnotationControllerBuilds: func(s string) (string, error) {
-		c, err := logic.ParseControllers(s)
-		return c.Format(), err
-	},
-	v1alpha1.AnnotationComposedGeneration: generation,
-	v1alpha1.AnnotationApprovedGeneration: generation,
+	v1alpha1.AnnotationAllowances:         roundTrip(allowance.Parse, allowance.Format),
+	v1alpha1.AnnotationTrace:              roundTrip(allowance.ParseTrace, allowance.FormatTrace),
+	v1alpha1.AnnotationFreeze:             roundTrip(allowance.ParseFreeze, allowance.FormatFreeze),
+	v1alpha1.AnnotationApplied:            roundTrip(mutation.ParseApplied, mutation.Applied.String),
+	v1alpha1.AnnotationApproved:           roundTrip(mutation.ParseApplied, mutation.Applied.String),
+	v1alpha1.AnnotationRolloutTurns:       roundTrip(rollout.ParseTurns, rollout.Turns.Format),
+	v1alpha1.AnnotationFunctionVersions:   roundTrip(logic.ParseFunctions, logic.FormatFunctions),
+	v1alpha1.AnnotationInputVersions:      roundTrip(logic.ParseInputs, logic.FormatFunctions),
+	v1alpha1.AnnotationControllerBuilds:   roundTrip(logic.ParseControllers, logic.Controllers.Format),
+	v1alpha1.AnnotationComposedGeneration: roundTrip(parseGeneration, formatGeneration),
+	v1alpha1.AnnotationApprovedGeneration: roundTrip(parseGeneration, formatGeneration),
 }
 
-func record(s string) (string, error) {
-	a, err := mutation.ParseApplied(s)
-	return a.String(), err
+// roundTrip reads a value with parse and writes what it read with format.
+func roundTrip[T any](parse func(string) (T, error), format func(T) string) func(string) (string, error) {
+	return func(s string) (string, error) {
+		v, err := parse(s)
+		return format(v), err
+	}
 }
 
-func generation(s string) (string, error) {
-	g, err := strconv.ParseInt(s, 10, 64)
-	return strconv.FormatInt(g, 10), err
-}
+func parseGeneration(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
+func formatGeneration(g int64) string         { return strconv.FormatInt(g, 10) }
 
 // TestReadsWhatTheLastReleaseWrote: every value of every annotation the
 // last release writes (testdata/previous-release.yaml) is read by this
