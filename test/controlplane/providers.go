@@ -18,6 +18,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
 	"github.com/kausality-io/kausality-crossplane/test/recorder"
+	"github.com/kausality-io/kausality-crossplane/test/render"
 )
 
 // Replicas is how many provider-kausality processes the control plane
@@ -33,11 +34,11 @@ const Replicas = 2
 func newProviderProcess(ctx context.Context, bin string, n int, e *egress) (*providerProcess, error) {
 	p := &providerProcess{bin: bin}
 	for i := range n {
-		webhook, err := freeAddress("127.0.0.1")
+		webhook, err := render.FreeAddress()
 		if err != nil {
 			return nil, err
 		}
-		health, err := freeAddress("127.0.0.1")
+		health, err := render.FreeAddress()
 		if err != nil {
 			return nil, err
 		}
@@ -60,16 +61,6 @@ func newProviderProcess(ctx context.Context, bin string, n int, e *egress) (*pro
 	e.route(net.JoinHostPort(serviceHost, "9443"), lb.ln.Addr().String())
 	p.lb = lb
 	return p, nil
-}
-
-// freeAddress is a free port on host.
-func freeAddress(host string) (string, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", errors.Wrapf(err, "cannot find a free port on %s", host)
-	}
-	defer l.Close() //nolint:errcheck // only its port is wanted
-	return l.Addr().String(), nil
 }
 
 // supervise restarts a provider-kausality replica when it exits, as
