@@ -56,6 +56,13 @@ const (
 	// up only by a generation an open gate let through: one the provider
 	// observed behind a closed gate was never applied.
 	AnnotationApprovedGeneration = "kausality.io/approved-generation"
+	// AnnotationRequestedPolicies records, on a gated managed resource, the
+	// spec.managementPolicies the Composition's pipeline asked for before
+	// Kausality (a JSON array; absent: none, which means "*"). The gate is
+	// never wider than it (DESIGN §5): an observe-only import is never
+	// created, a resource kept on deletion never deleted. The function
+	// writes it; everyone who decides the gate reads it.
+	AnnotationRequestedPolicies = "kausality.io/requested-policies"
 	// AnnotationRolloutTurns records, on a composite, the roll-outs whose
 	// turn it is (docs/PROPAGATION.md, "A roll-out across XRs"): which
 	// UpgradeAllowance, at which generation, under which logic. Only the

@@ -64,6 +64,7 @@ var ProtectedAnnotations = []string{
 	v1alpha1.AnnotationComposedGeneration,
 	v1alpha1.AnnotationApproved,
 	v1alpha1.AnnotationApprovedGeneration,
+	v1alpha1.AnnotationRequestedPolicies,
 }
 
 // ProviderAnnotations only the provider itself may change, Crossplane

@@ -109,6 +109,12 @@ type Progress struct {
 	// observation alone consumes.
 	Approved    int64
 	HasApproved bool
+	// Gate is the spec.managementPolicies stored at the observed
+	// generation's side, HasGate false without one. A change is applied
+	// only behind a gate that opened for it: a generation observed behind
+	// a gate someone narrowed meanwhile applied nothing.
+	Gate    []string
+	HasGate bool
 }
 
 // ProgressOf reads a carrying object's progress.
@@ -116,7 +122,32 @@ func ProgressOf(carrier map[string]any) Progress {
 	var p Progress
 	p.Observed, p.Reconciled = ObservedGeneration(carrier)
 	p.Approved, p.HasApproved = ApprovedGeneration(carrier)
+	if spec, ok := carrier["spec"].(map[string]any); ok {
+		if ps, ok := spec["managementPolicies"].([]any); ok {
+			p.HasGate = true
+			for _, v := range ps {
+				if s, ok := v.(string); ok {
+					p.Gate = append(p.Gate, s)
+				}
+			}
+		}
+	}
 	return p
+}
+
+// opens reports whether the gate p stores opens one of a's verbs that ship
+// the spec (Create, Update): the gate the provider observed it behind.
+// Without a stored gate it does not say, and counts as open.
+func (p Progress) opens(a Allowance) bool {
+	if !p.HasGate {
+		return true
+	}
+	for _, g := range p.Gate {
+		if g == v1alpha1.VerbAll || ((g == v1alpha1.VerbCreate || g == v1alpha1.VerbUpdate) && a.HasVerb(g)) {
+			return true
+		}
+	}
+	return false
 }
 
 // ConsumedBy reports whether the allowance is used up for a carrying object
@@ -126,8 +157,10 @@ func ProgressOf(carrier map[string]any) Progress {
 // also approved: a generation the provider observed behind a closed gate
 // (an unsupported combination, an uncovered pending change) applied
 // nothing, so the change still waits, and so did every generation before
-// the approved one. Delete alone is used up only by the
-// deletion (see ConsumedAt).
+// the approved one. Nor is it used up while the stored gate does not
+// open its verb: someone narrowed the gate before the provider applied
+// the change (Progress.Gate), and the gate opens again for it. Delete
+// alone is used up only by the deletion (see ConsumedAt).
 func (a Allowance) ConsumedBy(p Progress) bool {
 	if a.Consumed || a.OpensDelete() || a.IsPending() {
 		return a.Consumed
@@ -143,7 +176,7 @@ func (a Allowance) ConsumedBy(p Progress) bool {
 	// resource moved on between the function reading it and Crossplane's
 	// write (another gate closing, say): until the provider observes the
 	// approved generation, it has applied nothing of it.
-	return p.Approved >= a.Generation && p.Observed >= p.Approved
+	return p.Approved >= a.Generation && p.Observed >= p.Approved && p.opens(a)
 }
 
 // ShipsSpec reports whether a is an External allowance whose gate lets the

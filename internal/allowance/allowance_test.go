@@ -1,6 +1,7 @@
 package allowance
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -312,7 +313,15 @@ func TestConsumedBy(t *testing.T) {
 		"ApprovedLaterThanItsOwn":     {reason: "The write landed after another raised the generation, so its gate opened at a later generation than the allowance's own; the provider observed only the earlier one.", a: upd, p: Progress{Observed: 5, Reconciled: true, Approved: 6, HasApproved: true}},
 		"UpdateAndDeleteHeld":         {reason: "An unsupported Update+Delete never opened, so it is not used up by a Synced generation.", a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Update", "Delete"}, Generation: 5}, p: Progress{Observed: 5, Reconciled: true, Approved: 3, HasApproved: true}},
 		"ControllerChildObserved":     {reason: "Only spec-shipping External grants wait for an approval.", a: Allowance{Relation: v1alpha1.RelationControllerChild, Verbs: []string{"Update"}, Generation: 5}, p: Progress{Observed: 5, Reconciled: true, Approved: 1, HasApproved: true}, want: true},
-		"DeleteAlone":                 {reason: "Delete alone is used up by the deletion only.", a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Delete"}, Generation: 5}, p: Progress{Observed: 9, Reconciled: true, Approved: 9, HasApproved: true}},
+		"ObservedBehindNarrowedGate": {reason: "Bob narrowed the open gate before the provider applied the resize: the generation it observed, Synced, was behind a gate without Update, so the change still waits and the gate reopens.",
+			a: upd, p: Progress{Observed: 6, Reconciled: true, Approved: 5, HasApproved: true, Gate: []string{"Observe", "LateInitialize"}, HasGate: true}},
+		"ObservedBehindOpenGate": {reason: "Observed behind the gate that opened for it: applied.",
+			a: upd, p: Progress{Observed: 5, Reconciled: true, Approved: 5, HasApproved: true, Gate: []string{"Observe", "Update", "LateInitialize"}, HasGate: true}, want: true},
+		"CreateBehindNarrowedGate": {reason: "A Create gate narrowed before the provider created the resource: crossplane-runtime skips the Create and reports Synced, which creates nothing.",
+			a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Create"}, Generation: 1}, p: Progress{Observed: 2, Reconciled: true, Approved: 1, HasApproved: true, Gate: []string{"Observe", "LateInitialize"}, HasGate: true}},
+		"StarGate": {reason: "A gate of \"*\" opens every verb.",
+			a: upd, p: Progress{Observed: 5, Reconciled: true, Approved: 5, HasApproved: true, Gate: []string{"*"}, HasGate: true}, want: true},
+		"DeleteAlone": {reason: "Delete alone is used up by the deletion only.", a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Delete"}, Generation: 5}, p: Progress{Observed: 9, Reconciled: true, Approved: 9, HasApproved: true}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -328,9 +337,14 @@ func TestProgressOf(t *testing.T) {
 		"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationApprovedGeneration: "4"}},
 		"status":   map[string]any{"observedGeneration": int64(6)},
 	}
-	if got, want := ProgressOf(mr), (Progress{Observed: 6, Reconciled: true, Approved: 4, HasApproved: true}); got != want {
+	if got, want := ProgressOf(mr), (Progress{Observed: 6, Reconciled: true, Approved: 4, HasApproved: true}); !reflect.DeepEqual(got, want) {
 		t.Errorf("ProgressOf() = %+v, want %+v", got, want)
 	}
+	mr["spec"] = map[string]any{"managementPolicies": []any{"Observe", "Update"}}
+	if got := ProgressOf(mr); !got.HasGate || !reflect.DeepEqual(got.Gate, []string{"Observe", "Update"}) {
+		t.Errorf("ProgressOf() gate = %v (%t), want [Observe Update]", got.Gate, got.HasGate)
+	}
+	delete(mr, "spec")
 	mr["metadata"] = map[string]any{"annotations": map[string]any{v1alpha1.AnnotationApprovedGeneration: "-1"}}
 	if got := ProgressOf(mr); got.HasApproved {
 		t.Errorf("ProgressOf() with a negative approved generation = %+v, want no approval record", got)

@@ -69,7 +69,7 @@ func (r *run) deleted(resName string, observed map[string]any) deletion {
 	kept := keptAsObserved(m, observed)
 	del := deletion{kept: kept, withheld: &w}
 	if r.gated(m) {
-		if err := setManagementPolicies(kept.Object, r.cfg.gate.ReadOnly); err != nil {
+		if err := setManagementPolicies(kept.Object, r.gateOf(observed).Closed()); err != nil {
 			del.problems = append(del.problems, errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(observed)).Error())
 		}
 	}
@@ -103,7 +103,7 @@ func (r *run) dropped(m childMeta, observed map[string]any, up *upgrade, have []
 		have = append(have, del)
 	}
 	kept := keptAsObserved(m, observed)
-	g := r.cfg.gate.Decide(kept.Object, observed, have, r.now, r.frozen)
+	g := r.gateOf(observed).Decide(kept.Object, observed, have, r.now, r.frozen)
 	if err := setManagementPolicies(kept.Object, g.Policies); err != nil {
 		return nil, errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(observed))
 	}
@@ -113,6 +113,14 @@ func (r *run) dropped(m childMeta, observed map[string]any, up *upgrade, have []
 	r.stampLogic(ann, childMeta{}, change{})
 	kept.SetAnnotations(ann)
 	return kept, nil
+}
+
+// gateOf is the function's gate configuration for a resource the
+// pipeline no longer composes: the request its last run recorded on it.
+func (r *run) gateOf(observed map[string]any) gate.Config {
+	c := r.cfg.gate
+	c.Requested, c.RequestedErr = gate.RequestedOf(observed)
+	return c
 }
 
 // upgradeDeleteOpen reports whether the resource is observed with its Delete

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -53,8 +54,24 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 	var policies []string
 	switch {
 	case gated:
-		reports, policies = r.gate(dm, om, observed, desired, ann, ch, have)
-		if !r.cfg.gate.Opens(policies) && r.cfg.gate.Overdue(observed, it.have, r.now) {
+		// The gate is never wider than what the steps before asked for
+		// (DESIGN §5); admission and the gate controller read the request
+		// back from the annotation.
+		// Without a request (every action, the providers' default) the
+		// resource carries no record.
+		cfg := r.cfg.gate
+		cfg.Requested, cfg.RequestedErr = gate.Requested(it.desired)
+		if cfg.RequestedErr != nil {
+			cfg.Requested = []string{}
+			cfg.RequestedErr = errors.Wrapf(cfg.RequestedErr, "the pipeline's desired %s", ref(it.desired))
+		}
+		if cfg.Requested != nil {
+			ann[v1alpha1.AnnotationRequestedPolicies] = gate.FormatRequested(cfg.Requested)
+		} else {
+			delete(ann, v1alpha1.AnnotationRequestedPolicies) // no step may forge one
+		}
+		reports, policies = r.gate(cfg, dm, om, observed, desired, ann, ch, have)
+		if !cfg.Opens(policies) && cfg.Overdue(observed, it.have, r.now) {
 			return &stamp{gated: true, policies: policies, closing: observed}, append(reports, r.overdue(dm)), true
 		}
 	case restricted:
@@ -147,9 +164,9 @@ func (r *run) noteUnrestricted(dm childMeta) {
 // gate stamps the External allowances the change earns onto a gated
 // resource and prunes consumed ones. It returns what the gate keeps shut,
 // as reported, and the managementPolicies the gate formula sets.
-func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) ([]withheld, []string) {
+func (r *run) gate(cfg gate.Config, dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) ([]withheld, []string) {
 	as := r.stampExternal(dm, om, have, ch)
-	g := r.cfg.gate.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied {
+	g := cfg.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied {
 		// A spec rarely gains or loses fields: the approval it replaces
 		// sizes its record.
 		return appliedSpec(desired, observed, ch.owns, ch.desiredRecord(), mutation.SizeHint(om.ann[v1alpha1.AnnotationApproved]))
@@ -168,7 +185,8 @@ func (r *run) gate(dm, om childMeta, observed, desired map[string]any, ann map[s
 	if g.Err != nil {
 		reports = append(reports, withheldOf(dm, "open gate", "", metrics.ReasonGateError, g.Err.Error()))
 	}
-	if len(g.Withheld) == 0 && shutAtCreation(ch, observed, have, g.Policies) {
+	// An observe-only import is not created: the pipeline asked so.
+	if len(g.Withheld) == 0 && gate.Asks(cfg.Requested, gate.Create) && shutAtCreation(ch, observed, have, g.Policies) {
 		reports = append(reports, withheldOf(dm, v1alpha1.VerbCreate, "", metrics.ReasonNoAllowance,
 			fmt.Sprintf("its gate stays closed: no unconsumed External allowance grants Create of %s %s, so it is not created in the cloud", dm.child.APIGroup, dm.child.Kind)))
 	}

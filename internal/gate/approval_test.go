@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -152,8 +153,10 @@ func TestHeldIsNotConsumed(t *testing.T) {
 	if len(d.Open) != 1 || d.Approved.Generation != 6 {
 		t.Fatalf("after the revert: open %d approved at %d, want 1 at 6", len(d.Open), d.Approved.Generation)
 	}
-	// Observed at 6 with 6 approved: used up.
+	// Observed at 6 with 6 approved, behind the gate that opened at 6:
+	// used up.
 	after := bucket(6, "eu", 2, 6, -1, nil)
+	after["spec"].(map[string]any)["managementPolicies"] = anySlice(d.Policies)
 	for k, v := range d.Approved.Annotations() {
 		after["metadata"].(map[string]any)["annotations"].(map[string]any)[k] = v
 	}
@@ -204,5 +207,38 @@ func TestNextGeneration(t *testing.T) {
 				t.Errorf("%s\nnextGeneration() = %d, want %d", tc.reason, got, tc.want)
 			}
 		})
+	}
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// TestNarrowedGateReopens follows Bob narrowing Alice's open Update gate
+// (pausing the XR first, so Crossplane does not put it back) before the
+// provider applied her resize: the generation the provider then observes
+// Synced behind the narrowed gate does not use her allowance up, and the
+// gate opens again for it.
+func TestNarrowedGateReopens(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	resize := allowance.Allowance{
+		Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "Bucket"}},
+		Verbs: []string{Update}, Generation: 4, Mutations: []v1alpha1.MutationBound{{JSONPath: "spec.forProvider.size", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}},
+		Trace: allowance.Trace{{APIVersion: "v1", Kind: "Bucket", Name: "b", Generation: 4, Timestamp: allowance.Timestamp(now)}},
+	}
+	// The gate opened at 4 for the resize; the cloud refused it, so the
+	// provider never reported 4 Synced. Bob narrowed the gate: generation 5,
+	// which the provider observes Synced, since Observe succeeds.
+	narrowed := bucket(5, "eu", 2, 5, 4, bucket(0, "eu", 2, 0, -1, nil))
+	d := Config{}.Decide(narrowed, narrowed, []allowance.Allowance{resize}, now, "")
+	if len(d.Consumed) != 0 {
+		t.Fatalf("observed behind the narrowed gate: consumed %d, want 0", len(d.Consumed))
+	}
+	if !slices.Contains(d.Policies, Update) {
+		t.Fatalf("gate = %v, want it open for Update again", d.Policies)
 	}
 }

@@ -30,6 +30,18 @@ type Config struct {
 	// MaxOpen closes a gate whose allowance was stamped longer ago;
 	// DefaultMaxOpen when zero.
 	MaxOpen time.Duration
+	// Requested is the spec.managementPolicies the resource's pipeline
+	// asked for (nil: none, "*"); the gate is never wider (Compute).
+	// RequestedErr says why the recorded request does not read: the gate
+	// then stays closed.
+	Requested    []string
+	RequestedErr error
+}
+
+// Closed is the resource's closed gate: the read-only set narrowed to what
+// its pipeline asked for.
+func (c Config) Closed() []string {
+	return Closed(c.Defaulted().ReadOnly, c.Requested)
 }
 
 // Defaulted is c with its defaults filled in.
@@ -51,7 +63,12 @@ func (c Config) Defaulted() Config {
 // instead of imposing its own, so the two never rewrite each other's
 // managementPolicies. Only Observe and LateInitialize are read, so no
 // write can widen a closed gate this way.
+//
+// The pipeline's request is read from the kausality.io/requested-policies
+// annotation the function writes (RequestedOf), which only Kausality and
+// Crossplane may change.
 func (c Config) For(mr map[string]any) Config {
+	c.Requested, c.RequestedErr = RequestedOf(mr)
 	written, _ := fieldpath.Pave(mr).GetStringArray(PathManagementPolicies)
 	if !slices.Contains(written, LateInitialize) && !Supported(append(slices.Clone(written), LateInitialize)) {
 		// An open gate Compute had to drop LateInitialize from ([Observe,
@@ -101,12 +118,15 @@ func (c Config) DecideFrom(obj, stored map[string]any, approved Approval, as []a
 
 func (c Config) decide(obj, stored map[string]any, approved Approval, spec mutation.Applied, as []allowance.Allowance, now time.Time, frozen string) Decision {
 	c = c.Defaulted()
-	in := Inputs{Allowances: as, ReadOnly: c.ReadOnly, Now: now, Limit: c.MaxOpen, Frozen: frozen, Approved: approved, Spec: spec}
+	in := Inputs{Allowances: as, ReadOnly: c.ReadOnly, Requested: c.Requested, Now: now, Limit: c.MaxOpen, Frozen: frozen, Approved: approved, Spec: spec}
 	if stored != nil {
 		in.Progress = allowance.ProgressOf(stored)
 		in.Generation = generation(stored)
 	}
 	d := Decide(in)
+	if c.RequestedErr != nil && d.Err == nil {
+		d.Err = c.RequestedErr
+	}
 	if d.Approves {
 		// Whether the write raises the generation depends on the gate.
 		d.Approved.Generation = nextGeneration(obj, stored, d.Policies)
@@ -136,9 +156,8 @@ func (c Config) Overdue(stored map[string]any, as []allowance.Allowance, now tim
 	})
 }
 
-// Opens reports whether the gate ps opens anything beyond the read-only
-// set.
+// Opens reports whether the gate ps opens anything beyond the closed gate.
 func (c Config) Opens(ps []string) bool {
-	c = c.Defaulted()
-	return slices.ContainsFunc(ps, func(p string) bool { return !slices.Contains(c.ReadOnly, p) })
+	closed := c.Closed()
+	return slices.ContainsFunc(ps, func(p string) bool { return !slices.Contains(closed, p) })
 }

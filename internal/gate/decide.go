@@ -27,8 +27,10 @@ type Inputs struct {
 	// and Approved compare equal: nothing is pending.
 	Spec     mutation.Applied
 	Approved Approval
-	// ReadOnly is the closed gate.
-	ReadOnly []string
+	// ReadOnly is the closed gate, and Requested what the resource's
+	// pipeline asked for (nil: "*"): the gate is never wider (Compute).
+	ReadOnly  []string
+	Requested []string
 	// Now and Limit decide expiry: an allowance stamped longer than Limit
 	// ago opens nothing.
 	Now   time.Time
@@ -55,6 +57,10 @@ type Decision struct {
 	Withheld []allowance.Allowance
 	// Pending are those propagation control holds back (Allowance.Pending).
 	Pending []allowance.Allowance
+	// Moot are the unconsumed External allowances whose verbs the
+	// resource's pipeline did not ask for (Inputs.Requested): they open
+	// nothing, and nothing they grant is approved.
+	Moot []allowance.Allowance
 	// Held are the unconsumed External allowances that stay shut because
 	// the spec differs from what was last approved by fields in Uncovered,
 	// which no allowance opening the gate covers, or because the verbs
@@ -125,21 +131,45 @@ func Decide(in Inputs) Decision {
 	} else {
 		d.Open = candidates
 	}
+	d.Open, d.Moot = asked(d.Open, in.Requested)
 	for _, a := range d.Open {
 		d.Verbs = append(d.Verbs, a.Verbs...)
 	}
-	d.Policies, d.Err = Compute(in.ReadOnly, d.Verbs)
+	d.Policies, d.Err = Compute(in.ReadOnly, in.Requested, d.Verbs)
 	if d.Err != nil {
 		// Nothing opens: none of them may be used up meanwhile.
 		d.Held, d.Open, d.Verbs = append(d.Held, d.Open...), nil, nil
 	}
 	for _, a := range d.Open {
-		if a.ShipsSpec() {
+		if shipsThrough(a, d.Policies) {
 			d.Approved, d.Approves = Approval{Spec: in.Spec, Generation: in.Generation}, true
 			break
 		}
 	}
 	return d
+}
+
+// shipsThrough reports whether the gate policies let a ship the spec: it
+// grants Create or Update and the gate opens that verb.
+func shipsThrough(a allowance.Allowance, policies []string) bool {
+	return a.ShipsSpec() && ((a.HasVerb(Create) && slices.Contains(policies, Create)) || (a.HasVerb(Update) && slices.Contains(policies, Update)))
+}
+
+// asked splits open into the allowances with a verb the pipeline's
+// request (nil: "*") lets open and the moot rest.
+func asked(open []allowance.Allowance, requested []string) (opens, moot []allowance.Allowance) {
+	want, err := askedSet(requested)
+	if err != nil {
+		return nil, open
+	}
+	for _, a := range open {
+		if slices.ContainsFunc(a.Verbs, func(v string) bool { return want[v] || (v == All && (want[Create] || want[Update] || want[Delete])) }) {
+			opens = append(opens, a)
+		} else {
+			moot = append(moot, a)
+		}
+	}
+	return opens, moot
 }
 
 // withdraw takes back from the approval what an expired allowance had let

@@ -91,17 +91,33 @@ func ValidateReadOnly(set []string) error {
 	return nil
 }
 
-// Compute is the gate formula: readOnly ∪ verbs, where verbs are the external
-// verbs (Create, Update, Delete or "*") of the unconsumed External allowances.
-// When the union is not a supported combination, LateInitialize is dropped;
-// if that is still unsupported, Compute fails closed: it returns readOnly and
-// an error naming the combination.
-func Compute(readOnly, verbs []string) ([]string, error) {
-	closed, err := canonical(readOnly)
+// Compute is the gate formula of DESIGN §5:
+//
+//	supported(asked ∩ (readOnly ∪ verbs))
+//
+// where verbs are the external verbs (Create, Update, Delete or "*") of the
+// unconsumed External allowances and asked is the spec.managementPolicies
+// the pipeline's steps before Kausality asked for (nil: none, which a
+// managed resource reads as "*"). Kausality only ever narrows what the
+// Composition asks: an observe-only import is never created, a resource
+// kept on deletion never deleted, and a closed gate keeps of Observe and
+// LateInitialize only what was asked.
+//
+// When the result is not a combination crossplane-runtime supports,
+// LateInitialize is dropped; if that is still unsupported, Compute fails
+// closed: it returns the closed gate (Closed) and an error naming the
+// combination.
+func Compute(readOnly, asked, verbs []string) ([]string, error) {
+	ro, err := canonical(readOnly)
 	if err != nil {
-		return slices.Clone(DefaultReadOnly), errors.Wrap(err, "invalid read-only policies")
+		return Closed(DefaultReadOnly, asked), errors.Wrap(err, "invalid read-only policies")
 	}
-	union := slices.Clone(closed)
+	want, err := askedSet(asked)
+	if err != nil {
+		return []string{}, err
+	}
+	closed := Closed(ro, asked)
+	union := slices.Clone(ro)
 	for _, v := range verbs {
 		switch v {
 		case Create, Update, Delete:
@@ -113,6 +129,7 @@ func Compute(readOnly, verbs []string) ([]string, error) {
 		}
 	}
 	union, _ = canonical(union)
+	union = slices.DeleteFunc(union, func(a string) bool { return !want[a] })
 	if Supported(union) {
 		return union, nil
 	}
@@ -122,6 +139,57 @@ func Compute(readOnly, verbs []string) ([]string, error) {
 	}
 	return closed, errors.Errorf("cannot open gate for verbs [%s]: managementPolicies [%s] is not a combination crossplane-runtime supports; the gate stays closed",
 		strings.Join(verbsOf(union), ", "), strings.Join(union, ", "))
+}
+
+// Closed is the closed gate of a resource whose pipeline asked for asked
+// (nil: "*"): the read-only set narrowed to what was asked, and without
+// LateInitialize where crossplane-runtime does not support it alone. It
+// is always a supported combination; an asked set that does not read
+// closes the gate to [] (crossplane-runtime pauses the resource).
+func Closed(readOnly, asked []string) []string {
+	want, err := askedSet(asked)
+	if err != nil {
+		return []string{}
+	}
+	ro, err := canonical(readOnly)
+	if err != nil {
+		ro = slices.Clone(DefaultReadOnly)
+	}
+	out := slices.DeleteFunc(ro, func(a string) bool { return !want[a] })
+	if !Supported(out) {
+		out = slices.DeleteFunc(out, func(a string) bool { return a == LateInitialize })
+	}
+	return out
+}
+
+// Asks reports whether a pipeline that asked for requested (nil: "*")
+// asked for action.
+func Asks(requested []string, action string) bool {
+	want, err := askedSet(requested)
+	return err == nil && want[action]
+}
+
+// askedSet is the set of actions asked names, every action when asked is
+// nil or "*".
+func askedSet(asked []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(order))
+	if asked == nil {
+		for _, a := range order {
+			out[a] = true
+		}
+		return out, nil
+	}
+	c, err := canonical(asked)
+	if err != nil {
+		return nil, errors.Wrap(err, "invalid managementPolicies asked by the pipeline")
+	}
+	if slices.Equal(c, []string{All}) {
+		return askedSet(nil)
+	}
+	for _, a := range c {
+		out[a] = true
+	}
+	return out, nil
 }
 
 func verbsOf(set []string) []string {

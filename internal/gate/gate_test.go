@@ -46,7 +46,7 @@ func TestComputeEveryResultIsAccepted(t *testing.T) {
 	verbSets := subsets([]string{Create, Update, Delete, All})
 	for _, ro := range [][]string{DefaultReadOnly, {Observe}} {
 		for _, verbs := range verbSets {
-			got, err := Compute(ro, verbs)
+			got, err := Compute(ro, nil, verbs)
 			if got == nil {
 				// The function leaves a nil gate to the pipeline.
 				t.Errorf("Compute(%v, %v) = nil, want a gate", ro, verbs)
@@ -97,7 +97,7 @@ func TestCompute(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := Compute(tc.readOnly, tc.verbs)
+			got, err := Compute(tc.readOnly, nil, tc.verbs)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Compute(%v, %v) error = %v, want error %v", tc.readOnly, tc.verbs, err, tc.wantErr)
 			}
@@ -126,6 +126,101 @@ func TestValidateReadOnly(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if err := ValidateReadOnly(tc.set); (err != nil) != tc.wantErr {
 				t.Errorf("ValidateReadOnly(%v) = %v, want error %v", tc.set, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestComputeNeverWiderThanAsked runs the formula over every set the
+// pipeline may ask for, both closed gates and every set of granted verbs:
+// the gate is always a set crossplane-runtime's own resolver accepts, never
+// holds an action the pipeline did not ask for or that neither the closed
+// gate nor a verb brings, and, when it does not fail, opens every verb both
+// asked for and granted. A failure falls back to the closed gate.
+func TestComputeNeverWiderThanAsked(t *testing.T) {
+	askeds := append([][]string{nil, {All}}, subsets(order)...)
+	for _, asked := range askeds {
+		want, _ := askedSet(asked)
+		for _, ro := range [][]string{DefaultReadOnly, {Observe}} {
+			for _, verbs := range subsets([]string{Create, Update, Delete, All}) {
+				got, err := Compute(ro, asked, verbs)
+				if !resolverAccepts(got) {
+					t.Errorf("Compute(%v, asked %v, %v) = %v, which crossplane-runtime rejects", ro, asked, verbs, got)
+				}
+				for _, a := range got {
+					if !want[a] {
+						t.Errorf("Compute(%v, asked %v, %v) = %v holds %s, which the pipeline did not ask for", ro, asked, verbs, got, a)
+					}
+					if !slices.Contains(ro, a) && !slices.Contains(verbs, a) && !slices.Contains(verbs, All) {
+						t.Errorf("Compute(%v, asked %v, %v) = %v grants %s, which no verb brings", ro, asked, verbs, got, a)
+					}
+				}
+				if err != nil {
+					if closed := Closed(ro, asked); !slices.Equal(got, closed) {
+						t.Errorf("Compute(%v, asked %v, %v) failed (%v) with %v, want the closed gate %v", ro, asked, verbs, err, got, closed)
+					}
+					continue
+				}
+				for _, v := range []string{Create, Update, Delete} {
+					granted := slices.Contains(verbs, v) || slices.Contains(verbs, All)
+					if granted && want[v] && !slices.Contains(got, v) {
+						t.Errorf("Compute(%v, asked %v, %v) = %v without error but drops %s, which both the pipeline and an allowance ask for", ro, asked, verbs, got, v)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestComputeAsked(t *testing.T) {
+	cases := map[string]struct {
+		reason  string
+		asked   []string
+		verbs   []string
+		want    []string
+		wantErr bool
+	}{
+		"ObserveOnlyImportNeverCreated": {
+			reason: "An observe-only import (Crossplane's docs) is never created, whatever the allowances grant, and gets no LateInitialize it did not ask for.",
+			asked:  []string{Observe}, verbs: []string{Create}, want: []string{Observe},
+		},
+		"ObserveOnlyNeverDeleted": {
+			reason: "An observe-only resource is never deleted.",
+			asked:  []string{Observe}, verbs: []string{All}, want: []string{Observe},
+		},
+		"KeepOnDeleteNeverDeleted": {
+			reason: "A resource its Composition keeps on deletion (no Delete) is not deleted by a Delete allowance.",
+			asked:  []string{Observe, Create, Update, LateInitialize}, verbs: []string{Delete}, want: []string{Observe, LateInitialize},
+		},
+		"KeepOnDeleteStillUpdated": {
+			reason: "The same resource still opens for a permitted Update.",
+			asked:  []string{Observe, Create, Update, LateInitialize}, verbs: []string{Update}, want: []string{Observe, Update, LateInitialize},
+		},
+		"NoLateInitializeAsked": {
+			reason: "Without LateInitialize in the request, neither the closed nor the open gate has it.",
+			asked:  []string{Observe, Create, Update, Delete}, verbs: []string{Update}, want: []string{Observe, Update},
+		},
+		"StarAsksEverything": {
+			reason: "[\"*\"] asks for every action, as no request does.",
+			asked:  []string{All}, verbs: []string{Create}, want: []string{Observe, Create, LateInitialize},
+		},
+		"PausedStaysPaused": {
+			reason: "An empty request pauses the resource; Kausality keeps it paused.",
+			asked:  []string{}, verbs: []string{Update}, want: []string{},
+		},
+		"UnknownAskedFailsClosed": {
+			reason: "A request that does not read closes the gate to nothing and says why.",
+			asked:  []string{"Watch"}, verbs: []string{Update}, want: []string{}, wantErr: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Compute(DefaultReadOnly, tc.asked, tc.verbs)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("%s\nCompute(asked %v, %v) error = %v, want error %t", tc.reason, tc.asked, tc.verbs, err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nCompute(asked %v, %v): -want +got:\n%s", tc.reason, tc.asked, tc.verbs, diff)
 			}
 		})
 	}

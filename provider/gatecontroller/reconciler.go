@@ -44,6 +44,10 @@ const (
 	ReasonExpired     xpv2.ConditionReason = "Expired"
 	ReasonFrozen      xpv2.ConditionReason = "Frozen"
 	ReasonUnsupported xpv2.ConditionReason = "Unsupported"
+	// ReasonNotRequested: the allowances grant only verbs the resource's
+	// Composition does not ask for (an observe-only import, a resource
+	// kept on deletion), so the gate stays as the Composition asks.
+	ReasonNotRequested xpv2.ConditionReason = "NotRequested"
 	// ReasonUncovered: the spec differs from what was last let through to
 	// the cloud by fields no open allowance covers, which would ride along.
 	ReasonUncovered xpv2.ConditionReason = "UncoveredChange"
@@ -124,7 +128,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		// Keep the annotation as it is (nothing is lost) but fail closed.
 		msg := errors.Wrapf(err, errFmtParseAnnotation, v1alpha1.AnnotationAllowances, ref).Error()
-		return ctrl.Result{}, r.apply(ctx, mr, current, cfg.ReadOnly, nil, nil, xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg}, corev1.EventTypeWarning)
+		return ctrl.Result{}, r.apply(ctx, mr, current, cfg.Closed(), nil, nil, xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg}, corev1.EventTypeWarning)
 	}
 	as, revoked, recheck, err := r.revokeRefused(ctx, mr, as, now)
 	if err != nil {
@@ -227,6 +231,9 @@ func (r *Reconciler) condition(d gate.Decision, current *unstructured.Unstructur
 	case len(d.Withheld) > 0:
 		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonFrozen,
 			Message: fmt.Sprintf("gate closed by a freeze; withheld: %s", describe(d.Withheld))}, corev1.EventTypeWarning
+	case len(d.Moot) > 0:
+		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonNotRequested,
+			Message: fmt.Sprintf("gate kept to %v, what the Composition asks for: %s opens nothing", d.Policies, describe(d.Moot))}, corev1.EventTypeNormal
 	case len(d.Expired) > 0:
 		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonExpired,
 			Message: fmt.Sprintf("gate closed after %s: %s", r.opts.Gate.MaxOpen, describe(d.Expired))}, corev1.EventTypeWarning

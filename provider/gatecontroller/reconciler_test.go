@@ -147,6 +147,10 @@ func withFreeze(user string) mrOption {
 	return withAnnotation(v1alpha1.AnnotationFreeze, `{"user":"`+user+`","message":"incident 42"}`)
 }
 
+func withGeneration(g int64) mrOption {
+	return func(u *unstructured.Unstructured) { u.SetGeneration(g) }
+}
+
 func withObserved(g int64) mrOption {
 	return func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, g, "status", "observedGeneration")
@@ -590,6 +594,36 @@ func TestReconcile(t *testing.T) {
 				writes:  []string{"Update", "Status"},
 				events:  []string{"Normal Consumed " + consumedMsg},
 				metrics: map[string]float64{"kausality_gates_closed_total": 1, "kausality_gate_open_duration_seconds_count": 1},
+			},
+		},
+		"ObserveOnlyImportNeverOpens": {
+			reason: "An observe-only import (its Composition asks for [Observe]) with an Update allowance keeps its gate: the allowance opens nothing, nothing is approved, and the condition says why.",
+			args:   args{objs: []client.Object{managed(withPolicies(observeGate...), withAnnotation(v1alpha1.AnnotationRequestedPolicies, `["Observe"]`), withAllowances(upd), withObserved(2))}},
+			want: want{
+				mr: managed(withPolicies(observeGate...), withAnnotation(v1alpha1.AnnotationRequestedPolicies, `["Observe"]`), withAllowances(upd), withObserved(2),
+					withConditions(gateClosed(ReasonNotRequested, 3, fixed, "gate kept to [Observe], what the Composition asks for: Update at generation 3 initiated by alice@example.com opens nothing"))),
+				writes: []string{"Status"},
+				events: []string{"Normal NotRequested gate kept to [Observe], what the Composition asks for: Update at generation 3 initiated by alice@example.com opens nothing"},
+			},
+		},
+		"KeepOnDeleteNeverDeletes": {
+			reason: "A resource its Composition keeps on deletion ([Create, Update, Observe, LateInitialize]) does not open for a Delete allowance.",
+			args: args{objs: []client.Object{managed(withAnnotation(v1alpha1.AnnotationRequestedPolicies, `["Create","Update","Observe","LateInitialize"]`), withAllowances(del(recent)), withObserved(3),
+				withConditions(gateClosed(ReasonNotRequested, 3, recent, "gate kept to [Observe LateInitialize], what the Composition asks for: Delete at generation 4 initiated by alice@example.com opens nothing")))}},
+			want: want{
+				mr: managed(withAnnotation(v1alpha1.AnnotationRequestedPolicies, `["Create","Update","Observe","LateInitialize"]`), withAllowances(del(recent)), withObserved(3),
+					withConditions(gateClosed(ReasonNotRequested, 3, recent, "gate kept to [Observe LateInitialize], what the Composition asks for: Delete at generation 4 initiated by alice@example.com opens nothing"))),
+			},
+		},
+		"NarrowedGateReopens": {
+			reason: "Bob narrowed Alice's open Update gate (generation 4) before the provider applied her resize, which was approved at 3; the provider observed 4 Synced behind the narrowed gate. Nothing was applied: the allowance is not used up and the gate opens again.",
+			args: args{objs: []client.Object{managed(withGeneration(4), withAllowances(upd), withApproved(3), withObserved(4),
+				withConditions(gateOpen(3, recent, openMsg)))}},
+			want: want{
+				result: ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
+				mr: managed(withGeneration(4), withPolicies(updateGate...), withAllowances(upd), withApproved(5), withObserved(4),
+					withConditions(gateOpen(4, recent, openMsg))),
+				writes: []string{"Update", "Status"},
 			},
 		},
 		"ConflictRequeues": {
