@@ -10,7 +10,7 @@ import (
 // Cmd is `kubectl kausality uninstall`.
 type Cmd struct {
 	Yes                bool     `help:"Release the resources; without it the command only lists them."`
-	ManagementPolicies []string `name:"management-policies" default:"*" help:"The managementPolicies a released resource gets (comma-separated)."`
+	ManagementPolicies []string `name:"management-policies" help:"Narrow what a released resource gets (comma-separated): each gets what its Composition's pipeline asks for, cut down to these; never more."`
 }
 
 // Help prints examples of uninstall.
@@ -25,7 +25,8 @@ Examples:
   # What would be released.
   kubectl kausality uninstall
 
-  # Release every gated managed resource to the providers' default, ["*"].
+  # Release every gated managed resource to the managementPolicies its
+  # Composition's pipeline asks for (["*"] where it asks for none).
   kubectl kausality uninstall --yes
 
   # Release them read-only, to review each before its provider writes again.

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 )
 
@@ -27,14 +28,18 @@ import (
 type Options struct {
 	// Yes releases the resources; without it Release only lists them.
 	Yes bool
-	// ManagementPolicies are what a released resource gets; ["*"], the
-	// providers' default, when empty.
+	// ManagementPolicies narrow what a released resource gets: the
+	// policies its pipeline asks for (kausality.io/requested-policies, or
+	// the providers' default ["*"] where it asks for none), cut down to
+	// these when set. Release never gives more than the pipeline asks.
 	ManagementPolicies []string
 }
 
 // Release hands every gated managed resource back: the kausality.io/gated label
 // and the kausality.io annotations go, and spec.managementPolicies becomes
-// o.ManagementPolicies. It refuses while provider-kausality's webhook
+// what the resource's pipeline asks for (Returned), never wider: an
+// observe-only import stays observe-only, a resource its Composition keeps
+// on deletion is not deleted by its provider. It refuses while provider-kausality's webhook
 // configurations exist: they would gate each resource again on its next
 // write. It names the Compositions that still run function-kausality,
 // which would gate what they compose again.
@@ -47,10 +52,6 @@ func Release(ctx context.Context, kube client.Client, o Options, w io.Writer) er
 		case !kerrors.IsNotFound(err):
 			return errors.Wrapf(err, "cannot read %s %s", strings.TrimPrefix(fmt.Sprintf("%T", c), "*v1."), policycontroller.DynamicName)
 		}
-	}
-	mps := o.ManagementPolicies
-	if len(mps) == 0 {
-		mps = []string{"*"}
 	}
 	kinds, err := managedKinds(ctx, kube)
 	if err != nil {
@@ -66,6 +67,10 @@ func Release(ctx context.Context, kube client.Client, o Options, w io.Writer) er
 		for i := range l.Items {
 			mr := &l.Items[i]
 			was, _, _ := unstructured.NestedStringSlice(mr.Object, "spec", "managementPolicies")
+			mps, err := Returned(mr.Object, o.ManagementPolicies)
+			if err != nil {
+				return errors.Wrapf(err, "cannot release %s %s", mr.GetKind(), key(mr))
+			}
 			verb := "would release"
 			if o.Yes {
 				verb = "released"
@@ -81,6 +86,38 @@ func Release(ctx context.Context, kube client.Client, o Options, w io.Writer) er
 		fmt.Fprintf(w, "%d gated managed resources; run again with --yes to release them\n", n)
 	}
 	return composing(ctx, kube, w)
+}
+
+// Returned is the managementPolicies a released resource gets: what its
+// pipeline asked for, as the function recorded it (["*"], the providers'
+// default, where it asked for none), narrowed to narrow when that is set.
+// A narrowing crossplane-runtime does not support gives the closed gate
+// the pipeline asked for; a record that does not read is an error, and
+// the resource is left as it is.
+func Returned(mr map[string]any, narrow []string) ([]string, error) {
+	asked, err := gate.RequestedOf(mr)
+	if err != nil {
+		return nil, err
+	}
+	if len(narrow) == 0 {
+		if asked == nil {
+			return []string{gate.All}, nil
+		}
+		return asked, nil
+	}
+	var ro, verbs []string
+	for _, p := range narrow {
+		if p == gate.Observe || p == gate.LateInitialize {
+			ro = append(ro, p)
+		} else {
+			verbs = append(verbs, p)
+		}
+	}
+	if !gate.Supported(narrow) {
+		return nil, errors.Errorf("--management-policies %v is not a combination crossplane-runtime supports", narrow)
+	}
+	out, _ := gate.Compute(ro, asked, verbs) // an unsupported cut falls back to the closed gate asked for
+	return out, nil
 }
 
 // release removes Kausality's label and annotations from mr and sets its

@@ -71,12 +71,36 @@ func TestRelease(t *testing.T) {
 		untouched bool
 	}
 	released := map[string]any{"labels": map[string]any{"crossplane.io/composite": "shop"}, "annotations": map[string]any{"crossplane.io/external-name": "shop-data"}, "managementPolicies": []any{"*"}}
+	releasedTo := func(mps ...any) map[string]any {
+		return map[string]any{"labels": map[string]any{"crossplane.io/composite": "shop"}, "annotations": map[string]any{"crossplane.io/external-name": "shop-data"}, "managementPolicies": mps}
+	}
 	cases := map[string]struct {
-		reason string
-		extra  []client.Object
-		opts   Options
-		want   want
+		reason    string
+		extra     []client.Object
+		requested string // the bucket's kausality.io/requested-policies, "" for none
+		opts      Options
+		want      want
 	}{
+		"ObserveOnlyImportStaysObserveOnly": {
+			reason:    "An observe-only import gets back [Observe], what its Composition asks for, not the providers' default: released, its provider never creates, updates or deletes the cloud resource.",
+			requested: `["Observe"]`, opts: Options{Yes: true},
+			want: want{out: []string{"released Bucket team-a/shop-data: managementPolicies [Observe LateInitialize] → [Observe]"}, bucket: releasedTo("Observe")},
+		},
+		"KeepOnDeleteKeepsNoDelete": {
+			reason:    "A resource its Composition keeps on deletion gets back its policies without Delete.",
+			requested: `["Create","Update","Observe","LateInitialize"]`, opts: Options{Yes: true},
+			want: want{bucket: releasedTo("Create", "Update", "Observe", "LateInitialize")},
+		},
+		"ChosenPoliciesOnlyNarrow": {
+			reason:    "--management-policies narrows what the pipeline asks for, never widens it.",
+			requested: `["Observe"]`, opts: Options{Yes: true, ManagementPolicies: []string{"Observe", "Create", "Update", "Delete"}},
+			want: want{bucket: releasedTo("Observe")},
+		},
+		"UnreadableRecordLeftAlone": {
+			reason:    "A record that does not read is reported and the resource is left gated as it is.",
+			requested: `Observe`, opts: Options{Yes: true},
+			want: want{err: "kausality.io/requested-policies", untouched: true},
+		},
 		"ListsWithoutYes": {
 			reason: "Without --yes it only says what it would release, and names the Composition that still runs the function.",
 			want:   want{out: []string{"would release Bucket team-a/shop-data: managementPolicies [Observe LateInitialize] → [*]", "1 gated managed resources", "Composition xstores still runs function-kausality (step kausality)"}, untouched: true},
@@ -103,7 +127,13 @@ func TestRelease(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := runtime.NewScheme()
 			_ = clientgoscheme.AddToScheme(s)
-			objs := append([]client.Object{object(t, bucketsCRD), object(t, gatedBucket), object(t, ungatedBucket), object(t, composition)}, tc.extra...)
+			gated := object(t, gatedBucket)
+			if tc.requested != "" {
+				ann := gated.GetAnnotations()
+				ann["kausality.io/requested-policies"] = tc.requested
+				gated.SetAnnotations(ann)
+			}
+			objs := append([]client.Object{object(t, bucketsCRD), gated, object(t, ungatedBucket), object(t, composition)}, tc.extra...)
 			kube := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
 			var out bytes.Buffer
 			err := Release(context.Background(), kube, tc.opts, &out)
