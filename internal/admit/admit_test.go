@@ -45,12 +45,20 @@ func bucket(spec map[string]any, kv ...string) *unstructured.Unstructured {
 func TestProtect(t *testing.T) {
 	const turns = `[{"upgrade":"pt-0-10","generation":1,"logic":"logic 0a1b2c3d4e5f"}]`
 	stored := bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, "{}")
+	observeOnly := bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, "{}", v1alpha1.AnnotationRequestedPolicies, `["Observe"]`)
 	cases := map[string]struct {
 		reason string
 		user   string
+		old    *unstructured.Unstructured // stored when not nil
 		obj    *unstructured.Unstructured
 		want   string // a part of the refusal, "" when allowed
 	}{
+		"UserDropsRequest": {reason: "Without the request an observe-only import's gate would open for Create: only Kausality and Crossplane write it.", user: bob, old: observeOnly,
+			obj: bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, "{}"), want: "annotation kausality.io/requested-policies"},
+		"UserWidensRequest": {reason: "Nor may a user widen the request.", user: bob, old: observeOnly,
+			obj: bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, "{}", v1alpha1.AnnotationRequestedPolicies, `["*"]`), want: "annotation kausality.io/requested-policies"},
+		"CrossplaneRecordsRequest": {reason: "Crossplane writes the request the function recorded.", user: crossplane,
+			obj: bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, "{}", v1alpha1.AnnotationRequestedPolicies, `["Observe"]`)},
 		"UserForgesApproval":  {reason: "The approval record blesses pending changes: only Kausality writes it.", user: bob, obj: bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, `{"spec.forProvider.region":"830f45bf08cb"}`), want: "annotation kausality.io/approved"},
 		"UserDropsGatedLabel": {reason: "Dropping the gated label would un-gate the resource.", user: bob, obj: func() *unstructured.Unstructured { u := stored.DeepCopy(); u.SetLabels(nil); return u }(), want: "label kausality.io/gated"},
 		"UserSetsFreeze":      {reason: "A freeze is anyone's to set.", user: bob, obj: bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, "{}", v1alpha1.AnnotationFreeze, "incident")},
@@ -69,6 +77,9 @@ func TestProtect(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			old := stored
+			if tc.old != nil {
+				old = tc.old
+			}
 			if name == "UnreadableTraceRemoved" {
 				old = bucket(nil, v1alpha1.AnnotationTrace, "[", v1alpha1.AnnotationApproved, "{}")
 			}

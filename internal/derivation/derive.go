@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -123,9 +124,18 @@ func Derive(m *Model, o Options) (*Result, error) {
 			// reaches the cloud below it.
 			continue
 		}
-		init.Policies = append(init.Policies, externalEntry(k, v1alpha1.VerbCreate))
+		asks := asked(m, k.gvk)
+		if asks(gate.Create) {
+			init.Policies = append(init.Policies, externalEntry(k, v1alpha1.VerbCreate))
+		} else {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: no External Create rule: the Composition's spec.managementPolicies do not ask for Create (an observe-only import), and Kausality never opens more than they ask", k.gvk.GroupKind()))
+		}
 		if o.Deleting == DeletingDelete {
-			del.Policies = append(del.Policies, externalEntry(k, v1alpha1.VerbDelete))
+			if asks(gate.Delete) {
+				del.Policies = append(del.Policies, externalEntry(k, v1alpha1.VerbDelete))
+			} else {
+				res.Notes = append(res.Notes, fmt.Sprintf("%s: no External Delete rule: the Composition's spec.managementPolicies do not ask for Delete (the cloud resource is kept when the XR goes), and Kausality never opens more than they ask", k.gvk.GroupKind()))
+			}
 		}
 	}
 	if len(kinds) > 0 {
@@ -175,6 +185,31 @@ func resolveOne(gvk schema.GroupVersionKind, r Resolver, res *Result) (Kind, err
 		res.Notes = append(res.Notes, fmt.Sprintf("the plural of %s is guessed as %s, and the kind is taken as %s: pass its CRD to be sure", gvk.GroupKind(), k.Resource, k.Class))
 	}
 	return k, nil
+}
+
+// asked reports which management actions the Composition's templates of
+// kind gvk ask for in their bases' spec.managementPolicies: an action at
+// least one of them asks for. A template whose managementPolicies a patch
+// sets asks for every action, as one that sets none does: what it asks is
+// not known before the XR is.
+func asked(m *Model, gvk schema.GroupVersionKind) func(action string) bool {
+	var reqs [][]string
+	for _, t := range m.Templates {
+		if t.GVK != gvk {
+			continue
+		}
+		patched := slices.ContainsFunc(m.Flows, func(f Flow) bool {
+			return f.Template == t && (f.To == gate.PathManagementPolicies || strings.HasPrefix(f.To, gate.PathManagementPolicies+"["))
+		})
+		req, err := gate.Requested(t.Base)
+		if patched || err != nil {
+			req = nil
+		}
+		reqs = append(reqs, req)
+	}
+	return func(action string) bool {
+		return len(reqs) == 0 || slices.ContainsFunc(reqs, func(r []string) bool { return gate.Asks(r, action) })
+	}
 }
 
 func childTarget(k kindOf) v1alpha1.Target {

@@ -288,3 +288,70 @@ func decided(set policy.Set, as []allowance.Allowance, c policy.Child, m mutatio
 	slices.Sort(verbs)
 	return fmt.Sprintf("%s, external %v", s, slices.Compact(verbs))
 }
+
+// TestDeriveHonoursManagementPolicies: the database Composition of the
+// corpus (after upbound's configuration-aws-database) with its SubnetGroup
+// imported observe-only and its Instance kept on deletion, as Crossplane's
+// docs show: derive writes no External Create for the SubnetGroup and no
+// External Delete for the Instance (Kausality never opens them anyway),
+// says why in its notes, and check finds the derived policy complete.
+func TestDeriveHonoursManagementPolicies(t *testing.T) {
+	defs := allXRDs(t)
+	comp := readComposition(t, filepath.Join(examples, "corpus", "database", "composition.yaml"))
+	m, err := Read(comp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asks := map[string][]any{
+		"SubnetGroup": {"Observe"},
+		"Instance":    {"Create", "Update", "Observe", "LateInitialize"},
+	}
+	for _, tp := range m.Templates {
+		ps, ok := asks[tp.GVK.Kind]
+		if !ok {
+			continue
+		}
+		if err := fieldpath.Pave(tp.Base).SetValue("spec.managementPolicies", ps); err != nil {
+			t.Fatal(err)
+		}
+		delete(asks, tp.GVK.Kind)
+	}
+	if len(asks) > 0 {
+		t.Fatalf("the corpus database Composition composes no %v", asks)
+	}
+	r, err := Derive(m, Options{Subjects: corpusSubjects, Deleting: DeletingDelete, Resolver: defs, XRSchema: defs.Schema(m.XR)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	external := func(entries []v1alpha1.PolicyEntry, kind, verb string) bool {
+		return slices.ContainsFunc(entries, func(e v1alpha1.PolicyEntry) bool {
+			return e.Relation == v1alpha1.RelationExternal && e.Target.External["kind"] == kind && slices.Contains(e.Verbs, verb)
+		})
+	}
+	init, del := r.Policy.Spec.Initializing.Policies, r.Policy.Spec.Deleting.Policies
+	if external(init, "SubnetGroup", v1alpha1.VerbCreate) {
+		t.Errorf("derive granted the observe-only SubnetGroup's External Create")
+	}
+	if !external(init, "Instance", v1alpha1.VerbCreate) {
+		t.Errorf("derive dropped the Instance's External Create, which its Composition asks for")
+	}
+	if external(del, "Instance", v1alpha1.VerbDelete) {
+		t.Errorf("derive granted the kept Instance's External Delete")
+	}
+	if external(del, "SubnetGroup", v1alpha1.VerbDelete) {
+		// Observe-only asks for no Delete either.
+		t.Errorf("derive granted the observe-only SubnetGroup's External Delete")
+	}
+	for _, want := range []string{"SubnetGroup.rds.aws.m.upbound.io: no External Create rule", "Instance.rds.aws.m.upbound.io: no External Delete rule"} {
+		if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, want) }) {
+			t.Errorf("notes %q do not say %q", r.Notes, want)
+		}
+	}
+	rep, err := Check([]*Model{m}, []v1alpha1.AllowancePolicy{*r.Policy}, defs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Findings {
+		t.Errorf("check of the derived policy: %s", f)
+	}
+}
