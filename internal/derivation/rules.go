@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
 )
 
 // rules are one rule per XR spec field a patch reads, sorted by trigger,
@@ -71,12 +72,16 @@ func rules(m *Model, kinds []kindOf, xr *Schema, res *Result) ([]v1alpha1.Rule, 
 				Target: childTarget(k), Relation: v1alpha1.RelationControllerChild,
 				Verbs: []string{v1alpha1.VerbUpdate}, Mutations: pk.mutations,
 			})
-			if k.Class.Gated() {
+			switch {
+			case !k.Class.Gated():
+			case asked(m, k.gvk)(gate.Update):
 				// A changed spec field of a managed resource reaches the
 				// cloud as an update. A field the provider can change only
 				// by replacing the resource needs Delete and Create
 				// instead, which the Composition does not say.
 				r.Policies = append(r.Policies, externalEntry(k, v1alpha1.VerbUpdate))
+			default:
+				res.Notes = append(res.Notes, fmt.Sprintf("%s: no External Update rule: the Composition's spec.managementPolicies do not ask for Update, and Kausality never opens more than they ask", k.gvk.GroupKind()))
 			}
 		}
 		out = append(out, r)

@@ -273,6 +273,18 @@ func TestBehaviour(t *testing.T) {
 			expectSlice(t, "trace", traceKinds(t, rds), claimXRMR)
 			noWarnings(t, r)
 		},
+		"database/13-observe-only-import": func(t *testing.T, r rendering) {
+			rds := r.mr(t, "rds")
+			expectSlice(t, "gate", gate(t, rds), []string{"Observe"})
+			expect(t, "requested-policies", rds.GetAnnotations()[v1alpha1.AnnotationRequestedPolicies], `["Observe"]`)
+			noWarnings(t, r)
+		},
+		"database/14-keep-on-delete": func(t *testing.T, r rendering) {
+			rds := r.mr(t, "rds")
+			expectSlice(t, "gate", gate(t, rds), openCreate)
+			expect(t, "requested-policies", rds.GetAnnotations()[v1alpha1.AnnotationRequestedPolicies], `["Create","Update","Observe","LateInitialize"]`)
+			noWarnings(t, r)
+		},
 		"database/2-allowed-change": func(t *testing.T, r rendering) {
 			rds := r.mr(t, "rds")
 			expect(t, "instanceClass", str(t, rds, "spec.forProvider.instanceClass"), "db.t3.large")
