@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 )
 
 // TestGateNeverWiderThanPipeline: the steps before Kausality set
@@ -78,6 +79,16 @@ func TestGateNeverWiderThanPipeline(t *testing.T) {
 			rec, _ := ann[v1alpha1.AnnotationRequestedPolicies].(string)
 			if rec != tc.wantRecord {
 				t.Errorf("%s\n%s = %q, want %q", tc.reason, v1alpha1.AnnotationRequestedPolicies, rec, tc.wantRecord)
+			}
+			// An allowance the request makes moot is never stamped: it
+			// would open nothing and wait for ever.
+			as, err := allowance.Parse(ann[v1alpha1.AnnotationAllowances].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			creates := slices.ContainsFunc(as, func(a allowance.Allowance) bool { return a.Relation == v1alpha1.RelationExternal && a.HasVerb(v1alpha1.VerbCreate) })
+			if wantCreate := slices.Contains(tc.wantGate, any("Create")); creates != wantCreate {
+				t.Errorf("%s\nan External Create allowance stamped: %t, want %t (%s)", tc.reason, creates, wantCreate, ann[v1alpha1.AnnotationAllowances])
 			}
 		})
 	}

@@ -165,7 +165,7 @@ func (r *run) noteUnrestricted(dm childMeta) {
 // resource and prunes consumed ones. It returns what the gate keeps shut,
 // as reported, and the managementPolicies the gate formula sets.
 func (r *run) gate(cfg gate.Config, dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) ([]withheld, []string) {
-	as := r.stampExternal(dm, om, have, ch)
+	as := r.stampExternal(dm, om, have, ch, cfg.Requested)
 	g := cfg.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied {
 		// A spec rarely gains or loses fields: the approval it replaces
 		// sizes its record.
@@ -265,7 +265,10 @@ func nextApplied(prev mutation.Applied, next mutation.Applied, withheld []mutati
 // A change propagation control holds back earns them pending, with the
 // values it sets (Allowance.Pending); one its pending allowances cover is
 // let through by releasing them.
-func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch change) []allowance.Allowance {
+//
+// An allowance whose verbs the pipeline's request (requested, nil: "*")
+// does not ask for would open nothing (gate.Compute): it is not stamped.
+func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch change, requested []string) []allowance.Allowance {
 	if len(ch.passed) == 0 && len(ch.held) == 0 && len(ch.released) == 0 {
 		return have
 	}
@@ -295,6 +298,9 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 		pins = allowance.ValuesOf(dm.obj.Object, ch.passed, skipManaged)
 	}
 	add := func(a allowance.Allowance) {
+		if !slices.ContainsFunc(a.Verbs, func(v string) bool { return gate.Asks(requested, v) || (v == gate.All && gate.AsksWrite(requested)) }) {
+			return
+		}
 		if len(ch.held) > 0 {
 			a.Pending = ch.pending
 		} else if pins != nil {

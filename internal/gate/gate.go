@@ -169,6 +169,12 @@ func Asks(requested []string, action string) bool {
 	return err == nil && want[action]
 }
 
+// AsksWrite reports whether a pipeline that asked for requested (nil: "*")
+// asked for any action that writes to the cloud (Create, Update, Delete).
+func AsksWrite(requested []string) bool {
+	return Asks(requested, Create) || Asks(requested, Update) || Asks(requested, Delete)
+}
+
 // askedSet is the set of actions asked names, every action when asked is
 // nil or "*".
 func askedSet(asked []string) (map[string]bool, error) {
