@@ -41,6 +41,18 @@ func (t Writers) Controller(username string) bool {
 	return uok && uns == ns
 }
 
+// ControllerPrefix is the username prefix of the service accounts in
+// Crossplane's namespace ("system:serviceaccount:<namespace>:"): Crossplane
+// and its providers. "" when Crossplane's username names no service
+// account.
+func (t Writers) ControllerPrefix() string {
+	ns, ok := serviceAccountNamespace(t.Crossplane)
+	if !ok {
+		return ""
+	}
+	return "system:serviceaccount:" + ns + ":"
+}
+
 // serviceAccountNamespace is the namespace of a service account's username,
 // system:serviceaccount:<namespace>:<name>.
 func serviceAccountNamespace(username string) (string, bool) {

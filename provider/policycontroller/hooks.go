@@ -165,6 +165,11 @@ const Unchanged = `request.operation == 'UPDATE' &&
 // pending one by hand; admitted without the provider, a creation the gate
 // let through completes while the provider is down. The gate, which the
 // provider checks before the Create, is not part of such a write.
+//
+// Only a controller's such write passes (ControllerBookkeeping): a user's
+// would wedge the resource (crossplane-runtime stops at a pending marker),
+// so it goes to the webhook, which refuses a change of Crossplane's
+// metadata no rule permits.
 const OnlyCreationBookkeeping = `request.operation == 'UPDATE' &&
 (has(object.spec) ? object.spec : {}) == (has(oldObject.spec) ? oldObject.spec : {}) &&
 ` + unchangedReferences + ` &&
@@ -172,13 +177,25 @@ const OnlyCreationBookkeeping = `request.operation == 'UPDATE' &&
   (has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations && oldObject.metadata.annotations[k] == object.metadata.annotations[k])) &&
 (has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}).all(k, has(object.metadata.annotations) && k in object.metadata.annotations)`
 
-// managedConditions send the managed webhook every gated resource's write
-// but one that is OnlyClosing or OnlyCreationBookkeeping; changing sends
-// the composites webhook every write but an Unchanged one.
-var (
-	managedConditions = []admissionregistrationv1.MatchCondition{
-		{Name: "not-only-closing-the-gate", Expression: "!(" + OnlyClosing + ")"},
-		{Name: "not-only-creation-bookkeeping", Expression: "!(" + OnlyCreationBookkeeping + ")"},
+// ControllerBookkeeping is the CEL of an OnlyCreationBookkeeping write by a
+// service account whose username starts with controllers
+// ("system:serviceaccount:<Crossplane's namespace>:": Crossplane and its
+// providers, which users cannot act as). Without a prefix no write is one.
+func ControllerBookkeeping(controllers string) string {
+	if controllers == "" || strings.ContainsAny(controllers, `'\`) {
+		return "false"
 	}
-	changing = []admissionregistrationv1.MatchCondition{{Name: "changes-something", Expression: "!(" + Unchanged + ")"}}
-)
+	return "request.userInfo.username.startsWith('" + controllers + "') &&\n" + OnlyCreationBookkeeping
+}
+
+// managedConditions send the managed webhook every gated resource's write
+// but one that is OnlyClosing or a controller's OnlyCreationBookkeeping.
+func managedConditions(controllers string) []admissionregistrationv1.MatchCondition {
+	return []admissionregistrationv1.MatchCondition{
+		{Name: "not-only-closing-the-gate", Expression: "!(" + OnlyClosing + ")"},
+		{Name: "not-only-creation-bookkeeping", Expression: "!(" + ControllerBookkeeping(controllers) + ")"},
+	}
+}
+
+// changing sends the composites webhook every write but an Unchanged one.
+var changing = []admissionregistrationv1.MatchCondition{{Name: "changes-something", Expression: "!(" + Unchanged + ")"}}

@@ -64,7 +64,12 @@ type Webhooks struct {
 	// during a rolling upgrade do not take turns rewriting them; the others
 	// serve admission from what the leader wrote.
 	Writes func() bool
-	Log    logging.Logger
+	// Controllers is the username prefix of the service accounts whose
+	// creation bookkeeping passes while the provider is down
+	// (ControllerBookkeeping): "system:serviceaccount:<Crossplane's
+	// namespace>:". Empty: none does.
+	Controllers string
+	Log         logging.Logger
 
 	mu      sync.Mutex
 	synced  bool  // a Sync has written the configurations
@@ -261,7 +266,7 @@ func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.
 		// is admitted without it: a gate closes and a creation completes
 		// while the provider is down (managedConditions).
 		managed := mutating("managed.kausality.io", clientConfig(cc, PathManaged), rules(t.managed, admissionregistrationv1.Update), gatedSelector)
-		managed.MatchConditions = managedConditions
+		managed.MatchConditions = managedConditions(w.Controllers)
 		hooks = append(hooks, managed)
 	}
 	if len(t.creating) > 0 {

@@ -223,7 +223,7 @@ func managedHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admiss
 		AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
 		MatchConditions: []admissionregistrationv1.MatchCondition{
 			{Name: "not-only-closing-the-gate", Expression: "!(" + OnlyClosing + ")"},
-			{Name: "not-only-creation-bookkeeping", Expression: "!(" + OnlyCreationBookkeeping + ")"},
+			{Name: "not-only-creation-bookkeeping", Expression: "!(" + ControllerBookkeeping("") + ")"},
 		},
 	}
 }
@@ -942,5 +942,20 @@ func TestOnlyTheLeaderWrites(t *testing.T) {
 	}
 	if s := observe(t, kube); s.mutating == nil || s.validating == nil {
 		t.Errorf("Sync(...) on the leader wrote %+v, want both configurations", s)
+	}
+}
+
+// TestControllerBookkeeping: only service accounts in Crossplane's
+// namespace record a creation without the provider; a prefix that could
+// break out of the CEL string, or none, admits nobody's that way.
+func TestControllerBookkeeping(t *testing.T) {
+	got := ControllerBookkeeping("system:serviceaccount:crossplane-system:")
+	if want := "request.userInfo.username.startsWith('system:serviceaccount:crossplane-system:') &&\n" + OnlyCreationBookkeeping; got != want {
+		t.Errorf("ControllerBookkeeping(...) = %q, want %q", got, want)
+	}
+	for _, p := range []string{"", "x') || true || ('"} {
+		if got := ControllerBookkeeping(p); got != "false" {
+			t.Errorf("ControllerBookkeeping(%q) = %q, want false", p, got)
+		}
 	}
 }

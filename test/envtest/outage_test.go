@@ -28,9 +28,10 @@ import (
 // and its XDatabase. A write that only narrows the gate is admitted (the
 // API server skips the webhook by its match condition); every other write
 // is refused, the narrowing ones that also change the spec, an annotation
-// or a label among them. So is a write that records nothing but
-// crossplane-runtime's creation bookkeeping, and refused are those that
-// retarget, resize, drop an annotation or open the gate alongside. Of the
+// or a label among them. A provider's write that records nothing but
+// crossplane-runtime's creation bookkeeping is admitted too, Bob's is not,
+// and refused are those that retarget, resize, drop an annotation or open
+// the gate alongside. Of the
 // XDatabase, a write that changes nothing
 // (Crossplane's rewrite of its resource references before it applies what
 // it composed) is admitted, a change of its spec refused. Once the
@@ -97,9 +98,16 @@ func TestOnlyClosingPassesWithoutTheProvider(t *testing.T) {
 	bookkeeping := func(k string) func() {
 		return func() { b.SetAnnotations(withLabel(b.GetAnnotations(), k, time.Now().UTC().Format(time.RFC3339))) }
 	}
+	// A provider's passes; Bob's does not: a pending marker stops
+	// crossplane-runtime from reconciling the resource, and a user whom no
+	// rule lets change Crossplane's metadata must not wedge it.
+	providerC := as(t, "system:serviceaccount:crossplane-system:provider-recorder")
 	for _, k := range []string{"crossplane.io/external-create-pending", "crossplane.io/external-create-succeeded"} {
-		if err := write(bookkeeping(k)); err != nil {
-			t.Errorf("a write of only %s was refused with the webhook unreachable: %v", k, err)
+		if err := write(bookkeeping(k)); err == nil {
+			t.Errorf("Bob's write of only %s was admitted with the webhook unreachable", k)
+		}
+		if err := controlplane.Update(providerC, b, bookkeeping(k)); err != nil {
+			t.Errorf("a provider's write of only %s was refused with the webhook unreachable: %v", k, err)
 		}
 	}
 	for what, fn := range map[string]func(){
