@@ -110,27 +110,48 @@ func (w *Watcher) Composites() []Kind {
 // the leader's alone; the manager holds them back until it is elected.
 func (w *Watcher) NeedLeaderElection() bool { return false }
 
-// Start discovers kinds until ctx ends. It implements manager.Runnable.
+// Start discovers kinds until ctx ends. It implements manager.Runnable. A
+// round that failed outright (errDiscoveryFailed) is retried within
+// seconds, backing off to the interval: until one succeeds nothing is
+// decided from the kinds.
 func (w *Watcher) Start(ctx context.Context) error {
-	t := time.NewTicker(w.interval)
-	defer t.Stop()
+	retry := time.Duration(0)
 	for {
-		if err := w.Discover(); err != nil {
+		next := w.interval
+		switch err := w.Discover(); {
+		case errors.Is(err, errDiscoveryFailed):
+			retry = min(max(2*retry, time.Second), w.interval)
+			next = retry
+			w.log.Info("managed resource discovery failed; admission stays not ready", "error", err.Error(), "retry", next.String())
+		case err != nil:
 			// Partial discovery (an aggregated API down) is normal; what
 			// was found is watched.
+			retry = 0
 			w.log.Info("managed resource discovery incomplete", "error", err.Error())
+		default:
+			retry = 0
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(next):
 		}
 	}
 }
 
+// errDiscoveryFailed is a discovery round that found nothing at all: the
+// API server could not be asked. Such a round says nothing about which
+// kinds exist, so it changes nothing.
+var errDiscoveryFailed = errors.New("managed resource discovery failed outright")
+
 // Discover starts a controller for every managed kind not yet watched.
 func (w *Watcher) Discover() error {
 	lists, derr := w.disco.ServerPreferredResources()
+	if derr != nil && len(lists) == 0 {
+		// Not "no managed kinds": with none, every managed hook would be
+		// dropped and deletions would skip the guard.
+		return errors.Wrap(errors.Join(errDiscoveryFailed, derr), "cannot discover API resources")
+	}
 	var found, composites []Kind
 	for _, l := range lists {
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)

@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -144,6 +145,17 @@ func TestDiscover(t *testing.T) {
 			want: want{errs: []error{errors.Wrap(errDisco, "cannot discover API resources")},
 				built: []schema.GroupVersionKind{nop}, kinds: []Kind{nopKind}, notified: 1},
 		},
+		"FailedOutrightDecidesNothing": {
+			reason: "A round that could not ask the API server at all returns no lists: it is no round, not \"no managed kinds\". Nothing counts as discovered, dependants are not told, and the error says so.",
+			rounds: []round{{err: errDisco}},
+			want:   want{errs: []error{errors.Wrap(errors.Join(errDiscoveryFailed, errDisco), "cannot discover API resources")}},
+		},
+		"FailedOutrightKeepsWhatWasFound": {
+			reason: "A failed round after a good one keeps the kinds found: watched kinds are never dropped by a failure.",
+			rounds: []round{{lists: []*metav1.APIResourceList{nopList()}}, {err: errDisco}},
+			want: want{errs: []error{nil, errors.Wrap(errors.Join(errDiscoveryFailed, errDisco), "cannot discover API resources")},
+				built: []schema.GroupVersionKind{nop}, kinds: []Kind{nopKind}, notified: 1},
+		},
 		"ControllerFailsRetried": {
 			reason: "A kind whose controller cannot be built is not recorded as watched, so the next discovery tries again.",
 			rounds: []round{
@@ -194,7 +206,7 @@ func TestDiscover(t *testing.T) {
 			if diff := cmp.Diff(tc.want.composites, w.Composites(), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("%s\nComposites(): -want, +got:\n%s", tc.reason, diff)
 			}
-			if w.Discovered() != (len(tc.rounds) > 0) {
+			if w.Discovered() != slices.ContainsFunc(tc.rounds, func(r round) bool { return r.lists != nil }) {
 				t.Errorf("%s\nDiscovered() after %d rounds = %t", tc.reason, len(tc.rounds), w.Discovered())
 			}
 			if diff := cmp.Diff(tc.want.notified, notified); diff != "" {
