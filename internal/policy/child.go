@@ -101,3 +101,27 @@ func Shippable(chain []allowance.Allowance, c Child, ms []mutation.Mutation) []m
 		return !slices.ContainsFunc(bounds, func(b mutation.Bounds) bool { return b.Covers(m) })
 	})
 }
+
+// Names reports whether p's own data names child: its kind (spec.for) or a
+// target of any of its entries, as a composed resource or as the external
+// resource behind one. It reads no CEL, so it answers for a policy that
+// does not compile too.
+func Names(p *v1alpha1.AllowancePolicy, child Child) bool {
+	f := p.Spec.For
+	if f.APIGroup == child.APIGroup && f.Kind == child.Kind {
+		return true
+	}
+	var entries []v1alpha1.PolicyEntry
+	if p.Spec.Initializing != nil {
+		entries = append(entries, p.Spec.Initializing.Policies...)
+	}
+	if p.Spec.Deleting != nil {
+		entries = append(entries, p.Spec.Deleting.Policies...)
+	}
+	for _, r := range p.Spec.Rules {
+		entries = append(entries, r.Policies...)
+	}
+	return slices.ContainsFunc(entries, func(e v1alpha1.PolicyEntry) bool {
+		return MatchesChild(e.Target, child) || MatchesExternal(e.Target, child)
+	})
+}

@@ -276,6 +276,14 @@ func TestRestricting(t *testing.T) {
 spec:
   for: {apiGroup: example.com, kind: XCache}
   rules: [{trigger: spec.size, conditions: ["object.("]}]`)
+	brokenBuckets := *decode[v1alpha1.AllowancePolicy](t, `metadata: {name: broken-buckets}
+spec:
+  for: {apiGroup: example.com, kind: XCache}
+  rules:
+  - trigger: spec.size
+    conditions: ["object.("]
+    policies:
+    - {target: {external: {apiGroup: s3.aws.crossplane.io, kind: Bucket}}, relation: External, verbs: [Update]}`)
 	bucket := Kinds{}.ChildOf("s3.aws.crossplane.io/v1beta1", "Bucket")
 	cases := map[string]struct {
 		reason  string
@@ -287,7 +295,10 @@ spec:
 		"NamedByAnotherKindsPolicy": {reason: "The XDatabase policy restricts RDSInstance, whoever creates one.", ps: []v1alpha1.AllowancePolicy{db}, child: rdsChild, want: true},
 		"NamedByNone":               {reason: "A kind no policy names is unrestricted.", ps: []v1alpha1.AllowancePolicy{db}, child: bucket},
 		"NoPolicies":                {reason: "Without policies nothing is restricted.", child: rdsChild},
-		"BrokenPolicyFailsClosed":   {reason: "A policy that does not compile might name any kind: everything counts as restricted.", ps: []v1alpha1.AllowancePolicy{db, broken}, child: bucket, want: true, wantErr: true},
+		"BrokenPolicyNamesOnlyItsOwn": {reason: "A policy that does not compile restricts only the kinds its own targets name, read without its CEL: never every managed kind in the cluster.",
+			ps: []v1alpha1.AllowancePolicy{db, broken}, child: bucket, wantErr: true},
+		"BrokenPolicyRestrictsItsTargets": {reason: "The kinds a policy that does not compile names stay restricted (fail closed).",
+			ps: []v1alpha1.AllowancePolicy{brokenBuckets}, child: bucket, want: true, wantErr: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

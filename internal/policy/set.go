@@ -85,12 +85,24 @@ func (c *Cache) For(apiVersion, kind string, ps []v1alpha1.AllowancePolicy) (Set
 // Restricting reports whether some AllowancePolicy, whichever kind it is
 // for, restricts child: names it as a composed resource or owns the gate of
 // its external resource. A policy that does not compile counts as
-// restricting (its errors are returned), as the function fails closed on
-// it. Admission asks when a managed resource is created outside a
-// gate-aware pipeline.
+// restricting the kinds its targets name (Names: data, readable without
+// its CEL), and its errors are returned; it never puts every managed kind
+// under the creation hook. Admission asks when a managed resource is
+// created outside a gate-aware pipeline.
 func (c *Cache) Restricting(ps []v1alpha1.AllowancePolicy, child Child) (bool, []error) {
 	s, errs := c.all(ps)
-	return len(errs) > 0 || s.Restricts(child) || s.RestrictsExternal(child), errs
+	if s.Restricts(child) || s.RestrictsExternal(child) {
+		return true, errs
+	}
+	if len(errs) == 0 {
+		return false, nil
+	}
+	for i := range ps {
+		if _, err := c.Compile(&ps[i]); err != nil && Names(&ps[i], child) {
+			return true, errs
+		}
+	}
+	return false, errs
 }
 
 // RestrictingCompiled is Restricting by the policies that compile only.
