@@ -193,6 +193,11 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	// applied record remembers for the fields let through.
 	prefix, want := content(dm.child, desired)
 	_, was := content(dm.child, observed)
+	if w, ok := want.(map[string]any); ok && dm.child.Class == policy.ClassUnmanaged {
+		if o, ok := was.(map[string]any); ok {
+			policy.AlignContent(o, w)
+		}
+	}
 	wanted := mutation.Record(prefix, want, skipManaged)
 	var ch change
 	var withheld []mutation.Mutation
@@ -257,7 +262,7 @@ func keepObserved(c policy.Child, observed, desired map[string]any, ms []mutatio
 	whole := c.Class == policy.ClassUnmanaged
 	kept := map[string]any{}
 	if whole {
-		for k, v := range policy.Body(desired) {
+		for k, v := range policy.Content(desired) {
 			kept[k] = runtime.DeepCopyJSONValue(v)
 		}
 	} else if spec, ok := desired["spec"]; ok {
@@ -270,7 +275,7 @@ func keepObserved(c policy.Child, observed, desired map[string]any, ms []mutatio
 		ch.passed = nil
 	}
 	if whole {
-		ch.spec = policy.Body(kept)
+		ch.spec = policy.Content(kept)
 	} else {
 		ch.spec = kept["spec"]
 	}
@@ -281,7 +286,8 @@ func keepObserved(c policy.Child, observed, desired map[string]any, ms []mutatio
 // composed resource of kind c, and the path prefix its mutations start
 // with: the spec; or, for a kind without a gate and so perhaps without a
 // spec (a Secret holds data, a Role rules), every top-level field but
-// apiVersion, kind, metadata and status, at paths from the object's root.
+// apiVersion, kind, metadata and status, and the labels and annotations
+// the pipeline sets (policy.Content), at paths from the object's root.
 func content(c policy.Child, obj map[string]any) (prefix string, value any) {
 	if c.Class != policy.ClassUnmanaged {
 		return "spec", obj["spec"]
@@ -289,7 +295,7 @@ func content(c policy.Child, obj map[string]any) (prefix string, value any) {
 	if obj == nil {
 		return "", nil
 	}
-	return "", policy.Body(obj)
+	return "", policy.Content(obj)
 }
 
 // skipManaged leaves the gate out of diffs and applied records: Kausality

@@ -122,12 +122,49 @@ func withSpec(obj map[string]any, rewritten, whole bool, spec any) map[string]an
 			delete(out, k)
 		}
 		b, _ := spec.(map[string]any)
-		maps.Copy(out, b)
+		for k, v := range b {
+			if k != "metadata" {
+				out[k] = v
+			}
+		}
+		out["metadata"] = withOwnMetadata(obj["metadata"], b["metadata"])
 		return out
 	}
 	out["spec"] = spec
 	if spec == nil {
 		delete(out, "spec")
+	}
+	return out
+}
+
+// withOwnMetadata is a copy of md, an object's metadata, with the labels
+// and annotations of own, a policy.Content's metadata, in place of its
+// own (policy.WithOwn).
+func withOwnMetadata(md, own any) map[string]any {
+	m, _ := md.(map[string]any)
+	out := maps.Clone(m)
+	if out == nil {
+		out = map[string]any{}
+	}
+	o, _ := own.(map[string]any)
+	for _, field := range []string{"labels", "annotations"} {
+		cur, _ := out[field].(map[string]any)
+		strs := make(map[string]string, len(cur))
+		for k, v := range cur {
+			if s, ok := v.(string); ok {
+				strs[k] = s
+			}
+		}
+		merged := policy.WithOwn(strs, o[field])
+		if len(merged) == 0 {
+			delete(out, field)
+			continue
+		}
+		l := make(map[string]any, len(merged))
+		for k, v := range merged {
+			l[k] = v
+		}
+		out[field] = l
 	}
 	return out
 }

@@ -44,8 +44,14 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 		r.noteUnrestricted(dm)
 		return nil, nil, true
 	}
-	// dm.ann is metaOf's copy of desired's annotations: stamp that.
+	// dm.ann is metaOf's copy of desired's annotations: stamp that, with
+	// the pipeline's own annotations of a kind without a gate as this run
+	// leaves them (some kept as observed: policy.Content).
 	ann := dm.ann
+	if ch.rewritten && ch.whole {
+		own, _ := ch.spec.(map[string]any)["metadata"].(map[string]any)
+		ann = policy.WithOwn(ann, own["annotations"])
+	}
 	if ann == nil {
 		ann = map[string]string{}
 	}
