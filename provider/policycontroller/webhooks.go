@@ -319,9 +319,13 @@ func (w *Webhooks) syncValidating(ctx context.Context, cc admissionregistrationv
 	// What Kausality reads from status must be facts: only Crossplane and
 	// the providers write the status of the Claims and composites the
 	// policies name and of gated managed resources.
-	hooks = append(hooks, validating("status.kausality.io", clientConfig(cc, PathStatus), rules(subresource(t.composites, "status"), admissionregistrationv1.Update), nil))
+	status := validating("status.kausality.io", clientConfig(cc, PathStatus), rules(subresource(t.composites, "status"), admissionregistrationv1.Update), nil)
+	status.MatchConditions = statusConditions(w.Controllers)
+	hooks = append(hooks, status)
 	if len(t.managed) > 0 {
-		hooks = append(hooks, validating("managed-status.kausality.io", clientConfig(cc, PathStatus), rules(subresource(t.managed, "status"), admissionregistrationv1.Update), gatedSelector))
+		managedStatus := validating("managed-status.kausality.io", clientConfig(cc, PathStatus), rules(subresource(t.managed, "status"), admissionregistrationv1.Update), gatedSelector)
+		managedStatus.MatchConditions = statusConditions(w.Controllers)
+		hooks = append(hooks, managedStatus)
 	}
 	return w.apply(ctx, c, "ValidatingWebhookConfiguration", t.owners, func() {
 		if !equality.Semantic.DeepEqual(c.Webhooks, hooks) {

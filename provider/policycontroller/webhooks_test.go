@@ -280,6 +280,7 @@ func statusHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissi
 		Name: "status.kausality.io", ClientConfig: cc, Rules: rules,
 		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail), MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
 		AdmissionReviewVersions: []string{"v1"}, TimeoutSeconds: ptr.To[int32](10),
+		MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "not-a-controller-or-admin", Expression: "!('system:masters' in request.userInfo.groups)"}},
 	}
 }
 
@@ -958,6 +959,19 @@ func TestControllerBookkeeping(t *testing.T) {
 	for _, p := range []string{"", "x') || true || ('"} {
 		if got := ControllerBookkeeping(p); got != "false" {
 			t.Errorf("ControllerBookkeeping(%q) = %q, want false", p, got)
+		}
+	}
+}
+
+// TestControllerOrAdmin: the status webhooks skip only the writers they
+// admit anyway.
+func TestControllerOrAdmin(t *testing.T) {
+	if got, want := ControllerOrAdmin("system:serviceaccount:crossplane-system:"), "request.userInfo.username.startsWith('system:serviceaccount:crossplane-system:') || 'system:masters' in request.userInfo.groups"; got != want {
+		t.Errorf("ControllerOrAdmin(...) = %q, want %q", got, want)
+	}
+	for _, p := range []string{"", "x') || true || ('"} {
+		if got := ControllerOrAdmin(p); got != "'system:masters' in request.userInfo.groups" {
+			t.Errorf("ControllerOrAdmin(%q) = %q, want only the administrators", p, got)
 		}
 	}
 }

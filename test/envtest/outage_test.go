@@ -203,3 +203,71 @@ func withLabel(m map[string]string, k, v string) map[string]string {
 	m[k] = v
 	return m
 }
+
+// TestStatusWritesWhileDown: with the status webhooks unreachable, as while
+// every provider replica is down, Crossplane still writes an XR's status
+// (its conditions stay current for `kubectl wait` and GitOps health
+// checks), a provider still writes its managed resource's, and Bob's write
+// of either, which the webhook would refuse, is refused: the match
+// condition skips only the writers the webhook admits anyway.
+func TestStatusWritesWhileDown(t *testing.T) {
+	ctx := context.Background()
+	admin := as(t, "admin")
+	xr, b, _ := gatedPair(t, "outage-status", nil)
+	for _, o := range []*unstructured.Unstructured{b, xr} {
+		if err := controlplane.Update(admin, o, func() { o.SetLabels(withLabel(o.GetLabels(), "outage-test", "true")) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dynamic := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := admin.Get(ctx, client.ObjectKey{Name: policycontroller.DynamicName}, dynamic); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := render.FreeAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "a-kausality-envtest-status-unreachable"}}
+	for _, name := range []string{"status.kausality.io", "managed-status.kausality.io"} {
+		i := slices.IndexFunc(dynamic.Webhooks, func(h admissionregistrationv1.ValidatingWebhook) bool { return h.Name == name })
+		if i < 0 {
+			t.Fatalf("the provider registers no %s webhook", name)
+		}
+		h := dynamic.Webhooks[i]
+		h.Name = "unreachable." + name
+		h.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://" + addr + "/down"), CABundle: h.ClientConfig.CABundle}
+		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"outage-test": "true"}}
+		if h.ObjectSelector != nil {
+			sel = h.ObjectSelector.DeepCopy()
+			sel.MatchLabels = withLabel(sel.MatchLabels, "outage-test", "true")
+		}
+		h.ObjectSelector = sel
+		h.TimeoutSeconds = ptr.To[int32](2)
+		down.Webhooks = append(down.Webhooks, h)
+	}
+	if err := admin.Create(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), down) })
+
+	condition := func(o *unstructured.Unstructured, reason string) func() {
+		return func() {
+			_ = unstructured.SetNestedSlice(o.Object, []any{map[string]any{"type": "Ready", "status": "False", "reason": reason, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}, "status", "conditions")
+		}
+	}
+	bobC := as(t, bob)
+	fixture.Eventually(t, 15*time.Second, "Bob's status write refused by the unreachable webhook", func() (bool, string) {
+		err := controlplane.UpdateStatus(bobC, xr, condition(xr, "Forged"))
+		return err != nil, fmt.Sprint(err)
+	})
+	if err := controlplane.UpdateStatus(as(t, crossplane, "system:serviceaccounts"), xr, condition(xr, "Creating")); err != nil {
+		t.Errorf("Crossplane's status write of the XDatabase was refused with the webhook unreachable: %v", err)
+	}
+	provider := as(t, "system:serviceaccount:crossplane-system:provider-recorder", "system:serviceaccounts")
+	if err := controlplane.UpdateStatus(provider, b, condition(b, "Creating")); err != nil {
+		t.Errorf("a provider's status write of its gated Bucket was refused with the webhook unreachable: %v", err)
+	}
+	if err := controlplane.UpdateStatus(bobC, b, condition(b, "Forged")); err == nil {
+		t.Error("Bob's status write of the gated Bucket was admitted with the webhook unreachable")
+	}
+}
