@@ -30,7 +30,10 @@ const objectName = "oldObject.kind + ' ' + (has(oldObject.metadata.namespace) ? 
 // protected kind; they work inside the API server, so deletion protection
 // holds while the provider is down.
 func (w *Webhooks) syncDeletionPolicies(ctx context.Context, t target) error {
-	want := map[string]bool{}
+	want := map[string]bool{ModeSwitchName: true}
+	if err := w.syncModeSwitch(ctx, t); err != nil {
+		return err
+	}
 	for _, r := range t.protected {
 		name := fmt.Sprintf("kausality-protect-%s.%s", r.Resource, r.Group)
 		want[name] = true
@@ -76,6 +79,54 @@ func (w *Webhooks) syncDeletionPolicies(ctx context.Context, t target) error {
 		}
 	}
 	return nil
+}
+
+// ModeSwitchName names the ValidatingAdmissionPolicy and binding that guard
+// the kausality.io/mode annotation of Namespaces.
+const ModeSwitchName = "kausality-mode-switch"
+
+// modeOf is the CEL of an object's kausality.io/mode annotation, "" when
+// it has none.
+func modeOf(o string) string {
+	return "(has(" + o + ".metadata.annotations) && '" + v1alpha1.AnnotationMode + "' in " + o + ".metadata.annotations ? " + o + ".metadata.annotations['" + v1alpha1.AnnotationMode + "'] : '')"
+}
+
+// ModeSwitch is the CEL that admits a Namespace write: it leaves the
+// kausality.io/mode annotation as stored (none on CREATE), or its writer
+// may write AllowancePolicies. Audit and Log let through every change
+// Enforce withholds, so switching a Namespace to them is a policy
+// decision: one a namespace's own administrators, a GitOps controller
+// with rights on Namespaces or a self-service portal must not make alone.
+var ModeSwitch = "(request.operation == 'CREATE' ? " + modeOf("object") + " == '' : " + modeOf("object") + " == " + modeOf("oldObject") + ")" +
+	" || authorizer.group('" + v1alpha1.Group + "').resource('allowancepolicies').check('update').allowed()"
+
+// syncModeSwitch keeps the ValidatingAdmissionPolicy that guards the mode
+// switch on Namespaces: it works inside the API server, so it holds while
+// the provider is down.
+func (w *Webhooks) syncModeSwitch(ctx context.Context, t target) error {
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ModeSwitchName}}
+	if err := w.apply(ctx, vap, "ValidatingAdmissionPolicy", t.owners, func() {
+		vap.Spec = admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: failClosed,
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: rules([]schema.GroupVersionResource{{Version: "v1", Resource: "namespaces"}}, admissionregistrationv1.Create, admissionregistrationv1.Update)[0]}},
+			},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: ModeSwitch,
+				MessageExpression: "'annotation " + v1alpha1.AnnotationMode + " of Namespace ' + object.metadata.name + ': user ' + request.userInfo.username + " +
+					celString(" may not switch Kausality's mode; only who may write AllowancePolicies may (docs/OPERATIONS.md, Who may switch modes)"),
+				Reason: ptr.To(metav1.StatusReasonForbidden),
+			}},
+		}
+	}); err != nil {
+		return err
+	}
+	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: ModeSwitchName}}
+	return w.apply(ctx, b, "ValidatingAdmissionPolicyBinding", t.owners, func() {
+		b.Spec = admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: ModeSwitchName, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		}
+	})
 }
 
 // celStrings quotes each of ss as a CEL string literal, comma-separated.

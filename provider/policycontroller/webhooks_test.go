@@ -2,6 +2,7 @@ package policycontroller
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -331,8 +332,10 @@ func protection(resource, group string, policies string) (*admissionregistration
 type state struct {
 	mutating   *admissionregistrationv1.MutatingWebhookConfiguration
 	validating *admissionregistrationv1.ValidatingWebhookConfiguration
-	vaps       []admissionregistrationv1.ValidatingAdmissionPolicy
-	bindings   []admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// vaps and bindings are those of deletion protection; the mode
+	// switch guard is always there once a Sync wrote (TestModeSwitchGuard).
+	vaps     []admissionregistrationv1.ValidatingAdmissionPolicy
+	bindings []admissionregistrationv1.ValidatingAdmissionPolicyBinding
 }
 
 func observe(t *testing.T, kube client.Client) state {
@@ -357,12 +360,14 @@ func observe(t *testing.T, kube client.Client) state {
 	if err := kube.List(ctx, vl); err != nil {
 		t.Fatal(err)
 	}
-	s.vaps = vl.Items
+	s.vaps = slices.DeleteFunc(vl.Items, func(v admissionregistrationv1.ValidatingAdmissionPolicy) bool { return v.GetName() == ModeSwitchName })
 	bl := &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{}
 	if err := kube.List(ctx, bl); err != nil {
 		t.Fatal(err)
 	}
-	s.bindings = bl.Items
+	s.bindings = slices.DeleteFunc(bl.Items, func(b admissionregistrationv1.ValidatingAdmissionPolicyBinding) bool {
+		return b.GetName() == ModeSwitchName
+	})
 	return s
 }
 
