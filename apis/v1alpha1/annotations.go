@@ -17,6 +17,12 @@ const (
 	AnnotationFreeze = "kausality.io/freeze"
 	// AnnotationMode overrides a policy's mode (Enforce or Log).
 	AnnotationMode = "kausality.io/mode"
+	// AnnotationBreakGlass, on the Namespace provider-kausality runs in,
+	// takes Kausality's admission webhooks out of the write path until it
+	// is removed: the provider deletes its dynamic webhook configurations
+	// and does not write them again (docs/OPERATIONS.md, "Break-glass").
+	// Its value says why. Only who may write AllowancePolicies may set it.
+	AnnotationBreakGlass = "kausality.io/break-glass"
 	// AnnotationControllerBuilds records which build of each controller
 	// last wrote a managed resource: a JSON object of service account user
 	// name to a short hash of the images of the writer's pod.

@@ -3,6 +3,7 @@ package policycontroller
 // Error messages, one constant each in crossplane-runtime's style, so tests
 // compare errors by what they say and a message is changed in one place.
 const (
+	errFmtGetNamespace                                    = "cannot get Namespace %s to read its break-glass"
 	errFmtApply                                           = "cannot apply %s %s"
 	errFmtGetAllowancePolicy                              = "cannot get AllowancePolicy %s"
 	errFmtGetCustomResourceDefinition                     = "cannot get CustomResourceDefinition %s"

@@ -82,23 +82,36 @@ func (w *Webhooks) syncDeletionPolicies(ctx context.Context, t target) error {
 }
 
 // ModeSwitchName names the ValidatingAdmissionPolicy and binding that guard
-// the kausality.io/mode annotation of Namespaces.
+// the switches on Namespaces: kausality.io/mode and kausality.io/break-glass.
 const ModeSwitchName = "kausality-mode-switch"
 
-// modeOf is the CEL of an object's kausality.io/mode annotation, "" when
-// it has none.
-func modeOf(o string) string {
-	return "(has(" + o + ".metadata.annotations) && '" + v1alpha1.AnnotationMode + "' in " + o + ".metadata.annotations ? " + o + ".metadata.annotations['" + v1alpha1.AnnotationMode + "'] : '')"
+// guardedSwitches are the Namespace annotations only who may write
+// AllowancePolicies may set, change or remove.
+var guardedSwitches = []string{v1alpha1.AnnotationMode, v1alpha1.AnnotationBreakGlass}
+
+// annotationOf is the CEL of an object's annotation key, "" when it has
+// none.
+func annotationOf(o, key string) string {
+	return "(has(" + o + ".metadata.annotations) && '" + key + "' in " + o + ".metadata.annotations ? " + o + ".metadata.annotations['" + key + "'] : '')"
 }
 
 // ModeSwitch is the CEL that admits a Namespace write: it leaves the
-// kausality.io/mode annotation as stored (none on CREATE), or its writer
-// may write AllowancePolicies. Audit and Log let through every change
-// Enforce withholds, so switching a Namespace to them is a policy
-// decision: one a namespace's own administrators, a GitOps controller
-// with rights on Namespaces or a self-service portal must not make alone.
-var ModeSwitch = "(request.operation == 'CREATE' ? " + modeOf("object") + " == '' : " + modeOf("object") + " == " + modeOf("oldObject") + ")" +
-	" || authorizer.group('" + v1alpha1.Group + "').resource('allowancepolicies').check('update').allowed()"
+// guarded switches (kausality.io/mode, kausality.io/break-glass) as stored
+// (none on CREATE), or its writer may write AllowancePolicies. Audit and
+// Log let through every change Enforce withholds, and the break-glass
+// takes admission out of the write path, so throwing either switch is a
+// policy decision: one a namespace's own administrators, a GitOps
+// controller with rights on Namespaces or a self-service portal must not
+// make alone.
+var ModeSwitch = func() string {
+	var created, kept []string
+	for _, k := range guardedSwitches {
+		created = append(created, annotationOf("object", k)+" == ''")
+		kept = append(kept, annotationOf("object", k)+" == "+annotationOf("oldObject", k))
+	}
+	return "(request.operation == 'CREATE' ? (" + strings.Join(created, " && ") + ") : (" + strings.Join(kept, " && ") + "))" +
+		" || authorizer.group('" + v1alpha1.Group + "').resource('allowancepolicies').check('update').allowed()"
+}()
 
 // syncModeSwitch keeps the ValidatingAdmissionPolicy that guards the mode
 // switch on Namespaces: it works inside the API server, so it holds while
@@ -113,8 +126,8 @@ func (w *Webhooks) syncModeSwitch(ctx context.Context, t target) error {
 			},
 			Validations: []admissionregistrationv1.Validation{{
 				Expression: ModeSwitch,
-				MessageExpression: "'annotation " + v1alpha1.AnnotationMode + " of Namespace ' + object.metadata.name + ': user ' + request.userInfo.username + " +
-					celString(" may not switch Kausality's mode; only who may write AllowancePolicies may (docs/OPERATIONS.md, Who may switch modes)"),
+				MessageExpression: "'annotations " + strings.Join(guardedSwitches, ", ") + " of Namespace ' + object.metadata.name + ': user ' + request.userInfo.username + " +
+					celString(" may not switch Kausality's mode or break-glass; only who may write AllowancePolicies may (docs/OPERATIONS.md, Who may switch modes)"),
 				Reason: ptr.To(metav1.StatusReasonForbidden),
 			}},
 		}

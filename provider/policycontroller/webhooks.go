@@ -9,6 +9,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,7 +70,10 @@ type Webhooks struct {
 	// (ControllerBookkeeping): "system:serviceaccount:<Crossplane's
 	// namespace>:". Empty: none does.
 	Controllers string
-	Log         logging.Logger
+	// Namespace is the provider's own Namespace, where an administrator
+	// sets the break-glass (v1alpha1.AnnotationBreakGlass); "" reads none.
+	Namespace string
+	Log       logging.Logger
 
 	mu      sync.Mutex
 	synced  bool  // a Sync has written the configurations
@@ -96,6 +100,23 @@ func (w *Webhooks) Ready(_ *http.Request) error {
 		return errNotSynced
 	}
 	return nil
+}
+
+// brokenGlass is the break-glass set on the provider's Namespace (why it
+// was set), "" when none is.
+func (w *Webhooks) brokenGlass(ctx context.Context) (string, error) {
+	if w.Namespace == "" {
+		return "", nil
+	}
+	ns := &corev1.Namespace{}
+	if err := w.Reader.Get(ctx, client.ObjectKey{Name: w.Namespace}, ns); err != nil {
+		return "", errors.Wrapf(client.IgnoreNotFound(err), errFmtGetNamespace, w.Namespace)
+	}
+	why, ok := ns.GetAnnotations()[v1alpha1.AnnotationBreakGlass]
+	if ok && why == "" {
+		why = "(no reason given)"
+	}
+	return why, nil
 }
 
 // target is what the dynamic configuration is computed from.
@@ -132,6 +153,17 @@ func (w *Webhooks) Sync(ctx context.Context) error {
 }
 
 func (w *Webhooks) sync(ctx context.Context) error {
+	if why, err := w.brokenGlass(ctx); err != nil {
+		return err
+	} else if why != "" {
+		// Deletion protection and the mode switch guard stay: they work
+		// inside the API server and need no provider.
+		w.Log.Info("break-glass set: Kausality's admission webhooks are out of the write path until it is removed", "namespace", w.Namespace, "annotation", v1alpha1.AnnotationBreakGlass, "reason", why)
+		if err := w.remove(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DynamicName}}, "MutatingWebhookConfiguration"); err != nil {
+			return err
+		}
+		return w.remove(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DynamicName}}, "ValidatingWebhookConfiguration")
+	}
 	if w.Discovered != nil && !w.Discovered() {
 		return errors.New(errManagedKindsNotDiscovered)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,6 +63,9 @@ func scheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -564,6 +568,20 @@ func TestWebhooksSync(t *testing.T) {
 			args:   args{objs: []client.Object{static(), oldMutating, oldValidating, vapClaims, bindingClaims, foreign}},
 			want:   want{state: state{vaps: []admissionregistrationv1.ValidatingAdmissionPolicy{*foreign}}},
 		},
+		"BreakGlass": {
+			reason: "With the break-glass on the provider's Namespace the dynamic webhook configurations go and are not written again, whatever the policies; deletion protection, which needs no provider, stays.",
+			args: args{
+				objs: []client.Object{
+					static(), allowancePolicy("claims", claimGVK, protected()),
+					&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "crossplane-system", Annotations: map[string]string{v1alpha1.AnnotationBreakGlass: "webhook endpoint unreachable, INC-42"}}},
+					&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: labelled(DynamicName)},
+					&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: labelled(DynamicName)},
+					vapClaims, bindingClaims,
+				},
+				managed: func() []kinds.Kind { return managedKinds },
+			},
+			want: want{state: state{vaps: []admissionregistrationv1.ValidatingAdmissionPolicy{*vapClaims}, bindings: []admissionregistrationv1.ValidatingAdmissionPolicyBinding{*bindingClaims}}},
+		},
 		"StaticMissing": {
 			reason: "Without the package's configuration there is no client config to copy.",
 			args:   args{objs: []client.Object{allowancePolicy("xdatabases", xdbGVK)}},
@@ -579,7 +597,7 @@ func TestWebhooksSync(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(tc.args.objs...).Build()
-			w := &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Static: staticName, Managed: tc.args.managed, Log: logging.NewNopLogger()}
+			w := &Webhooks{Kube: kube, Reader: kube, Mapper: mapper(), Cache: policy.NewCache(), Static: staticName, Managed: tc.args.managed, Namespace: "crossplane-system", Log: logging.NewNopLogger()}
 			err := w.Sync(context.Background())
 			if diff := cmp.Diff(tc.want.err, err, test.EquateErrors()); diff != "" {
 				t.Fatalf("%s\nSync(...): -want error, +got error:\n%s", tc.reason, diff)

@@ -213,7 +213,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		}
 	}
 	hooks := &policycontroller.Webhooks{Kube: direct, Reader: direct, Mapper: mgr.GetRESTMapper(), Cache: pc, Static: o.StaticWebhook, Managed: watcher.Kinds, Discovered: watcher.Discovered,
-		Writes: elected, Controllers: trusted.ControllerPrefix(), Log: o.Log.WithValues("controller", "webhooks")}
+		Writes: elected, Controllers: trusted.ControllerPrefix(), Namespace: o.LeaderElectionNamespace, Log: o.Log.WithValues("controller", "webhooks")}
 	watcher.OnChange(func() {
 		if err := hooks.Sync(ctx); err != nil {
 			o.Log.Info("cannot update the webhook rules for new managed kinds", "error", err)
