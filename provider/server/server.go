@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,6 +49,10 @@ import (
 	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 	"github.com/kausality-io/kausality-crossplane/provider/rollouts"
 )
+
+// leaderRetryPeriod is how often a replica that does not lead asks for the
+// lease.
+const leaderRetryPeriod = 500 * time.Millisecond
 
 // Options configure the provider.
 type Options struct {
@@ -155,7 +160,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		// lease over at once instead of leaving gates unclosed for its
 		// duration.
 		LeaderElectionReleaseOnCancel: true,
-		WebhookServer:                 webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir}),
+		// A replica that is not the leader asks for the lease this often:
+		// once a stopping leader released it, the next one takes over
+		// within it (e2e TestReplicasLeaderStopped), not controller-runtime's
+		// default two seconds. One GET of one Lease per waiting replica.
+		RetryPeriod:   ptr.To(leaderRetryPeriod),
+		WebhookServer: webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir}),
 		// The gate controller reads managed resources (unstructured) from
 		// the cache too; controller-runtime would otherwise read them from
 		// the API server and cache them for nothing.

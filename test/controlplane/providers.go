@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -243,6 +244,19 @@ func (c *ControlPlane) KillReplica(i int) {
 	rep := c.runtime.provider.replicas[i]
 	if rep.cmd != nil && !rep.exited() {
 		_ = rep.cmd.Process.Kill()
+		<-rep.done
+	}
+}
+
+// StopReplica stops replica i as Kubernetes does a pod it deletes or
+// drains (SIGTERM: it shuts down and releases the lease) and returns once
+// it exited; supervise starts it again a second later.
+func (c *ControlPlane) StopReplica(i int) {
+	c.runtime.mu.Lock()
+	defer c.runtime.mu.Unlock()
+	rep := c.runtime.provider.replicas[i]
+	if rep.cmd != nil && !rep.exited() {
+		_ = rep.cmd.Process.Signal(syscall.SIGTERM)
 		<-rep.done
 	}
 }

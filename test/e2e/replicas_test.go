@@ -156,3 +156,41 @@ func TestWebhookRefusesThenHangs(t *testing.T) {
 	settleStore(t, key)
 	expectStoreCalls(t, key, storeBuckets(t, key), map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
 }
+
+// TestReplicasLeaderStopped stops the leading provider-kausality replica as
+// Kubernetes stops a pod it drains or replaces in a rolling upgrade
+// (SIGTERM): it releases the lease as it shuts down, and the other
+// replica leads within a second of its exit, not after the lease's 15 s.
+// Alice's resize made just after reaches the cloud once and its gate
+// closes. It stops a replica, so it runs alone.
+func TestReplicasLeaderStopped(t *testing.T) {
+	if controlplane.Replicas < 2 {
+		t.Fatalf("the control plane runs %d provider replica(s); this scenario needs two", controlplane.Replicas)
+	}
+	key := createdStore(t, storeComposition(t), "replicas-stopped", "shop")
+	bs := storeBuckets(t, key)
+	leader := -1
+	fixture.Eventually(t, time.Minute, "a provider replica to hold the lease", func() (bool, string) {
+		leader = cp.Leader()
+		return leader >= 0, "no replica logged acquiring the lease"
+	})
+	cp.StopReplica(leader)
+	exited := time.Now()
+	next := -1
+	fixture.EventuallyEvery(t, 20*time.Second, 50*time.Millisecond, "another replica to lead", func() (bool, string) {
+		next = cp.Leader()
+		return next >= 0 && next != leader, fmt.Sprintf("leader %d", next)
+	})
+	if handover := time.Since(exited); handover > time.Second {
+		t.Errorf("replica %d led %s after the stopped leader exited, want within a second: did the stopped leader not release the lease?", next, handover.Round(10*time.Millisecond))
+	} else {
+		t.Logf("replica %d led %s after the stopped leader exited", next, handover.Round(10*time.Millisecond))
+	}
+
+	x := store(key.Namespace, key.Name, "", nil)
+	if err := controlplane.Update(alice(t), x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") }); err != nil {
+		t.Fatalf("alice resizes after the hand-over: %v", err)
+	}
+	settleStore(t, key)
+	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+}
