@@ -219,3 +219,35 @@ func TestNarrowedGateWhileDown(t *testing.T) {
 	}
 	expectClosed(t, key)
 }
+
+// TestV2BobCannotWedge: Bob (crossplane-edit in his namespace, no policy)
+// marks a created gated Bucket's creation as pending, which would stop
+// crossplane-runtime from reconciling it ("cannot determine creation
+// result"), and removes the record of its creation: both are refused, and
+// Alice's permitted resize afterwards reaches the cloud once.
+func TestV2BobCannotWedge(t *testing.T) {
+	t.Parallel()
+	key := createdStore(t, storeComposition(t), "v2-wedge", "shop")
+	bs := storeBuckets(t, key)
+	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+	bob := as(t, controlplane.Bob)
+	data := bs["data"].DeepCopy()
+	mark := func(fn func(map[string]string)) error {
+		return controlplane.Update(bob, data, func() {
+			ann := data.GetAnnotations()
+			fn(ann)
+			data.SetAnnotations(ann)
+		})
+	}
+	err := mark(func(a map[string]string) { a["crossplane.io/external-create-pending"] = time.Now().UTC().Format(time.RFC3339) })
+	fixture.ErrorContains(t, err, "crossplane.io/external-create-pending")
+	err = mark(func(a map[string]string) { delete(a, "crossplane.io/external-create-succeeded") })
+	fixture.ErrorContains(t, err, "crossplane.io/external-create-succeeded")
+
+	x := store(key.Namespace, key.Name, "", nil)
+	if err := controlplane.Update(alice(t), x, func() { _ = unstructured.SetNestedField(x.Object, "large", "spec", "size") }); err != nil {
+		t.Fatalf("alice resizes: %v", err)
+	}
+	settleStore(t, key)
+	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+}
