@@ -86,7 +86,9 @@ func TestGateNeverWiderThanPipeline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			creates := slices.ContainsFunc(as, func(a allowance.Allowance) bool { return a.Relation == v1alpha1.RelationExternal && a.HasVerb(v1alpha1.VerbCreate) })
+			creates := slices.ContainsFunc(as, func(a allowance.Allowance) bool {
+				return a.Relation == v1alpha1.RelationExternal && a.HasVerb(v1alpha1.VerbCreate)
+			})
 			if wantCreate := slices.Contains(tc.wantGate, any("Create")); creates != wantCreate {
 				t.Errorf("%s\nan External Create allowance stamped: %t, want %t (%s)", tc.reason, creates, wantCreate, ann[v1alpha1.AnnotationAllowances])
 			}

@@ -102,6 +102,22 @@ func (w *Webhooks) Ready(_ *http.Request) error {
 	return nil
 }
 
+// holdBrokenGlass removes the dynamic webhook configurations while the
+// break-glass is set, and reports whether it is. Deletion protection and
+// the mode switch guard stay: they work inside the API server and need no
+// provider.
+func (w *Webhooks) holdBrokenGlass(ctx context.Context) (bool, error) {
+	why, err := w.brokenGlass(ctx)
+	if err != nil || why == "" {
+		return false, err
+	}
+	w.Log.Info("break-glass set: Kausality's admission webhooks are out of the write path until it is removed", "namespace", w.Namespace, "annotation", v1alpha1.AnnotationBreakGlass, "reason", why)
+	if err := w.remove(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DynamicName}}, "MutatingWebhookConfiguration"); err != nil {
+		return true, err
+	}
+	return true, w.remove(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DynamicName}}, "ValidatingWebhookConfiguration")
+}
+
 // brokenGlass is the break-glass set on the provider's Namespace (why it
 // was set), "" when none is.
 func (w *Webhooks) brokenGlass(ctx context.Context) (string, error) {
@@ -153,16 +169,8 @@ func (w *Webhooks) Sync(ctx context.Context) error {
 }
 
 func (w *Webhooks) sync(ctx context.Context) error {
-	if why, err := w.brokenGlass(ctx); err != nil {
+	if broken, err := w.holdBrokenGlass(ctx); err != nil || broken {
 		return err
-	} else if why != "" {
-		// Deletion protection and the mode switch guard stay: they work
-		// inside the API server and need no provider.
-		w.Log.Info("break-glass set: Kausality's admission webhooks are out of the write path until it is removed", "namespace", w.Namespace, "annotation", v1alpha1.AnnotationBreakGlass, "reason", why)
-		if err := w.remove(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DynamicName}}, "MutatingWebhookConfiguration"); err != nil {
-			return err
-		}
-		return w.remove(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DynamicName}}, "ValidatingWebhookConfiguration")
 	}
 	if w.Discovered != nil && !w.Discovered() {
 		return errors.New(errManagedKindsNotDiscovered)

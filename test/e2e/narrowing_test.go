@@ -239,7 +239,9 @@ func TestV2BobCannotWedge(t *testing.T) {
 			data.SetAnnotations(ann)
 		})
 	}
-	err := mark(func(a map[string]string) { a["crossplane.io/external-create-pending"] = time.Now().UTC().Format(time.RFC3339) })
+	err := mark(func(a map[string]string) {
+		a["crossplane.io/external-create-pending"] = time.Now().UTC().Format(time.RFC3339)
+	})
 	fixture.ErrorContains(t, err, "crossplane.io/external-create-pending")
 	err = mark(func(a map[string]string) { delete(a, "crossplane.io/external-create-succeeded") })
 	fixture.ErrorContains(t, err, "crossplane.io/external-create-succeeded")
