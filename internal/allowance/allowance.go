@@ -115,6 +115,12 @@ type Progress struct {
 	// a gate someone narrowed meanwhile applied nothing.
 	Gate    []string
 	HasGate bool
+	// Expired reports whether an allowance's time ran out (nil: none
+	// has): an expired one opens nothing again, so one observed past its
+	// approval counts as used whatever gate is stored (a gate the
+	// function closed at the limit while the provider was down, after the
+	// provider applied the change).
+	Expired func(Allowance) bool
 }
 
 // ProgressOf reads a carrying object's progress.
@@ -158,8 +164,9 @@ func (p Progress) opens(a Allowance) bool {
 // (an unsupported combination, an uncovered pending change) applied
 // nothing, so the change still waits, and so did every generation before
 // the approved one. Nor is it used up while the stored gate does not
-// open its verb: someone narrowed the gate before the provider applied
-// the change (Progress.Gate), and the gate opens again for it. Delete
+// open its verb and its time has not run out (Progress.Expired): someone
+// narrowed the gate before the provider applied the change
+// (Progress.Gate), and the gate opens again for it. Delete
 // alone is used up only by the deletion (see ConsumedAt).
 func (a Allowance) ConsumedBy(p Progress) bool {
 	if a.Consumed || a.OpensDelete() || a.IsPending() {
@@ -176,7 +183,7 @@ func (a Allowance) ConsumedBy(p Progress) bool {
 	// resource moved on between the function reading it and Crossplane's
 	// write (another gate closing, say): until the provider observes the
 	// approved generation, it has applied nothing of it.
-	return p.Approved >= a.Generation && p.Observed >= p.Approved && p.opens(a)
+	return p.Approved >= a.Generation && p.Observed >= p.Approved && (p.opens(a) || (p.Expired != nil && p.Expired(a)))
 }
 
 // ShipsSpec reports whether a is an External allowance whose gate lets the

@@ -319,6 +319,8 @@ func TestConsumedBy(t *testing.T) {
 			a: upd, p: Progress{Observed: 5, Reconciled: true, Approved: 5, HasApproved: true, Gate: []string{"Observe", "Update", "LateInitialize"}, HasGate: true}, want: true},
 		"CreateBehindNarrowedGate": {reason: "A Create gate narrowed before the provider created the resource: crossplane-runtime skips the Create and reports Synced, which creates nothing.",
 			a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Create"}, Generation: 1}, p: Progress{Observed: 2, Reconciled: true, Approved: 1, HasApproved: true, Gate: []string{"Observe", "LateInitialize"}, HasGate: true}},
+		"ExpiredBehindClosedGate": {reason: "The function closed the gate at the limit while the provider was down, after the provider applied the change: an expired allowance opens nothing again, so the generation observed past its approval uses it up.",
+			a: upd, p: Progress{Observed: 6, Reconciled: true, Approved: 5, HasApproved: true, Gate: []string{"Observe", "LateInitialize"}, HasGate: true, Expired: func(Allowance) bool { return true }}, want: true},
 		"StarGate": {reason: "A gate of \"*\" opens every verb.",
 			a: upd, p: Progress{Observed: 5, Reconciled: true, Approved: 5, HasApproved: true, Gate: []string{"*"}, HasGate: true}, want: true},
 		"DeleteAlone": {reason: "Delete alone is used up by the deletion only.", a: Allowance{Relation: v1alpha1.RelationExternal, Verbs: []string{"Delete"}, Generation: 5}, p: Progress{Observed: 9, Reconciled: true, Approved: 9, HasApproved: true}},

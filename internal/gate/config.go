@@ -121,6 +121,7 @@ func (c Config) decide(obj, stored map[string]any, approved Approval, spec mutat
 	in := Inputs{Allowances: as, ReadOnly: c.ReadOnly, Requested: c.Requested, Now: now, Limit: c.MaxOpen, Frozen: frozen, Approved: approved, Spec: spec}
 	if stored != nil {
 		in.Progress = allowance.ProgressOf(stored)
+		in.Progress.Expired = func(a allowance.Allowance) bool { return a.ExpiredAt(now, c.MaxOpen) }
 		in.Generation = generation(stored)
 	}
 	d := Decide(in)
