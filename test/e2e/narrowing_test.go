@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -133,35 +132,14 @@ func TestV2KeptAndImportedBuckets(t *testing.T) {
 // returns a function listing the distinct gates seen.
 func watchStoreGates(t *testing.T, key client.ObjectKey) func() [][]string {
 	t.Helper()
-	var mu sync.Mutex
-	var seen [][]string
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done) })
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			b := &unstructured.Unstructured{}
-			b.SetGroupVersionKind(controlplane.MBucketGVK)
-			if err := cp.AdminClient().Get(context.Background(), key, b); err != nil {
-				continue
-			}
-			g := gate(b)
-			mu.Lock()
-			if !slices.ContainsFunc(seen, func(s []string) bool { return slices.Equal(s, g) }) {
-				seen = append(seen, g)
-			}
-			mu.Unlock()
+	return watchGatesOf(t, func() *unstructured.Unstructured {
+		b := &unstructured.Unstructured{}
+		b.SetGroupVersionKind(controlplane.MBucketGVK)
+		if err := cp.AdminClient().Get(context.Background(), key, b); err != nil {
+			return nil
 		}
-	}()
-	return func() [][]string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(seen)
-	}
+		return b
+	})
 }
 
 // TestNarrowedGateWhileDown: Alice's permitted resize opens the data

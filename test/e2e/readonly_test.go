@@ -53,6 +53,20 @@ func TestClosedGateChosenByTheComposition(t *testing.T) {
 // function listing the distinct gates seen.
 func watchGates(t *testing.T, key client.ObjectKey, res string) func() [][]string {
 	t.Helper()
+	return watchGatesOf(t, func() *unstructured.Unstructured {
+		bs, err := cp.Buckets(context.Background(), key)
+		if err != nil {
+			return nil
+		}
+		return bs[res]
+	})
+}
+
+// watchGatesOf polls the gate of the Bucket get reads (nil: none to read
+// now) until the test ends and returns a function listing the distinct
+// gates seen.
+func watchGatesOf(t *testing.T, get func() *unstructured.Unstructured) func() [][]string {
+	t.Helper()
 	var mu sync.Mutex
 	var seen [][]string
 	done := make(chan struct{})
@@ -64,11 +78,11 @@ func watchGates(t *testing.T, key client.ObjectKey, res string) func() [][]strin
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			bs, err := cp.Buckets(context.Background(), key)
-			if err != nil || bs[res] == nil {
+			b := get()
+			if b == nil {
 				continue
 			}
-			g := gate(bs[res])
+			g := gate(b)
 			mu.Lock()
 			if !slices.ContainsFunc(seen, func(s []string) bool { return slices.Equal(s, g) }) {
 				seen = append(seen, g)

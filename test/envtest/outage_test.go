@@ -171,28 +171,45 @@ func unreachableHooks(ctx context.Context, t *testing.T, admin client.Client, na
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range names {
-		i := slices.IndexFunc(dynamic.Webhooks, func(h admissionregistrationv1.MutatingWebhook) bool { return h.Name == name })
-		if i < 0 {
-			t.Fatalf("the provider registers no %s webhook", name)
-		}
-		h := dynamic.Webhooks[i]
-		h.Name = "unreachable." + name
-		h.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://" + addr + "/down"), CABundle: h.ClientConfig.CABundle}
-		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"outage-test": "true"}}
-		if h.ObjectSelector != nil {
-			sel = h.ObjectSelector.DeepCopy()
-			sel.MatchLabels = withLabel(sel.MatchLabels, "outage-test", "true")
-		}
-		h.ObjectSelector = sel
-		h.TimeoutSeconds = ptr.To[int32](2)
-		down.Webhooks = append(down.Webhooks, h)
-	}
+	down.Webhooks = unreachableCopies(t, dynamic.Webhooks, names, func(h *admissionregistrationv1.MutatingWebhook) *string { return &h.Name }, func(h *admissionregistrationv1.MutatingWebhook) {
+		h.Name, h.ClientConfig, h.ObjectSelector, h.TimeoutSeconds = unreachableAt(addr, h.Name, h.ClientConfig, h.ObjectSelector)
+	})
 	if err := admin.Create(ctx, down); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = admin.Delete(context.Background(), down) })
 	return down
+}
+
+// unreachableCopies are copies of the webhooks of hooks named names, each
+// made unreachable by down; a name the provider does not register fails
+// the test.
+func unreachableCopies[H any](t *testing.T, hooks []H, names []string, nameOf func(*H) *string, down func(*H)) []H {
+	t.Helper()
+	out := make([]H, 0, len(names))
+	for _, name := range names {
+		i := slices.IndexFunc(hooks, func(h H) bool { return *nameOf(&h) == name })
+		if i < 0 {
+			t.Fatalf("the provider registers no %s webhook", name)
+		}
+		h := hooks[i]
+		down(&h)
+		out = append(out, h)
+	}
+	return out
+}
+
+// unreachableAt is what a copy of the webhook name, with client config cc
+// and object selector sel, gets to fail as the provider's does while it is
+// down: a name of its own, addr (where nothing listens) as its endpoint,
+// objects labelled outage-test only, and a short timeout.
+func unreachableAt(addr, name string, cc admissionregistrationv1.WebhookClientConfig, sel *metav1.LabelSelector) (string, admissionregistrationv1.WebhookClientConfig, *metav1.LabelSelector, *int32) {
+	out := &metav1.LabelSelector{MatchLabels: map[string]string{"outage-test": "true"}}
+	if sel != nil {
+		out = sel.DeepCopy()
+		out.MatchLabels = withLabel(out.MatchLabels, "outage-test", "true")
+	}
+	return "unreachable." + name, admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://" + addr + "/down"), CABundle: cc.CABundle}, out, ptr.To[int32](2)
 }
 
 // withLabel is m (labels or annotations) with k set to v.
@@ -228,23 +245,9 @@ func TestStatusWritesWhileDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	down := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "a-kausality-envtest-status-unreachable"}}
-	for _, name := range []string{"status.kausality.io", "managed-status.kausality.io"} {
-		i := slices.IndexFunc(dynamic.Webhooks, func(h admissionregistrationv1.ValidatingWebhook) bool { return h.Name == name })
-		if i < 0 {
-			t.Fatalf("the provider registers no %s webhook", name)
-		}
-		h := dynamic.Webhooks[i]
-		h.Name = "unreachable." + name
-		h.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://" + addr + "/down"), CABundle: h.ClientConfig.CABundle}
-		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"outage-test": "true"}}
-		if h.ObjectSelector != nil {
-			sel = h.ObjectSelector.DeepCopy()
-			sel.MatchLabels = withLabel(sel.MatchLabels, "outage-test", "true")
-		}
-		h.ObjectSelector = sel
-		h.TimeoutSeconds = ptr.To[int32](2)
-		down.Webhooks = append(down.Webhooks, h)
-	}
+	down.Webhooks = unreachableCopies(t, dynamic.Webhooks, []string{"status.kausality.io", "managed-status.kausality.io"}, func(h *admissionregistrationv1.ValidatingWebhook) *string { return &h.Name }, func(h *admissionregistrationv1.ValidatingWebhook) {
+		h.Name, h.ClientConfig, h.ObjectSelector, h.TimeoutSeconds = unreachableAt(addr, h.Name, h.ClientConfig, h.ObjectSelector)
+	})
 	if err := admin.Create(ctx, down); err != nil {
 		t.Fatal(err)
 	}
