@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,9 +89,11 @@ func TestGateClosesWhileDown(t *testing.T) {
 // Creates are in flight. crossplane-runtime's second write, the one that
 // records the creation as done, goes through without Kausality (it changes
 // nothing but that bookkeeping), so neither Bucket is left at "cannot
-// determine creation result": each is created in the cloud exactly once
-// and, once the provider is back, the Claim settles with nothing else sent
-// to the cloud. It kills the provider, so it runs alone.
+// determine creation result": each is created in the cloud exactly once,
+// the XR's conditions stay current while the provider is down (Crossplane's
+// status writes pass), and, once the provider is back, the
+// Claim settles with nothing else sent to the cloud. It kills the
+// provider, so it runs alone.
 func TestCreationCompletesWhileDown(t *testing.T) {
 	const ns, name = "outage-create", "midcreate"
 	comp := composition(t, 1)
@@ -129,6 +132,21 @@ func TestCreationCompletesWhileDown(t *testing.T) {
 		}
 		return true, ""
 	})
+	// Crossplane core's status writes are not blocked meanwhile (the
+	// status webhooks skip the writers they admit): the XR's conditions
+	// stay current, so `kubectl wait` and GitOps health checks see why it
+	// is not Ready instead of a stale Synced. Its reconcile fails at
+	// applying what it composed, which needs the managed webhook.
+	down := time.Now()
+	fixture.Eventually(t, settleTimeout, "the XR's status current while the provider is down", func() (bool, string) {
+		x, err := cp.XR(context.Background(), key)
+		if err != nil || x == nil {
+			return false, fmt.Sprint(err)
+		}
+		s := controlplane.Condition(x, "Synced")
+		return s.Status == "False" && strings.Contains(s.Message, "kausality.io"), controlplane.Conditions(x)
+	})
+	t.Logf("the XR reported the outage in its Synced condition %s after the provider went down", time.Since(down).Round(100*time.Millisecond))
 
 	restart()
 	settle(t, key)
