@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
@@ -190,5 +191,74 @@ spec:
 	wantLabel, wantMP, _ := gateOf(t, policyDB)
 	if label != wantLabel || !slices.Equal(mp, wantMP) {
 		t.Errorf("a policy for RDSInstance changed how the XR composes it: label %q gate %v, without it %q %v", label, mp, wantLabel, wantMP)
+	}
+}
+
+// TestValueComputedDuringCreation follows the load-balancer-controller
+// pattern of upbound's configuration-aws-lb-controller (a Release composed
+// with replicaCount 0, raised once a composed XR reports its role ARN):
+// while the XR is created and nobody changed its spec, a value the
+// pipeline itself changes reaches the composed resource and its gate ships
+// it under the creation; once a person changed the XR (its trace names the
+// field), the same change needs its own cause; after the creation it
+// always does.
+func TestValueComputedDuringCreation(t *testing.T) {
+	notReady := map[string]any{"type": "Ready", "status": "False", "reason": "Creating"}
+	ready := map[string]any{"type": "Ready", "status": "True", "reason": "Available"}
+	createdOnce := map[string]any{"type": v1alpha1.ConditionCreated, "status": "True", "reason": ReasonCreated}
+	created := `[{"apiVersion":"example.com/v1alpha1","kind":"XDatabase","name":"db","generation":1,"user":"alice","timestamp":"2026-11-22T11:00:00Z"}]`
+	changed := `[{"apiVersion":"example.com/v1alpha1","kind":"XDatabase","name":"db","generation":2,"field":"spec.size","user":"alice","timestamp":"2026-11-22T11:30:00Z"}]`
+	withTrace := func(t *testing.T, trace string, cs ...map[string]any) *structpb.Struct {
+		m := xrWithConditions(t, cs...).AsMap()
+		if trace != "" {
+			m["metadata"].(map[string]any)["annotations"] = map[string]any{v1alpha1.AnnotationTrace: trace}
+		}
+		return mustStruct(t, m)
+	}
+	cases := map[string]struct {
+		reason   string
+		xr       *structpb.Struct
+		withheld bool
+	}{
+		"ComputedWhileCreated": {reason: "Nobody changed the XR since its creation: the pipeline's own change of a value is part of the creation.",
+			xr: withTrace(t, created, notReady)},
+		"ChangedByAPerson": {reason: "Alice changed the XR's spec during the creation: a change of a value may be hers and needs its own cause.",
+			xr: withTrace(t, changed, notReady), withheld: true},
+		"Untraced": {reason: "Without a trace admission wrote, nothing says the XR is as created: the change needs a cause.",
+			xr: withTrace(t, "", notReady), withheld: true},
+		"AfterCreation": {reason: "Once the creation is over the same change always needs a cause.",
+			xr: withTrace(t, created, createdOnce, ready), withheld: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			observed := observedRDS(t, "db.t3.small", 1, 1, map[string]string{v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small")}, "[Observe, LateInitialize]")
+			rsp, err := newTestFunction().RunFunction(context.Background(), newRequest(t, tc.xr, observed, obj(t, rds("db.t3.large", "")), policyDB))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := rsp.GetDesired().GetResources()["rds"].GetResource().AsMap()
+			class, _, _ := unstructured.NestedString(m, "spec", "forProvider", "instanceClass")
+			if got := class == "db.t3.small"; got != tc.withheld {
+				t.Fatalf("%s\ninstanceClass answered %q, withheld %t, want withheld %t (%v)", tc.reason, class, got, tc.withheld, rsp.GetResults())
+			}
+			if tc.withheld {
+				return
+			}
+			as, err := allowance.Parse(m["metadata"].(map[string]any)["annotations"].(map[string]any)[v1alpha1.AnnotationAllowances].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ships := slices.ContainsFunc(as, func(a allowance.Allowance) bool {
+				return a.Relation == v1alpha1.RelationExternal && a.HasVerb(v1alpha1.VerbUpdate) && len(a.Mutations) == 1 &&
+					a.Mutations[0].JSONPath == "spec.forProvider.instanceClass" && slices.Contains(a.Mutations[0].Verbs, v1alpha1.MutationMutate)
+			})
+			if !ships {
+				t.Errorf("%s\nno External Update allowance ships spec.forProvider.instanceClass: %+v", tc.reason, as)
+			}
+			gate, _, _ := unstructured.NestedStringSlice(m, "spec", "managementPolicies")
+			if !slices.Contains(gate, "Update") {
+				t.Errorf("%s\ngate %v, want it open for the Update", tc.reason, gate)
+			}
+		})
 	}
 }

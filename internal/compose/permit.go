@@ -2,6 +2,7 @@ package compose
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -107,6 +108,34 @@ func (r *run) inCreation(c policy.Child) bool {
 	return r.rulesOf(c).creation
 }
 
+// partOfCreation reports whether a mutation the pipeline makes while the XR
+// is created (inCreation) is part of the creation: an insert completes the
+// resource (a field wired from another resource's status); a change of a
+// value is the pipeline's own computation (start at zero, raise once a
+// dependency reports) as long as nobody changed the XR's spec since it was
+// created, which its trace tells: every hop of a change names the field
+// changed, the hops of a creation none. Once a person changed it, a change
+// of a value may be theirs and needs its own cause; a field the pipeline
+// drops is never part of a creation.
+func (r *run) partOfCreation(m mutation.Mutation) bool {
+	switch m.Verb {
+	case v1alpha1.MutationInsert:
+		return true
+	case v1alpha1.MutationMutate:
+		return r.createdAsIs()
+	}
+	return false
+}
+
+// createdAsIs reports whether the XR's spec is as its creation wrote it:
+// admission traced it and no hop of its trace names a changed field
+// (admission rewrites the trace for every change a rule permits). Never in
+// Log mode, where a change no rule permits gets into the spec untraced;
+// never without a trace admission wrote, which says nothing.
+func (r *run) createdAsIs() bool {
+	return r.xrTraced && !r.log && !slices.ContainsFunc(r.xrTrace, func(h allowance.Hop) bool { return h.Field != "" })
+}
+
 // permitMutation decides one field mutation of an existing composed
 // resource. unchanged says the pipeline wants what it last let through, so
 // the mutation corrects drift rather than propagating a change; up is the
@@ -124,8 +153,9 @@ func (r *run) permitMutation(c policy.Child, from int64, m mutation.Mutation, un
 		}
 		return decision{code: metrics.ReasonDrift, reason: "drift: the composition still wants the value it last applied and the resource was changed outside it; policy drift is Deny"}
 	}
-	if m.Verb == v1alpha1.MutationInsert && up == nil && r.inCreation(c) {
-		// Completing the resource: a field it did not have.
+	if up == nil && r.inCreation(c) && r.partOfCreation(m) {
+		// Completing the resource: a field it did not have, or a value
+		// the pipeline itself computes while the XR is created.
 		return decision{ok: true, creation: true}
 	}
 	d := r.permit(c, from, v1alpha1.VerbUpdate,

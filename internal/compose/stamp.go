@@ -333,10 +333,11 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(kindWide))
 	} else if !found && r.rulesOf(dm.child).creationExternal {
 		// The XR's creation, until it is first Ready: the resource's
-		// creation, or fields inserted into it, and nothing else.
+		// creation, fields inserted into it, and values the pipeline
+		// changes while nobody changed the XR (partOfCreation).
 		if ch.create {
 			add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)))
-		} else if ins := inserts(covered); len(ins) > 0 {
+		} else if ins := r.ofCreation(covered); len(ins) > 0 {
 			add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(mutation.BoundsFor(ins)))
 		}
 	}
@@ -373,9 +374,10 @@ func (r *run) stampFromXR(dm childMeta, from int64, create bool, covered []mutat
 	return found
 }
 
-// inserts are the mutations of ms that add a field.
-func inserts(ms []mutation.Mutation) []mutation.Mutation {
-	return slices.DeleteFunc(slices.Clone(ms), func(m mutation.Mutation) bool { return m.Verb != v1alpha1.MutationInsert })
+// ofCreation are the mutations of ms that are part of the XR's creation
+// (partOfCreation): what the creation's External grant ships.
+func (r *run) ofCreation(ms []mutation.Mutation) []mutation.Mutation {
+	return slices.DeleteFunc(slices.Clone(ms), func(m mutation.Mutation) bool { return !r.partOfCreation(m) })
 }
 
 // shutAtCreation reports whether a gated resource that does not exist in
