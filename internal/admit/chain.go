@@ -167,6 +167,8 @@ func (c Chain) refuseChained(i int, a allowance.Allowance, parent allowance.Trac
 		return ""
 	case c.Old != nil && !policy.Created(xr.Object) && completes(a, c.Child, c.Old):
 		return "" // completing the resource while the composite is created
+	case c.Old != nil && !policy.Created(xr.Object) && policy.UnchangedSinceCreated(xr.Object) && computes(a, c.Child):
+		return "" // a value the pipeline computes while the composite is created, unchanged
 	case !slices.ContainsFunc(to.allowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) }):
 		return fmt.Sprintf("allowance %d on %s does not chain to an unconsumed allowance of %s", i, Describe(obj), Describe(xr))
 	case !slices.ContainsFunc(to.allowances, func(x allowance.Allowance) bool { return parent.Continues(x.Trace) && a.Within(x) }):
@@ -219,6 +221,23 @@ func completes(a allowance.Allowance, child policy.Child, old *unstructured.Unst
 		}
 	}
 	return true
+}
+
+// computes reports whether a ships only named fields, inserted or changed,
+// by an External Update of its own kind: what the composite's pipeline
+// computes while the composite is created and nobody changed it (a value
+// raised once a dependency reports), which the function lets through
+// (docs/COMPOSITIONS.md, "An XR's two phases").
+func computes(a allowance.Allowance, child policy.Child) bool {
+	if a.Relation != v1alpha1.RelationExternal || !slices.Equal(a.Verbs, []string{v1alpha1.VerbUpdate}) ||
+		len(a.Mutations) == 0 || !policy.MatchesExternal(a.Target, child) {
+		return false
+	}
+	return !slices.ContainsFunc(a.Mutations, func(b v1alpha1.MutationBound) bool {
+		return strings.Contains(b.JSONPath, "*") || slices.ContainsFunc(b.Verbs, func(v v1alpha1.MutationVerb) bool {
+			return v != v1alpha1.MutationInsert && v != v1alpha1.MutationMutate
+		})
+	})
 }
 
 // unshippable names the first field External allowance a ships that the

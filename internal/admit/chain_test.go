@@ -60,6 +60,22 @@ func TestChainRefuse(t *testing.T) {
 		return allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbUpdate, 6, allowance.Trace{xrHop, mrHop(6, ts)}).
 			Shipping([]v1alpha1.MutationBound{{JSONPath: path, Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationInsert}}})
 	}
+	// computed is what the function stamps while the composite is
+	// created, unchanged, and the pipeline changes a value it computes.
+	computed := func(path string) allowance.Allowance {
+		return allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbUpdate, 6, allowance.Trace{xrHop, mrHop(6, ts)}).
+			Shipping([]v1alpha1.MutationBound{{JSONPath: path, Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}})
+	}
+	// asCreated is the composite as its creation traced it (no hop names a
+	// changed field); changedByAlice after her permitted change.
+	asCreated := xr.DeepCopy()
+	ann := asCreated.GetAnnotations()
+	ann[v1alpha1.AnnotationTrace] = allowance.FormatTrace(allowance.Trace{{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 1, User: alice}})
+	asCreated.SetAnnotations(ann)
+	changedByAlice := xr.DeepCopy()
+	ann = changedByAlice.GetAnnotations()
+	ann[v1alpha1.AnnotationTrace] = allowance.FormatTrace(allowance.Trace{claimHop, xrHop})
+	changedByAlice.SetAnnotations(ann)
 	created := xr.DeepCopy()
 	created.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": v1alpha1.ConditionCreated, "status": "True"}}}
 	// addsABucket is created and holds an allowance to create a Bucket in
@@ -136,6 +152,12 @@ func TestChainRefuse(t *testing.T) {
 			as: []allowance.Allowance{completion("spec.forProvider.region")}, want: "does not chain"},
 		"CompletionOfAFieldItHas": {reason: "A change of a value the resource has is no completion.", old: stored, composite: xr,
 			as: []allowance.Allowance{completion("spec.forProvider.size")}, want: "does not chain"},
+		"ComputedWhileCreatedUnchanged": {reason: "While the composite is created and nobody changed it, a value its pipeline computes may change (start at zero, raise once a dependency reports).", old: stored, composite: asCreated,
+			as: []allowance.Allowance{computed("spec.forProvider.size")}},
+		"ComputedAfterAChange": {reason: "Once a person changed the composite, a change of a value may be theirs: it must chain.", old: stored, composite: changedByAlice,
+			as: []allowance.Allowance{computed("spec.forProvider.size")}, want: "does not chain"},
+		"ComputedUntraced": {reason: "A composite without a trace tells nothing: the change must chain.", old: stored, composite: xr,
+			as: []allowance.Allowance{computed("spec.forProvider.size")}, want: "does not chain"},
 		"LookupFails": {reason: "A failed lookup is an error, not a refusal.", old: stored, as: []allowance.Allowance{resize()}, lookupErr: errBoom, wantErr: true},
 	}
 	for name, tc := range cases {

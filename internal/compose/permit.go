@@ -2,7 +2,6 @@ package compose
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -127,13 +126,11 @@ func (r *run) partOfCreation(m mutation.Mutation) bool {
 	return false
 }
 
-// createdAsIs reports whether the XR's spec is as its creation wrote it:
-// admission traced it and no hop of its trace names a changed field
-// (admission rewrites the trace for every change a rule permits). Never in
-// Log mode, where a change no rule permits gets into the spec untraced;
-// never without a trace admission wrote, which says nothing.
+// createdAsIs reports whether the XR's spec is as its creation wrote it
+// (policy.UnchangedSinceCreated). Never in Log mode, where a change no rule
+// permits gets into the spec without rewriting the trace.
 func (r *run) createdAsIs() bool {
-	return r.xrTraced && !r.log && !slices.ContainsFunc(r.xrTrace, func(h allowance.Hop) bool { return h.Field != "" })
+	return !r.log && r.unchangedSinceCreated
 }
 
 // permitMutation decides one field mutation of an existing composed

@@ -78,11 +78,11 @@ type loaded struct {
 
 	allowances []allowance.Allowance // unconsumed allowances of the XR, sorted
 	xrTrace    allowance.Trace       // the XR's trace, ending with the XR's hop
-	// xrTraced: the XR carries a trace admission wrote (under crossplane
-	// render without admission it may carry none).
-	xrTraced bool
-	frozen   string         // who froze the XR or its Namespace, empty if not frozen
-	ns       map[string]any // the Namespace whose mode and freeze apply, nil when unknown
+	// unchangedSinceCreated: nobody changed the XR's spec since its
+	// creation (policy.UnchangedSinceCreated).
+	unchangedSinceCreated bool
+	frozen                string         // who froze the XR or its Namespace, empty if not frozen
+	ns                    map[string]any // the Namespace whose mode and freeze apply, nil when unknown
 
 	// creating: the XR's creation is not over (policy.Created), so what
 	// the pipeline adds belongs to its creation.
@@ -257,7 +257,7 @@ func (r *run) loadXR() {
 	// Admission writes the XR's own hop into its trace; without admission
 	// (under crossplane render) the function adds it, so every composed
 	// resource's trace still passes through its XR.
-	r.xrTraced = err == nil && len(t) > 0
+	r.unchangedSinceCreated = policy.UnchangedSinceCreated(r.xr.Object)
 	r.xrTrace = t.With(allowance.HopOf(r.xr, r.xr.GetGeneration()))
 	r.frozen, err = allowance.FrozenBy(ann)
 	if err != nil {

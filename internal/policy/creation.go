@@ -1,9 +1,12 @@
 package policy
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 )
 
 // Created reports whether a composite's creation is over: it carries
@@ -14,6 +17,25 @@ import (
 // Crossplane writes.
 func Created(obj map[string]any) bool {
 	return ConditionTrue(obj, v1alpha1.ConditionCreated)
+}
+
+// UnchangedSinceCreated reports whether nobody changed a composite's spec
+// since its creation, as its trace tells: admission writes the trace at
+// its creation and rewrites it for every change a rule permits, and every
+// hop of a change names the field changed, the hops of a creation none. A
+// composite without a readable trace tells nothing, and counts as changed.
+// While a composite is created and unchanged, a value its pipeline
+// changes is part of the creation (docs/COMPOSITIONS.md, "An XR's two
+// phases"); the function and admission both ask here.
+func UnchangedSinceCreated(xr map[string]any) bool {
+	md, _ := xr["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	s, _ := ann[v1alpha1.AnnotationTrace].(string)
+	t, err := allowance.ParseTrace(s)
+	if err != nil || len(t) == 0 {
+		return false
+	}
+	return !slices.ContainsFunc(t, func(h allowance.Hop) bool { return h.Field != "" })
 }
 
 // Ready reports whether obj's Ready condition is True.

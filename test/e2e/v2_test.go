@@ -20,6 +20,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
+	"github.com/kausality-io/kausality-crossplane/test/recorder"
 )
 
 // The Crossplane v2 shape: Alice and Bob have exactly what crossplane-edit
@@ -495,4 +496,67 @@ func gone(t *testing.T, name string) {
 		return kerrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	time.Sleep(2 * controlplane.Poll)
+}
+
+// TestV2ValueRaisedDuringCreation: the logs bucket starts with
+// tags.source "pending" and the pipeline raises it to the data bucket's
+// region once that bucket reports it (testdata/v2/raised.yaml, after
+// upbound's configuration-aws-lb-controller). While the XStore is created
+// and nobody changed it, that change of a value is part of the creation:
+// it reaches the cloud once, and the creation ends. Afterwards the same
+// field changing without a cause (the data bucket's region drifts in the
+// cloud, so the pipeline wants a new source) is withheld: the cloud keeps
+// "eu".
+func TestV2ValueRaisedDuringCreation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	comp := compositionFrom(t, filepath.Join(v2Dir, "raised.yaml"))
+	namespace(t, "v2-raised")
+	x := store("v2-raised", "shop", "small", nil)
+	_ = unstructured.SetNestedField(x.Object, comp, "spec", "crossplane", "compositionRef", "name")
+	if err := alice(t).Create(ctx, x); err != nil {
+		t.Fatalf("alice creates the XStore: %v", err)
+	}
+	key := client.ObjectKeyFromObject(x)
+	var bs map[string]*unstructured.Unstructured
+	fixture.Eventually(t, 2*settleTimeout, "the XStore created with the raised value in the cloud", func() (bool, string) {
+		var err error
+		if bs, err = cp.StoreBuckets(ctx, key); err != nil || len(bs) != 2 {
+			return false, fmt.Sprintf("%d Buckets %v — %s", len(bs), err, cp.DescribeStore(ctx, key))
+		}
+		if s, ok := cp.Cloud.Get(bs["logs"].GetName()); !ok || s.Tags["source"] != "eu" {
+			return false, fmt.Sprintf("cloud logs bucket %+v — %s", s, cp.DescribeStore(ctx, key))
+		}
+		xr, err := cp.Object(ctx, controlplane.StoreGVK, key)
+		if err != nil || xr == nil {
+			return false, fmt.Sprintf("no XStore: %v", err)
+		}
+		return controlplane.Condition(xr, v1alpha1.ConditionCreated).Status == "True", "XStore conditions: " + controlplane.Conditions(xr)
+	})
+	settleStore(t, key)
+	logs := bs["logs"].GetName()
+	got := counts(logs)
+	if got[0] != 1 || got[1] > 1 || got[2] != 0 {
+		t.Errorf("logs bucket: Create/Update/Delete = %v, want one Create and at most one Update (none when the value arrived before the creation)", got)
+	}
+
+	// After the creation: the data bucket's region drifts in the cloud,
+	// the pipeline wants the logs bucket's source to follow, and nothing
+	// caused that.
+	cp.Cloud.Put(bs["data"].GetName(), recorder.State{Size: 1, Region: "us"})
+	fixture.Eventually(t, settleTimeout, "the XStore naming the withheld source", func() (bool, string) {
+		xr, err := cp.Object(ctx, controlplane.StoreGVK, key)
+		if err != nil || xr == nil {
+			return false, fmt.Sprint(err)
+		}
+		c := controlplane.Condition(xr, v1alpha1.ConditionAllowed)
+		return c.Status == "False" && strings.Contains(c.Message, "spec.forProvider.tags.source"), controlplane.Conditions(xr)
+	})
+	time.Sleep(2 * controlplane.Poll)
+	if s, _ := cp.Cloud.Get(logs); s.Tags["source"] != "eu" {
+		t.Errorf("cloud logs bucket source = %q after the creation, want eu: an uncaused change reached the cloud", s.Tags["source"])
+	}
+	if now := counts(logs); now != got {
+		t.Errorf("logs bucket: Create/Update/Delete = %v after the creation, want %v unchanged", now, got)
+	}
 }
