@@ -231,3 +231,63 @@ func TestV2BobCannotWedge(t *testing.T) {
 	settleStore(t, key)
 	expectStoreCalls(t, key, bs, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
 }
+
+// TestNarrowedCreateGateWhileDown: Alice's Claim composes two Buckets
+// whose Create gates open; the cloud refuses their creation for a while.
+// With every provider-kausality replica down, Bob narrows the data
+// bucket's Create gate, which crossplane-runtime then skips, reporting the
+// bucket Synced although nothing was created. Once the cloud and the
+// provider are back, the creation is not counted as done: the gate opens
+// again and each bucket is created exactly once. It kills the provider, so
+// it runs alone.
+func TestNarrowedCreateGateWhileDown(t *testing.T) {
+	ctx := context.Background()
+	const ns, name = "narrowed-create", "midcreate"
+	comp := composition(t, 1)
+	namespace(t, ns)
+	restore := cp.Cloud.FailPrefix(name + "-")
+	defer restore()
+	c := claim(ns, name, "small", map[string]string{"jira": "INFRA-1"})
+	_ = unstructured.SetNestedField(c.Object, comp, "spec", "compositionRef", "name")
+	if err := alice(t).Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	fixture.Eventually(t, settleTimeout, "both Buckets' Create gates open while the cloud refuses them", func() (bool, string) {
+		bs, err := cp.Buckets(ctx, key)
+		if err != nil || len(bs) != 2 {
+			return false, fmt.Sprint(len(bs), " buckets ", err)
+		}
+		for res, b := range bs {
+			if s := controlplane.Condition(b, "Synced"); !slices.Contains(gate(b), "Create") || s.Status != "False" {
+				return false, fmt.Sprintf("%s gate %v Synced %s", res, gate(b), s.Status)
+			}
+		}
+		return true, ""
+	})
+	restart := killProvider(t)
+
+	bob := as(t, controlplane.Bob)
+	b := buckets(t, key)["data"]
+	if err := controlplane.Update(bob, b, func() {
+		_ = unstructured.SetNestedStringSlice(b.Object, controlplane.ClosedGate, "spec", "managementPolicies")
+	}); err != nil {
+		t.Fatalf("bob narrows the Create gate while the provider is down: %v", err)
+	}
+	fixture.Eventually(t, settleTimeout, "the bucket's provider to report the narrowed generation Synced, uncreated", func() (bool, string) {
+		if err := bob.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return false, err.Error()
+		}
+		s := controlplane.Condition(b, "Synced")
+		return slices.Equal(gate(b), controlplane.ClosedGate) && s.Status == "True" && s.ObservedGeneration == b.GetGeneration(),
+			fmt.Sprintf("gate %v Synced %s at %d of %d", gate(b), s.Status, s.ObservedGeneration, b.GetGeneration())
+	})
+	if _, ok := cp.Cloud.Get(b.GetName()); ok {
+		t.Fatalf("the data bucket exists in the refusing cloud")
+	}
+
+	restore()
+	restart()
+	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+	expectClosed(t, key)
+}

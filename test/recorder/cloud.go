@@ -104,6 +104,23 @@ func (c *Cloud) Fail(name string) (restore func()) {
 	}
 }
 
+// FailPrefix is Fail for every bucket whose name starts with prefix, for a
+// bucket whose name is not known before Crossplane composes it.
+func (c *Cloud) FailPrefix(prefix string) (restore func()) {
+	return c.Fail(prefix + heldPrefix)
+}
+
+// failingLocked reports whether writes to the named bucket fail, by name
+// or by a prefix. c.mu is held.
+func (c *Cloud) failingLocked(name string) bool {
+	for k := range c.failing {
+		if k == name || (strings.HasSuffix(k, heldPrefix) && strings.HasPrefix(name, strings.TrimSuffix(k, heldPrefix))) {
+			return true
+		}
+	}
+	return false
+}
+
 // wait blocks while the named bucket is held, by name or by a prefix.
 func (c *Cloud) wait(name string) {
 	c.mu.Lock()
@@ -186,7 +203,7 @@ func (c *Cloud) write(verb, name string, s State) error {
 	c.wait(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.failing[name] {
+	if c.failingLocked(name) {
 		return errFailing
 	}
 	c.calls = append(c.calls, Call{Verb: verb, Name: name, Size: s.Size})
@@ -249,7 +266,7 @@ func (c *Cloud) writeObject(verb, kind, name string, s map[string]any) error {
 	c.wait(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.failing[name] {
+	if c.failingLocked(name) {
 		return errFailing
 	}
 	c.calls = append(c.calls, Call{Verb: verb, Kind: kind, Name: name})
