@@ -208,8 +208,8 @@ func (g *bobGame) alice(size string) {
 	}
 }
 
-// release lifts, as Alice would, a pause Bob left on the shop and a freeze
-// he left on it or its Buckets. Anyone may freeze, which holds her changes
+// release lifts, as Alice would, a pause or freeze Bob left on the shop or
+// its Buckets. Anyone may freeze, which holds her changes
 // without losing them; she may lift it, as a subject her policy lets
 // initiate changes, and her last size must then reach the cloud.
 func (g *bobGame) release(ctx context.Context) {
@@ -229,18 +229,21 @@ func (g *bobGame) release(ctx context.Context) {
 		if err := cp.AdminClient().Get(ctx, client.ObjectKeyFromObject(g.buckets["shop/"+res]), b); err != nil {
 			continue
 		}
-		if _, frozen := b.GetAnnotations()["kausality.io/freeze"]; !frozen {
+		_, frozen := b.GetAnnotations()["kausality.io/freeze"]
+		_, paused := b.GetAnnotations()["crossplane.io/paused"]
+		if !frozen && !paused {
 			continue
 		}
 		err := controlplane.Update(alice(g.t), b, func() {
 			ann := b.GetAnnotations()
 			delete(ann, "kausality.io/freeze")
+			delete(ann, "crossplane.io/paused")
 			b.SetAnnotations(ann)
 		})
 		if err != nil {
-			g.t.Fatalf("alice lifts the freeze Bob set on Bucket shop/%s: %v", res, err)
+			g.t.Fatalf("alice lifts the freeze and pause Bob set on Bucket shop/%s: %v", res, err)
 		}
-		g.log = append(g.log, fmt.Sprintf("alice lifts the freeze on Bucket shop/%s", res))
+		g.log = append(g.log, fmt.Sprintf("alice lifts the freeze and pause on Bucket shop/%s", res))
 	}
 }
 
