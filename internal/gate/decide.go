@@ -163,7 +163,7 @@ func asked(open []allowance.Allowance, requested []string) (opens, moot []allowa
 		return nil, open
 	}
 	for _, a := range open {
-		if slices.ContainsFunc(a.Verbs, func(v string) bool { return want[v] || (v == All && AsksWrite(requested)) }) {
+		if slices.ContainsFunc(a.Verbs, func(v string) bool { return want.has(v) || (v == All && want.writes()) }) {
 			opens = append(opens, a)
 		} else {
 			moot = append(moot, a)

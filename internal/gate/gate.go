@@ -116,7 +116,7 @@ func Compute(readOnly, asked, verbs []string) ([]string, error) {
 	if err != nil {
 		return []string{}, err
 	}
-	closed := Closed(ro, asked)
+	closed := closedOf(slices.Clone(ro), want)
 	union := slices.Clone(ro)
 	for _, v := range verbs {
 		switch v {
@@ -129,7 +129,7 @@ func Compute(readOnly, asked, verbs []string) ([]string, error) {
 		}
 	}
 	union, _ = canonical(union)
-	union = slices.DeleteFunc(union, func(a string) bool { return !want[a] })
+	union = slices.DeleteFunc(union, func(a string) bool { return !want.has(a) })
 	if Supported(union) {
 		return union, nil
 	}
@@ -155,7 +155,13 @@ func Closed(readOnly, asked []string) []string {
 	if err != nil {
 		ro = slices.Clone(DefaultReadOnly)
 	}
-	out := slices.DeleteFunc(ro, func(a string) bool { return !want[a] })
+	return closedOf(ro, want)
+}
+
+// closedOf is Closed for a canonical read-only set ro, which it edits, and
+// the actions asked for.
+func closedOf(ro []string, want actions) []string {
+	out := slices.DeleteFunc(ro, func(a string) bool { return !want.has(a) })
 	if !Supported(out) {
 		out = slices.DeleteFunc(out, func(a string) bool { return a == LateInitialize })
 	}
@@ -166,34 +172,52 @@ func Closed(readOnly, asked []string) []string {
 // asked for action.
 func Asks(requested []string, action string) bool {
 	want, err := askedSet(requested)
-	return err == nil && want[action]
+	return err == nil && want.has(action)
 }
 
 // AsksWrite reports whether a pipeline that asked for requested (nil: "*")
 // asked for any action that writes to the cloud (Create, Update, Delete).
 func AsksWrite(requested []string) bool {
-	return Asks(requested, Create) || Asks(requested, Update) || Asks(requested, Delete)
+	want, err := askedSet(requested)
+	return err == nil && want.writes()
+}
+
+// actions is a set of management actions, a bit each in the order of
+// order: the function asks about it for every gated resource, so it is
+// no map.
+type actions uint8
+
+// every is the set of all five actions.
+const every = actions(1<<5 - 1)
+
+// has reports whether the set holds action ("*" is no member).
+func (s actions) has(action string) bool {
+	i := slices.Index(order, action)
+	return i >= 0 && s&(1<<i) != 0
+}
+
+// writes reports whether the set holds an action that writes to the
+// cloud.
+func (s actions) writes() bool {
+	return s.has(Create) || s.has(Update) || s.has(Delete)
 }
 
 // askedSet is the set of actions asked names, every action when asked is
 // nil or "*".
-func askedSet(asked []string) (map[string]bool, error) {
-	out := make(map[string]bool, len(order))
+func askedSet(asked []string) (actions, error) {
 	if asked == nil {
-		for _, a := range order {
-			out[a] = true
-		}
-		return out, nil
+		return every, nil
 	}
 	c, err := canonical(asked)
 	if err != nil {
-		return nil, errors.Wrap(err, "invalid managementPolicies asked by the pipeline")
+		return 0, errors.Wrap(err, "invalid managementPolicies asked by the pipeline")
 	}
 	if slices.Equal(c, []string{All}) {
-		return askedSet(nil)
+		return every, nil
 	}
+	var out actions
 	for _, a := range c {
-		out[a] = true
+		out |= 1 << slices.Index(order, a)
 	}
 	return out, nil
 }

@@ -140,7 +140,8 @@ func TestValidateReadOnly(t *testing.T) {
 func TestComputeNeverWiderThanAsked(t *testing.T) {
 	askeds := append([][]string{nil, {All}}, subsets(order)...)
 	for _, asked := range askeds {
-		want, _ := askedSet(asked)
+		// What the pipeline asked for, worked out here, not by askedSet.
+		want := func(a string) bool { return asked == nil || slices.Contains(asked, All) || slices.Contains(asked, a) }
 		for _, ro := range [][]string{DefaultReadOnly, {Observe}} {
 			for _, verbs := range subsets([]string{Create, Update, Delete, All}) {
 				got, err := Compute(ro, asked, verbs)
@@ -148,7 +149,7 @@ func TestComputeNeverWiderThanAsked(t *testing.T) {
 					t.Errorf("Compute(%v, asked %v, %v) = %v, which crossplane-runtime rejects", ro, asked, verbs, got)
 				}
 				for _, a := range got {
-					if !want[a] {
+					if !want(a) {
 						t.Errorf("Compute(%v, asked %v, %v) = %v holds %s, which the pipeline did not ask for", ro, asked, verbs, got, a)
 					}
 					if !slices.Contains(ro, a) && !slices.Contains(verbs, a) && !slices.Contains(verbs, All) {
@@ -163,7 +164,7 @@ func TestComputeNeverWiderThanAsked(t *testing.T) {
 				}
 				for _, v := range []string{Create, Update, Delete} {
 					granted := slices.Contains(verbs, v) || slices.Contains(verbs, All)
-					if granted && want[v] && !slices.Contains(got, v) {
+					if granted && want(v) && !slices.Contains(got, v) {
 						t.Errorf("Compute(%v, asked %v, %v) = %v without error but drops %s, which both the pipeline and an allowance ask for", ro, asked, verbs, got, v)
 					}
 				}
