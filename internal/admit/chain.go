@@ -208,8 +208,7 @@ func unreleasable(p allowance.Allowance, obj *unstructured.Unstructured) string 
 // (docs/DESIGN.md §3b). A pipeline step after Kausality cannot pass a
 // change of an existing value off as one.
 func completes(a allowance.Allowance, child policy.Child, old *unstructured.Unstructured) bool {
-	if a.Relation != v1alpha1.RelationExternal || !slices.Equal(a.Verbs, []string{v1alpha1.VerbUpdate}) ||
-		len(a.Mutations) == 0 || !policy.MatchesExternal(a.Target, child) {
+	if !namedUpdate(a, child) {
 		return false
 	}
 	for _, b := range a.Mutations {
@@ -223,17 +222,21 @@ func completes(a allowance.Allowance, child policy.Child, old *unstructured.Unst
 	return true
 }
 
+// namedUpdate reports whether a is an External Update of child's own kind
+// that names the fields it ships: the shape of what the composite's
+// creation stamps (completes, computes).
+func namedUpdate(a allowance.Allowance, child policy.Child) bool {
+	return a.Relation == v1alpha1.RelationExternal && slices.Equal(a.Verbs, []string{v1alpha1.VerbUpdate}) &&
+		len(a.Mutations) > 0 && policy.MatchesExternal(a.Target, child)
+}
+
 // computes reports whether a ships only named fields, inserted or changed,
 // by an External Update of its own kind: what the composite's pipeline
 // computes while the composite is created and nobody changed it (a value
 // raised once a dependency reports), which the function lets through
 // (docs/COMPOSITIONS.md, "An XR's two phases").
 func computes(a allowance.Allowance, child policy.Child) bool {
-	if a.Relation != v1alpha1.RelationExternal || !slices.Equal(a.Verbs, []string{v1alpha1.VerbUpdate}) ||
-		len(a.Mutations) == 0 || !policy.MatchesExternal(a.Target, child) {
-		return false
-	}
-	return !slices.ContainsFunc(a.Mutations, func(b v1alpha1.MutationBound) bool {
+	return namedUpdate(a, child) && !slices.ContainsFunc(a.Mutations, func(b v1alpha1.MutationBound) bool {
 		return strings.Contains(b.JSONPath, "*") || slices.ContainsFunc(b.Verbs, func(v v1alpha1.MutationVerb) bool {
 			return v != v1alpha1.MutationInsert && v != v1alpha1.MutationMutate
 		})

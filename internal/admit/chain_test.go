@@ -54,18 +54,16 @@ func TestChainRefuse(t *testing.T) {
 	// bucket sets) and to huge.
 	pendingLarge := map[string]string(mutation.Record("spec", bucket(map[string]any{"size": "large"}).Object["spec"], nil))
 	pendingHuge := map[string]string(mutation.Record("spec", bucket(map[string]any{"size": "huge"}).Object["spec"], nil))
-	// completion is what the function stamps while the composite is
-	// created and a value is wired into the resource.
-	completion := func(path string) allowance.Allowance {
-		return allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbUpdate, 6, allowance.Trace{xrHop, mrHop(6, ts)}).
-			Shipping([]v1alpha1.MutationBound{{JSONPath: path, Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationInsert}}})
+	// creationGrant is what the function stamps while the composite is
+	// created and the pipeline inserts (completion: a value wired into the
+	// resource) or, the composite unchanged, changes (computed) a value.
+	creationGrant := func(verb v1alpha1.MutationVerb) func(path string) allowance.Allowance {
+		return func(path string) allowance.Allowance {
+			return allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbUpdate, 6, allowance.Trace{xrHop, mrHop(6, ts)}).
+				Shipping([]v1alpha1.MutationBound{{JSONPath: path, Verbs: []v1alpha1.MutationVerb{verb}}})
+		}
 	}
-	// computed is what the function stamps while the composite is
-	// created, unchanged, and the pipeline changes a value it computes.
-	computed := func(path string) allowance.Allowance {
-		return allowance.ExternalGrant("recorder.kausality.io", "Bucket", v1alpha1.VerbUpdate, 6, allowance.Trace{xrHop, mrHop(6, ts)}).
-			Shipping([]v1alpha1.MutationBound{{JSONPath: path, Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}})
-	}
+	completion, computed := creationGrant(v1alpha1.MutationInsert), creationGrant(v1alpha1.MutationMutate)
 	// asCreated is the composite as its creation traced it (no hop names a
 	// changed field); changedByAlice after her permitted change.
 	asCreated := xr.DeepCopy()
