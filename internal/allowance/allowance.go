@@ -111,6 +111,15 @@ func (a Allowance) SameOrigin(b Allowance) bool {
 	return a.Relation == b.Relation && sameTarget(a.Target, b.Target) && len(b.Trace) > 0 && a.Trace.Extends(b.Trace.Parent())
 }
 
+// Reissues reports whether a, about to be issued, is b issued again: the
+// same grant (SameGrant) along the same chain (SameOrigin), for the same
+// values (Values, Pending). One change earns one allowance and never a
+// second; a later change of the same origin earns its own, as a creation
+// completes a resource in steps after the provider created it.
+func (a Allowance) Reissues(b Allowance) bool {
+	return a.SameGrant(b) && a.SameOrigin(b) && maps.Equal(a.Values, b.Values) && maps.Equal(a.Pending, b.Pending)
+}
+
 // Same reports whether a and b are one allowance, consumed or not: the same
 // grant for the same generation of the carrying object, along the same
 // chain.

@@ -262,3 +262,75 @@ func TestValueComputedDuringCreation(t *testing.T) {
 		})
 	}
 }
+
+// TestCreationGrantsEachCompletion: a creation completes a resource in
+// steps. Once the provider created the cloud resource (the creation's
+// Create allowance consumed, still on the resource until pruned), a field
+// wired in later earns an Update grant of the same creation; once that is
+// consumed, the pipeline's next change of the value earns another. Each is
+// a grant of its own, not the first issued twice: without it the spec
+// holds a value the cloud never gets.
+func TestCreationGrantsEachCompletion(t *testing.T) {
+	notReady := map[string]any{"type": "Ready", "status": "False", "reason": "Creating"}
+	m := xrWithConditions(t, notReady).AsMap()
+	m["metadata"].(map[string]any)["annotations"] = map[string]any{
+		v1alpha1.AnnotationTrace: `[{"apiVersion":"example.com/v1alpha1","kind":"XDatabase","name":"db","generation":1,"user":"alice","timestamp":"2026-11-22T11:00:00Z"}]`,
+	}
+	x := mustStruct(t, m)
+	withSubnet := func(name string) *structpb.Struct {
+		return obj(t, rds("db.t3.small", "")+"    dbSubnetGroupName: "+name+"\n")
+	}
+	// step answers desired against observed, and gives back the answer as
+	// the provider leaves it: every allowance consumed, the gate closed.
+	step := func(t *testing.T, observed, desired *structpb.Struct, gen int) (answer map[string]any, as []allowance.Allowance, next *structpb.Struct) {
+		t.Helper()
+		rsp, err := newTestFunction().RunFunction(context.Background(), newRequest(t, x, observed, desired, policyDB))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := rsp.GetDesired().GetResources()["rds"]
+		if d == nil {
+			t.Fatalf("the resource is withheld: %v", rsp.GetResults())
+		}
+		answer = d.GetResource().AsMap()
+		ann := answer["metadata"].(map[string]any)["annotations"].(map[string]any)
+		if as, err = allowance.Parse(ann[v1alpha1.AnnotationAllowances].(string)); err != nil {
+			t.Fatal(err)
+		}
+		done := slices.Clone(as)
+		for i := range done {
+			done[i].Consumed = true
+		}
+		md := runtimeCopy(answer)
+		_ = unstructured.SetNestedField(md, allowance.Format(done), "metadata", "annotations", v1alpha1.AnnotationAllowances)
+		_ = unstructured.SetNestedField(md, int64(gen), "metadata", "generation")
+		_ = unstructured.SetNestedStringSlice(md, []string{"Observe", "LateInitialize"}, "spec", "managementPolicies")
+		_ = unstructured.SetNestedField(md, map[string]any{"conditions": []any{map[string]any{"type": "Synced", "status": "True", "reason": "ReconcileSuccess", "observedGeneration": int64(gen)}}}, "status")
+		return answer, as, mustStruct(t, md)
+	}
+	ships := func(as []allowance.Allowance, verb v1alpha1.MutationVerb) bool {
+		return slices.ContainsFunc(as, func(a allowance.Allowance) bool {
+			return !a.Consumed && a.HasVerb(v1alpha1.VerbUpdate) && len(a.Mutations) == 1 &&
+				a.Mutations[0].JSONPath == "spec.forProvider.dbSubnetGroupName" && slices.Contains(a.Mutations[0].Verbs, verb)
+		})
+	}
+
+	_, as, created := step(t, nil, obj(t, rds("db.t3.small", "")), 1)
+	if !slices.ContainsFunc(as, func(a allowance.Allowance) bool { return a.HasVerb(v1alpha1.VerbCreate) }) {
+		t.Fatalf("the creation stamps no Create allowance: %+v", as)
+	}
+	answer, as, wired := step(t, created, withSubnet("sg-1"), 2)
+	if got, _, _ := unstructured.NestedString(answer, "spec", "forProvider", "dbSubnetGroupName"); got != "sg-1" {
+		t.Fatalf("the wired subnet group is withheld: spec %v", answer["spec"])
+	}
+	if !ships(as, v1alpha1.MutationInsert) {
+		t.Errorf("the field wired in after the cloud Create earns no Update grant of the creation: %+v", as)
+	}
+	answer, as, _ = step(t, wired, withSubnet("sg-2"), 3)
+	if got, _, _ := unstructured.NestedString(answer, "spec", "forProvider", "dbSubnetGroupName"); got != "sg-2" {
+		t.Fatalf("the pipeline's change of the value is withheld: spec %v", answer["spec"])
+	}
+	if !ships(as, v1alpha1.MutationMutate) {
+		t.Errorf("the pipeline's next change during the creation earns no Update grant: %+v", as)
+	}
+}

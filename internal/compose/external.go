@@ -61,7 +61,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 		} else if pins != nil {
 			a = a.Pinned(pins)
 		}
-		if !slices.ContainsFunc(out, a.SameOrigin) { // never issued twice
+		if !slices.ContainsFunc(out, a.Reissues) { // never issued twice
 			out = append(out, a)
 		}
 	}
