@@ -36,16 +36,17 @@ KUBE_CONTROLLER := $(BIN)/kube-controller-manager
 ETCD            := $(BIN)/etcd
 IMAGE           := $(BIN)/image
 GOLANGCI_LINT   := $(BIN)/golangci-lint
+ACTIONLINT      := $(BIN)/actionlint
 BENCHSTAT       := $(BIN)/benchstat
 
-TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(AUTO_READY) $(CEL_FILTER) $(GO_TEMPLATING) $(SEQUENCER) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(KUBE_CONTROLLER) $(ETCD) $(IMAGE) $(GOLANGCI_LINT)
+TOOLS := $(CROSSPLANE) $(CROSSPLANE_CORE) $(PAT) $(AUTO_READY) $(CEL_FILTER) $(GO_TEMPLATING) $(SEQUENCER) $(CONTROLLER_GEN) $(KUBE_APISERVER) $(KUBE_CONTROLLER) $(ETCD) $(IMAGE) $(GOLANGCI_LINT) $(ACTIONLINT)
 
 # envtest finds kube-apiserver and etcd here.
 export KUBEBUILDER_ASSETS := $(BIN)
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all tools generate check-generate build release test lint unit removal render golden demo examples e2e fleet soak-bob fuzz bench bench-scale clean xpkg
+.PHONY: all tools generate check-generate build release release-check publish test lint unit removal render golden demo examples e2e fleet soak-bob fuzz bench bench-scale clean xpkg
 
 all: build
 
@@ -59,8 +60,11 @@ $(CROSSPLANE): test/tools/cli/go.mod test/tools/cli/go.sum
 # controller-runtime's default :8080 and has no flag to move them; built with
 # that default set to 0 it serves none, so the suite runs beside anything on
 # 8080. crossplane-core core start takes METRICS_PORT as before.
+# It is built with its release's version, which the package manager checks
+# the packages' spec.crossplane.version against.
+CORE_VERSION = $(shell sed -n 's/^[[:space:]]*github.com\/crossplane\/crossplane\/v2 \(v[^ ]*\).*/\1/p' test/tools/core/go.mod)
 $(CROSSPLANE_CORE): test/tools/core/go.mod test/tools/core/go.sum
-	cd test/tools/core && $(GO) build -ldflags='-X sigs.k8s.io/controller-runtime/pkg/metrics/server.DefaultBindAddress=0' -o $@ github.com/crossplane/crossplane/v2/cmd/crossplane
+	cd test/tools/core && $(GO) build -ldflags='-X sigs.k8s.io/controller-runtime/pkg/metrics/server.DefaultBindAddress=0 -X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$(CORE_VERSION)' -o $@ github.com/crossplane/crossplane/v2/cmd/crossplane
 
 $(PAT): test/tools/patch-and-transform/go.mod test/tools/patch-and-transform/go.sum
 	cd test/tools/patch-and-transform && $(GO) build -o $@ $(PAT_MODULE)
@@ -97,6 +101,9 @@ $(IMAGE): package/image/go.mod package/image/go.sum package/image/main.go
 $(GOLANGCI_LINT): test/tools/golangci-lint/go.mod test/tools/golangci-lint/go.sum
 	cd test/tools/golangci-lint && $(GO) build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
+$(ACTIONLINT): test/tools/actionlint/go.mod test/tools/actionlint/go.sum
+	cd test/tools/actionlint && $(GO) build -o $@ github.com/rhysd/actionlint/cmd/actionlint
+
 # Only make bench needs it.
 $(BENCHSTAT): test/tools/benchstat/go.mod test/tools/benchstat/go.sum
 	cd test/tools/benchstat && $(GO) build -o $@ golang.org/x/perf/cmd/benchstat
@@ -123,33 +130,46 @@ unit: tools xpkg
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 50m ./...
 
-## lint: golangci-lint with .golangci.yml (linters and gofmt/goimports).
-lint: $(GOLANGCI_LINT)
+## lint: golangci-lint with .golangci.yml (linters and gofmt/goimports), and actionlint on the GitHub workflows.
+lint: $(GOLANGCI_LINT) $(ACTIONLINT)
 	$(GOLANGCI_LINT) run ./...
+	$(ACTIONLINT) -color=false
 
 ## removal: take Kausality out of a control plane of its own (test/removal; it deletes the provider package, so it runs after the scenario suite, never beside it).
 removal: tools xpkg
 	$(GO) vet -tags removal ./test/removal/
 	$(GO) test -count=1 -timeout 15m -tags removal ./test/removal/
 
-## test: everything that needs no network: generated files, lint, vet, packages, unit, fuzz seeds, render goldens, envtest, the scenario suite, then the removal and the fleet roll-out, each alone.
-test: check-generate xpkg lint unit removal fleet
+## test: everything that needs no network: generated files, lint, vet, packages, unit, fuzz seeds, render goldens, envtest, the scenario suite, then the removal and the fleet roll-out, each alone, and a release built and published to a registry of its own.
+test: check-generate xpkg lint unit removal fleet release-check
 
 OUT     := $(ROOT)/_output
 VERSION ?= dev
-STATIC  := CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w'
+# Packages run on Linux nodes whatever builds them. make xpkg builds them
+# for the host's architecture (the suites run them here); make release for
+# every architecture in PACKAGE_ARCHS, one package file each, which
+# make publish pushes as one multi-platform package.
+ARCH          ?= $(shell $(GO) env GOARCH)
+PACKAGE_ARCHS ?= amd64 arm64
 
-## xpkg: build function-kausality and provider-kausality .xpkg files into _output, offline (images without Docker).
+# kausality-packages builds function-kausality and provider-kausality for
+# linux/$(1): the binaries and runtime images into $(2), the packages as
+# $(2)/function-kausality$(3).xpkg and $(2)/provider-kausality$(3).xpkg.
+# --examples-root defaults to ./examples, the repository's render cases,
+# which are not package examples: it points where nothing is.
+define kausality-packages
+	@mkdir -p $(2)/linux_$(1) && rm -rf $(OUT)/no-examples
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(1) $(GO) build -trimpath -ldflags='-s -w' -o $(2)/linux_$(1)/function-kausality ./fn
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(1) $(GO) build -trimpath -ldflags='-s -w' -o $(2)/linux_$(1)/provider-kausality ./provider
+	$(IMAGE) --arch $(1) --binary $(2)/linux_$(1)/function-kausality --out $(2)/linux_$(1)/function-kausality-image.tar --tag kausality.io/function-kausality:$(VERSION) --port 9443
+	$(IMAGE) --arch $(1) --binary $(2)/linux_$(1)/provider-kausality --out $(2)/linux_$(1)/provider-kausality-image.tar --tag kausality.io/provider-kausality:$(VERSION) --port 9443 --port 8080 --port 8081
+	$(CROSSPLANE) xpkg build --package-root package/function --examples-root $(OUT)/no-examples --embed-runtime-image-tarball $(2)/linux_$(1)/function-kausality-image.tar --package-file $(2)/function-kausality$(3).xpkg
+	$(CROSSPLANE) xpkg build --package-root package/provider --examples-root $(OUT)/no-examples --embed-runtime-image-tarball $(2)/linux_$(1)/provider-kausality-image.tar --package-file $(2)/provider-kausality$(3).xpkg
+endef
+
+## xpkg: build function-kausality and provider-kausality .xpkg files (linux, the host's architecture) into _output, offline (images without Docker), and the packages the scenario suite installs beside them.
 xpkg: $(CROSSPLANE) $(IMAGE)
-	@# --examples-root defaults to ./examples, the repository's render cases,
-	@# which are not package examples: point it where nothing is.
-	@mkdir -p $(OUT)/bin && rm -rf $(OUT)/no-examples
-	$(STATIC) -o $(OUT)/bin/function-kausality ./fn
-	$(STATIC) -o $(OUT)/bin/provider-kausality ./provider
-	$(IMAGE) --binary $(OUT)/bin/function-kausality --out $(OUT)/function-kausality-image.tar --tag kausality.io/function-kausality:$(VERSION) --port 9443
-	$(IMAGE) --binary $(OUT)/bin/provider-kausality --out $(OUT)/provider-kausality-image.tar --tag kausality.io/provider-kausality:$(VERSION) --port 9443 --port 8080 --port 8081
-	$(CROSSPLANE) xpkg build --package-root package/function --examples-root $(OUT)/no-examples --embed-runtime-image-tarball $(OUT)/function-kausality-image.tar --package-file $(OUT)/function-kausality.xpkg
-	$(CROSSPLANE) xpkg build --package-root package/provider --examples-root $(OUT)/no-examples --embed-runtime-image-tarball $(OUT)/provider-kausality-image.tar --package-file $(OUT)/provider-kausality.xpkg
+	$(call kausality-packages,$(ARCH),$(OUT),)
 	@# The scenario suite installs these too; its package runtime is External,
 	@# so they carry no runtime image.
 	$(CROSSPLANE) xpkg build --package-root test/recorder/package --examples-root $(OUT)/no-examples --package-file $(OUT)/provider-recorder.xpkg
@@ -166,20 +186,44 @@ xpkg: $(CROSSPLANE) $(IMAGE)
 
 # The kubectl plugin is released for these platforms, next to the packages.
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+# Where make publish pushes the packages, and where the krew manifest says
+# the plugin's archives are: the release workflow's registry and release.
+REGISTRY ?= ghcr.io/kausality-io
+RELEASE_DIR ?= $(OUT)/release
+RELEASE_URL ?= https://github.com/kausality-io/kausality-crossplane/releases/download/$(VERSION)
 
-## release: the release artifacts in _output/release: both packages, kubectl-kausality for RELEASE_PLATFORMS as .tar.gz, and checksums.txt.
-release: xpkg
-	@rm -rf $(OUT)/release && mkdir -p $(OUT)/release
-	cp $(OUT)/function-kausality.xpkg $(OUT)/provider-kausality.xpkg $(OUT)/release/
+## release: the release artifacts for VERSION in RELEASE_DIR (_output/release): function-kausality and provider-kausality for linux/<arch> of each of PACKAGE_ARCHS, kubectl-kausality for RELEASE_PLATFORMS as .tar.gz, its krew manifest (kausality.yaml) and checksums.txt; whatever the host.
+release: $(CROSSPLANE) $(IMAGE)
+	@[[ "$(VERSION)" =~ ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$$ ]] || { echo "make release needs VERSION=vMAJOR.MINOR.PATCH, got '$(VERSION)'"; exit 1; }
+	@rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	$(MAKE) --no-print-directory $(addprefix release-packages-,$(PACKAGE_ARCHS))
+	@rm -rf $(RELEASE_DIR)/linux_*
 	@for p in $(RELEASE_PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
-	  dir=$(OUT)/release/kubectl-kausality_$${os}_$${arch}; mkdir -p $$dir; \
+	  dir=$(RELEASE_DIR)/kubectl-kausality_$${os}_$${arch}; mkdir -p $$dir; \
 	  echo "kubectl-kausality $$os/$$arch"; \
 	  GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X main.version=$(VERSION)' -o $$dir/kubectl-kausality$$ext ./cmd/kubectl-kausality; \
 	  cp README.md $$dir/; \
-	  tar -C $(OUT)/release -czf $$dir.tar.gz $$(basename $$dir) && rm -rf $$dir; \
 	done
-	cd $(OUT)/release && sha256sum *.xpkg *.tar.gz > checksums.txt && cat checksums.txt
+	$(GO) run ./package/release --version $(VERSION) --url $(RELEASE_URL) --dir $(RELEASE_DIR)
+	cat $(RELEASE_DIR)/checksums.txt
+
+# release-packages-<arch>: make release's packages for linux/<arch>.
+release-packages-%: $(CROSSPLANE) $(IMAGE)
+	$(call kausality-packages,$*,$(RELEASE_DIR),-$*)
+
+## publish: push the packages make release built to REGISTRY as function-kausality:VERSION and provider-kausality:VERSION, one multi-platform package each (the release workflow runs it on a tag).
+publish: $(CROSSPLANE)
+	$(CROSSPLANE) xpkg push -f $(subst $(space),$(comma),$(foreach a,$(PACKAGE_ARCHS),$(RELEASE_DIR)/function-kausality-$(a).xpkg)) $(REGISTRY)/function-kausality:$(VERSION)
+	$(CROSSPLANE) xpkg push -f $(subst $(space),$(comma),$(foreach a,$(PACKAGE_ARCHS),$(RELEASE_DIR)/provider-kausality-$(a).xpkg)) $(REGISTRY)/provider-kausality:$(VERSION)
+
+## release-check: make release as v0.0.0-check into _output/release-check, then check it (test/xpkg, build tag release): each package a Linux image of its architecture, make publish pushing them as one multi-platform package to a registry of the test's own, the plugin's archives, krew manifest and checksums.
+release-check:
+	$(MAKE) --no-print-directory release VERSION=v0.0.0-check RELEASE_DIR=$(OUT)/release-check
+	VERSION=v0.0.0-check RELEASE_DIR=$(OUT)/release-check $(GO) test -count=1 -tags release ./test/xpkg/
+
+comma := ,
+space := $(subst ,, )
 
 ## render: render every example with the real crossplane render and print the output.
 render: tools

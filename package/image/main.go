@@ -1,18 +1,20 @@
 // Command image writes a runtime image tarball for one static binary
 // without Docker: an empty base, one layer holding the binary, and a config
-// whose entrypoint is the binary and whose user is non-root. crossplane
-// xpkg build --embed-runtime-image-tarball takes its output.
+// whose entrypoint is the binary and whose user is non-root, labelled with
+// the platform the binary was built for (linux/<arch>; it refuses a binary
+// of another system or architecture). crossplane xpkg build
+// --embed-runtime-image-tarball takes its output.
 package main
 
 import (
 	"archive/tar"
 	"bytes"
+	"debug/elf"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path"
-	"runtime"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -28,10 +30,11 @@ func main() {
 	out := flag.String("out", "", "image tarball to write")
 	tag := flag.String("tag", "", "reference recorded in the tarball, e.g. kausality.io/function-kausality:dev")
 	user := flag.String("user", "65532:65532", "uid:gid the image runs as (non-root)")
+	arch := flag.String("arch", "", "architecture the binary was built for (GOARCH: amd64, arm64); the image is linux/<arch>")
 	var ports portList
 	flag.Var(&ports, "port", "port the image exposes (repeatable)")
 	flag.Parse()
-	if err := run(*bin, *into, *out, *tag, *user, ports); err != nil {
+	if err := run(*bin, *into, *out, *tag, *user, *arch, ports); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
@@ -42,9 +45,34 @@ type portList []string
 func (p *portList) String() string     { return fmt.Sprint(*p) }
 func (p *portList) Set(s string) error { *p = append(*p, s); return nil }
 
-func run(bin, into, out, tag, user string, ports []string) error {
-	if bin == "" || out == "" || tag == "" {
-		return fmt.Errorf("--binary, --out and --tag are required")
+// machines are the ELF machine each architecture's binaries carry.
+var machines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+
+// checkBinary refuses a binary that is not a Linux executable for arch:
+// an image labelled linux/arm64 holding a darwin or amd64 binary installs
+// and then crash-loops on every node.
+func checkBinary(bin, arch string) error {
+	want, ok := machines[arch]
+	if !ok {
+		return fmt.Errorf("--arch %q: want one of amd64, arm64", arch)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		return fmt.Errorf("%s is not a Linux (ELF) executable; build it with GOOS=linux: %w", bin, err)
+	}
+	defer func() { _ = f.Close() }()
+	if f.Machine != want {
+		return fmt.Errorf("%s is built for %s, not %s; build it with GOARCH=%s", bin, f.Machine, arch, arch)
+	}
+	return nil
+}
+
+func run(bin, into, out, tag, user, arch string, ports []string) error {
+	if bin == "" || out == "" || tag == "" || arch == "" {
+		return fmt.Errorf("--binary, --out, --tag and --arch are required")
+	}
+	if err := checkBinary(bin, arch); err != nil {
+		return err
 	}
 	if into == "" {
 		into = "/" + path.Base(bin)
@@ -79,7 +107,7 @@ func run(bin, into, out, tag, user string, ports []string) error {
 		return err
 	}
 	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	cfg.OS, cfg.Architecture = "linux", arch
 	cfg.Config.Entrypoint = []string{into}
 	cfg.Config.User = user
 	cfg.Config.ExposedPorts = map[string]struct{}{}

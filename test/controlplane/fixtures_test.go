@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,5 +80,37 @@ func TestFixturesDoNotOverwriteEachOther(t *testing.T) {
 	}
 	if len(byName) == 0 {
 		t.Fatalf("no fixtures found under %v", fixtureRoots)
+	}
+}
+
+// TestReadmeInstall: the README's install block is what the suite runs,
+// and it installs Kausality's packages under the names the suite, the
+// Compositions and package/install expect, with the runtime configuration
+// the install manifest defines.
+func TestReadmeInstall(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := ReadmeInstall(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range cmds {
+		got = append(got, strings.Join(c, " "))
+	}
+	want := []string{
+		"crossplane xpkg install function <registry>/function-kausality:<tag> " + FunctionKausality,
+		"crossplane xpkg install provider <registry>/provider-kausality:<tag> " + ProviderKausality + " --runtime-config " + ProviderKausality,
+		"kubectl apply -f package/install/provider-kausality.yaml",
+	}
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("the README's install does not run %q: %q", w, got)
+		}
+	}
+	if _, err := ReadmeInstall([]byte("# x\n## Install\nno block\n## Next\n")); err == nil {
+		t.Error("a README without an install block parses")
 	}
 }

@@ -16,7 +16,6 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/registry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/test/render"
@@ -29,9 +28,17 @@ type pkg struct {
 	tag      string
 	name     string // the Function or Provider object
 	provider bool
-	// runtimeConfig names the DeploymentRuntimeConfig the install uses.
-	runtimeConfig string
+	// readme: the README's install pushes and installs it
+	// (installFromReadme), under the name the README gives.
+	readme bool
 }
+
+// Where the README's install pushes Kausality's packages in the suite's
+// registry: <registry> is the registry and this repository, <tag> the tag.
+const (
+	kausalityRepo = "kausality-io"
+	kausalityTag  = "v0.1.0"
+)
 
 // The packages the scenarios install, named as in their Compositions.
 var packages = []pkg{
@@ -40,8 +47,8 @@ var packages = []pkg{
 	{file: "function-cel-filter.xpkg", repo: "crossplane-contrib/function-cel-filter", tag: "v0.2.0", name: FunctionCelFilter},
 	{file: "function-go-templating.xpkg", repo: "crossplane-contrib/function-go-templating", tag: "v0.11.2", name: FunctionGoTemplating},
 	{file: "function-sequencer.xpkg", repo: "crossplane-contrib/function-sequencer", tag: "v0.5.0", name: FunctionSequencer},
-	{file: "function-kausality.xpkg", repo: "kausality-io/function-kausality", tag: "v0.1.0", name: FunctionKausality},
-	{file: "provider-kausality.xpkg", repo: "kausality-io/provider-kausality", tag: "v0.1.0", name: ProviderKausality, provider: true, runtimeConfig: ProviderKausality},
+	{file: "function-kausality.xpkg", repo: kausalityRepo + "/function-kausality", tag: kausalityTag, name: FunctionKausality, readme: true},
+	{file: "provider-kausality.xpkg", repo: kausalityRepo + "/provider-kausality", tag: kausalityTag, name: ProviderKausality, provider: true, readme: true},
 	{file: "provider-recorder.xpkg", repo: "kausality-io/provider-recorder", tag: "v0.1.0", name: ProviderRecorder, provider: true},
 }
 
@@ -59,13 +66,16 @@ const (
 
 // pushPackages serves an OCI registry in this process on 127.0.0.1 (plain
 // HTTP, which Crossplane and the CLI assume for loopback registries) and
-// pushes every package to it with `crossplane xpkg push`, as a release
-// would.
+// pushes every package but Kausality's (the README's install pushes those)
+// to it with `crossplane xpkg push`, as their releases did.
 func (c *ControlPlane) pushPackages(ctx context.Context) error {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	c.stop = append(c.stop, srv.Close)
 	c.Registry = strings.TrimPrefix(srv.URL, "http://")
 	for _, p := range packages {
+		if p.readme {
+			continue
+		}
 		file := filepath.Join(c.Root, "_output", p.file)
 		if _, err := os.Stat(file); err != nil {
 			return errors.Errorf("%s is missing: run `make xpkg` (make test does) first", file)
@@ -81,26 +91,24 @@ func (c *ControlPlane) pushPackages(ctx context.Context) error {
 
 func (c *ControlPlane) ref(p pkg) string { return fmt.Sprintf("%s/%s:%s", c.Registry, p.repo, p.tag) }
 
-// installPackages installs the provider's RBAC (package/install) and the
-// packages, and waits until Crossplane reports every one Healthy.
+// installPackages installs Kausality with the README's commands and the
+// other packages as Crossplane objects, and waits until Crossplane reports
+// every one Healthy under the name the suite expects: an install the
+// README names otherwise fails here. Crossplane checks each package's
+// spec.crossplane.version against its own version (make tools builds core
+// with it).
 func (c *ControlPlane) installPackages(ctx context.Context) error {
-	if err := c.ApplyFile(ctx, filepath.Join(c.Root, "package", "install", "provider-kausality.yaml")); err != nil {
+	if err := c.installFromReadme(ctx); err != nil {
 		return err
 	}
 	for _, p := range packages {
-		spec := pkgv1.PackageSpec{
-			Package: c.ref(p),
-			// A source-built core has no version for the packages'
-			// spec.crossplane.version constraint to check.
-			IgnoreCrossplaneConstraints: ptr.To(true),
+		if p.readme {
+			continue
 		}
+		spec := pkgv1.PackageSpec{Package: c.ref(p)}
 		var o client.Object
 		if p.provider {
-			pr := &pkgv1.Provider{Spec: pkgv1.ProviderSpec{PackageSpec: spec}}
-			if p.runtimeConfig != "" {
-				pr.Spec.RuntimeConfigReference = &pkgv1.RuntimeConfigReference{Name: p.runtimeConfig}
-			}
-			o = pr
+			o = &pkgv1.Provider{Spec: pkgv1.ProviderSpec{PackageSpec: spec}}
 		} else {
 			o = &pkgv1.Function{Spec: pkgv1.FunctionSpec{PackageSpec: spec}}
 		}

@@ -10,11 +10,13 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -29,13 +31,17 @@ import (
 type pkg struct {
 	objects []*unstructured.Unstructured
 	config  struct {
-		Config struct {
+		OS           string `json:"os"`
+		Architecture string `json:"architecture"`
+		Config       struct {
 			Entrypoint []string
 			User       string
 			Labels     map[string]string
 		} `json:"config"`
 	}
 	files map[string]bool // every path in every layer
+	// entrypoint is the content of the file the image starts.
+	entrypoint []byte
 }
 
 func open(t *testing.T, name string) *pkg {
@@ -87,6 +93,10 @@ func open(t *testing.T, name string) *pkg {
 				t.Fatalf("%s: layer %s: %v", name, l, err)
 			}
 			p.files["/"+strings.TrimPrefix(h.Name, "/")] = true
+			if ep := p.config.Config.Entrypoint; len(ep) == 1 && "/"+strings.TrimPrefix(h.Name, "/") == ep[0] {
+				p.entrypoint, _ = io.ReadAll(lr)
+				continue
+			}
 			if h.Name != "package.yaml" {
 				continue
 			}
@@ -112,6 +122,9 @@ func open(t *testing.T, name string) *pkg {
 	return p
 }
 
+// machines are the ELF machine each architecture's binaries carry.
+var machines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+
 func (p *pkg) names(kind string) []string {
 	var out []string
 	for _, o := range p.objects {
@@ -122,8 +135,18 @@ func (p *pkg) names(kind string) []string {
 	return out
 }
 
-func (p *pkg) checkRuntime(t *testing.T, binary string) {
+// checkRuntime checks the image starts binary, a Linux executable for
+// arch, as a non-root user, and is labelled linux/arch.
+func (p *pkg) checkRuntime(t *testing.T, binary, arch string) {
 	t.Helper()
+	if p.config.OS != "linux" || p.config.Architecture != arch {
+		t.Errorf("image platform = %s/%s, want linux/%s", p.config.OS, p.config.Architecture, arch)
+	}
+	if f, err := elf.NewFile(bytes.NewReader(p.entrypoint)); err != nil {
+		t.Errorf("%s is not a Linux (ELF) executable: %v", binary, err)
+	} else if want := machines[arch]; f.Machine != want {
+		t.Errorf("%s is built for %s, want %s (%s)", binary, f.Machine, want, arch)
+	}
 	c := p.config.Config
 	if !slices.Equal(c.Entrypoint, []string{binary}) {
 		t.Errorf("entrypoint = %v, want [%s]", c.Entrypoint, binary)
@@ -147,7 +170,7 @@ func TestFunctionPackage(t *testing.T) {
 	if crds := p.names("CustomResourceDefinition"); !slices.Equal(crds, []string{"inputs.kausality.fn.crossplane.io"}) {
 		t.Errorf("CRDs = %v, want the function input", crds)
 	}
-	p.checkRuntime(t, "/function-kausality")
+	p.checkRuntime(t, "/function-kausality", runtime.GOARCH)
 }
 
 func TestProviderPackage(t *testing.T) {
@@ -176,5 +199,5 @@ func TestProviderPackage(t *testing.T) {
 			t.Errorf("policy webhook path = %q, want %s (the provider serves it)", path, policycontroller.PathPolicies)
 		}
 	}
-	p.checkRuntime(t, "/provider-kausality")
+	p.checkRuntime(t, "/provider-kausality", runtime.GOARCH)
 }

@@ -1,0 +1,116 @@
+package controlplane
+
+// The install as the README writes it: the suite installs Kausality by
+// running the commands of the README's "Install" block, verbatim but for
+// <registry> and <tag>, so the README cannot say what was never run.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+)
+
+// installHeading is the README section whose first sh block is the install.
+const installHeading = "## Install"
+
+// ReadmeInstall is the commands of the README's install block, each split
+// into words, comments dropped.
+func ReadmeInstall(readme []byte) ([][]string, error) {
+	s := bufio.NewScanner(bytes.NewReader(readme))
+	var (
+		section, block bool
+		out            [][]string
+	)
+	for s.Scan() {
+		line := s.Text()
+		switch {
+		case strings.HasPrefix(line, "## "):
+			if block {
+				return nil, errors.New("the README's install block is not closed")
+			}
+			if section && len(out) > 0 {
+				return out, nil
+			}
+			section = line == installHeading
+		case section && !block && strings.HasPrefix(line, "```sh"):
+			block = true
+		case section && block && strings.HasPrefix(line, "```"):
+			return out, nil
+		case section && block:
+			if i := strings.Index(line, "#"); i >= 0 {
+				line = line[:i]
+			}
+			if f := strings.Fields(line); len(f) > 0 {
+				out = append(out, f)
+			}
+		}
+	}
+	return nil, errors.Errorf("the README has no sh block under %q", installHeading)
+}
+
+// readmePlaceholders are what the README leaves to the user: the registry
+// the packages are pushed to and the tag.
+func (c *ControlPlane) readmePlaceholders() *strings.Replacer {
+	return strings.NewReplacer("<registry>", c.Registry+"/"+kausalityRepo, "<tag>", kausalityTag)
+}
+
+// installFromReadme runs the README's install as the administrator: make
+// xpkg (make test built the packages: the suite checks they are there),
+// crossplane xpkg push and install with the pinned CLI, and kubectl apply
+// -f as the suite applies a file.
+func (c *ControlPlane) installFromReadme(ctx context.Context) error {
+	readme, err := os.ReadFile(filepath.Join(c.Root, "README.md"))
+	if err != nil {
+		return errors.Wrap(err, "cannot read the README")
+	}
+	cmds, err := ReadmeInstall(readme)
+	if err != nil {
+		return err
+	}
+	kc, err := c.Kubeconfig("admin")
+	if err != nil {
+		return err
+	}
+	r := c.readmePlaceholders()
+	for _, words := range cmds {
+		for i := range words {
+			words[i] = r.Replace(words[i])
+		}
+		if err := c.runReadmeCommand(ctx, words, kc); err != nil {
+			return errors.Wrapf(err, "README install: %s", strings.Join(words, " "))
+		}
+	}
+	return nil
+}
+
+// runReadmeCommand runs one command of the README's install.
+func (c *ControlPlane) runReadmeCommand(ctx context.Context, words []string, kubeconfig string) error {
+	switch {
+	case len(words) == 2 && words[0] == "make" && words[1] == "xpkg":
+		for _, p := range packages {
+			if p.readme {
+				if _, err := os.Stat(filepath.Join(c.Root, "_output", p.file)); err != nil {
+					return errors.Errorf("%s is missing: run `make xpkg` (make test does) first", p.file)
+				}
+			}
+		}
+		return nil
+	case len(words) > 2 && words[0] == "crossplane" && words[1] == "xpkg" && (words[2] == "push" || words[2] == "install"):
+		cmd := exec.CommandContext(ctx, c.Tools.Crossplane, words[1:]...) //nolint:gosec // the pinned CLI, as the README runs it
+		cmd.Dir = c.Root
+		cmd.Env = append(os.Environ(), "HOME="+c.Dir, "DOCKER_CONFIG="+filepath.Join(c.Dir, "docker"), "KUBECONFIG="+kubeconfig)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return errors.Wrapf(err, "%s", out)
+		}
+		return nil
+	case len(words) == 4 && words[0] == "kubectl" && words[1] == "apply" && words[2] == "-f":
+		return c.ApplyFile(ctx, filepath.Join(c.Root, words[3]))
+	}
+	return errors.New("the suite does not know how to run this command: teach test/controlplane/readme.go, or write the install as the suite runs it")
+}
