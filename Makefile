@@ -46,7 +46,7 @@ export KUBEBUILDER_ASSETS := $(BIN)
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all tools generate check-generate build release release-check publish test lint unit removal render golden demo examples e2e fleet soak-bob fuzz bench bench-scale clean xpkg
+.PHONY: all tools generate check-generate build release release-check publish skew test lint unit removal render golden demo examples e2e fleet soak-bob fuzz bench bench-scale clean xpkg
 
 all: build
 
@@ -140,8 +140,13 @@ removal: tools xpkg
 	$(GO) vet -tags removal ./test/removal/
 	$(GO) test -count=1 -timeout 15m -tags removal ./test/removal/
 
-## test: everything that needs no network: generated files, lint, vet, packages, unit, fuzz seeds, render goldens, envtest, the scenario suite, then the removal and the fleet roll-out, each alone, and a release built and published to a registry of its own.
-test: check-generate xpkg lint unit removal fleet release-check
+## skew: the previous release (RELEASES.md, built from the repository's history) beside this build, in both orders, each on a control plane of its own (test/skew, build tag skew).
+skew: tools xpkg
+	$(GO) vet -tags skew ./test/skew/
+	$(GO) test -count=1 -timeout 20m -tags skew ./test/skew/ -v
+
+## test: everything that needs no network: generated files, lint, vet, packages, unit, fuzz seeds, render goldens, envtest, the scenario suite, then the removal, the version skew and the fleet roll-out, each alone, and a release built and published to a registry of its own.
+test: check-generate xpkg lint unit removal skew fleet release-check
 
 OUT     := $(ROOT)/_output
 VERSION ?= dev

@@ -89,6 +89,20 @@ type ControlPlane struct {
 	stop    []func()
 	cancel  context.CancelFunc
 	cli     cliBuild
+	sources Options
+	// packageFiles are the package files the README's install pushes, by
+	// the name it gives them (function-kausality.xpkg), where they are not
+	// make xpkg's (an earlier release's, built by buildPackages).
+	packageFiles map[string]string
+}
+
+// Options choose the builds of Kausality a control plane runs.
+type Options struct {
+	// FunctionSource and ProviderSource are the source trees
+	// function-kausality and provider-kausality (binary and package) are
+	// built from: the repository (root) when empty, or an earlier
+	// release's (Checkout), for the version-skew scenarios.
+	FunctionSource, ProviderSource string
 }
 
 // Start brings the control plane up and installs the packages; dir holds
@@ -96,6 +110,11 @@ type ControlPlane struct {
 // point at kube-apiserver and etcd (make sets it to .cache/bin), and `make
 // xpkg` must have built the packages into _output.
 func Start(ctx context.Context, root, dir string) (*ControlPlane, error) {
+	return StartWith(ctx, root, dir, Options{})
+}
+
+// StartWith is Start with the builds o chooses.
+func StartWith(ctx context.Context, root, dir string, o Options) (*ControlPlane, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run through make, which builds kube-apiserver and etcd into .cache/bin")
 	}
@@ -104,7 +123,13 @@ func Start(ctx context.Context, root, dir string) (*ControlPlane, error) {
 		return nil, err
 	}
 	ctrllog.SetLogger(logr.Discard())
-	c := &ControlPlane{Root: root, Dir: dir, Cloud: recorder.NewCloud(), Tools: tools}
+	if o.FunctionSource == "" {
+		o.FunctionSource = root
+	}
+	if o.ProviderSource == "" {
+		o.ProviderSource = root
+	}
+	c := &ControlPlane{Root: root, Dir: dir, Cloud: recorder.NewCloud(), Tools: tools, sources: o}
 	if c.module, err = crossplaneModule(root); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -73,6 +74,9 @@ func (c *ControlPlane) installFromReadme(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := c.buildPackages(ctx); err != nil {
+		return err
+	}
 	kc, err := c.Kubeconfig("admin")
 	if err != nil {
 		return err
@@ -102,7 +106,14 @@ func (c *ControlPlane) runReadmeCommand(ctx context.Context, words []string, kub
 		}
 		return nil
 	case len(words) > 2 && words[0] == "crossplane" && words[1] == "xpkg" && (words[2] == "push" || words[2] == "install"):
-		cmd := exec.CommandContext(ctx, c.Tools.Crossplane, words[1:]...) //nolint:gosec // the pinned CLI, as the README runs it
+		args := slices.Clone(words[1:])
+		if i := slices.Index(args, "-f"); words[2] == "push" && i >= 0 && i+1 < len(args) {
+			// An earlier release's package, where the control plane runs one.
+			if f, ok := c.packageFiles[filepath.Base(args[i+1])]; ok {
+				args[i+1] = f
+			}
+		}
+		cmd := exec.CommandContext(ctx, c.Tools.Crossplane, args...) //nolint:gosec // the pinned CLI, as the README runs it
 		cmd.Dir = c.Root
 		cmd.Env = append(os.Environ(), "HOME="+c.Dir, "DOCKER_CONFIG="+filepath.Join(c.Dir, "docker"), "KUBECONFIG="+kubeconfig)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -110,7 +121,8 @@ func (c *ControlPlane) runReadmeCommand(ctx context.Context, words []string, kub
 		}
 		return nil
 	case len(words) == 4 && words[0] == "kubectl" && words[1] == "apply" && words[2] == "-f":
-		return c.ApplyFile(ctx, filepath.Join(c.Root, words[3]))
+		// The install manifest is the provider's: its release's.
+		return c.ApplyFile(ctx, filepath.Join(c.sources.ProviderSource, words[3]))
 	}
 	return errors.New("the suite does not know how to run this command: teach test/controlplane/readme.go, or write the install as the suite runs it")
 }

@@ -84,7 +84,7 @@ func (c *ControlPlane) startRuntime(ctx, rctx context.Context) error {
 	if err := writeCerts(certs, r.fnCerts); err != nil {
 		return err
 	}
-	fns, err := render.StartFunctions(ctx, c.Root, c.Dir, c.Tools, render.FunctionOptions{CertsDir: certs, LogDir: c.Dir, Race: true})
+	fns, err := render.StartFunctions(ctx, c.sources.FunctionSource, c.Dir, c.Tools, render.FunctionOptions{CertsDir: certs, LogDir: c.Dir, Race: true})
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (c *ControlPlane) startRuntime(ctx, rctx context.Context) error {
 	// are where the provider's concurrency is exercised; Races reads its
 	// reports from the logs.
 	build := exec.CommandContext(ctx, "go", "build", "-race", "-o", bin, "./provider")
-	build.Dir = c.Root
+	build.Dir = c.sources.ProviderSource
 	if out, err := build.CombinedOutput(); err != nil {
 		return errors.Wrapf(err, "cannot build provider-kausality: %s", out)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"testing"
 
 	"github.com/kausality-io/kausality-crossplane/test/render"
 )
@@ -60,4 +61,41 @@ func Suite(m Tests, prefix string, cp **ControlPlane, setup func(context.Context
 		keep = true
 	}
 	return code
+}
+
+// ForTest starts a control plane of its own for one test, with the builds
+// o chooses, runs setup, and stops it when the test ends; the logs are
+// kept when the test failed, or when KEEP_E2E_DIR is set.
+func ForTest(t *testing.T, prefix string, o Options, setup func(context.Context, *ControlPlane) error) *ControlPlane {
+	t.Helper()
+	root, err := render.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := StartWith(ctx, root, dir, o)
+	if err != nil {
+		t.Fatalf("%v (logs kept in %s)", err, dir)
+	}
+	t.Cleanup(func() {
+		races := c.Races()
+		if races != "" {
+			t.Errorf("the race detector reported data races:\n%s", races)
+		}
+		if t.Failed() {
+			t.Logf("logs kept in %s\nprovider log:\n%s", dir, c.Tail(ProviderKausality, 60))
+		}
+		c.Stop()
+		if !t.Failed() && os.Getenv("KEEP_E2E_DIR") == "" {
+			_ = os.RemoveAll(dir)
+		}
+	})
+	if err := setup(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
