@@ -3,6 +3,7 @@ package controlplane
 import (
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -112,5 +113,20 @@ func TestReadmeInstall(t *testing.T) {
 	}
 	if _, err := ReadmeInstall([]byte("# x\n## Install\nno block\n## Next\n")); err == nil {
 		t.Error("a README without an install block parses")
+	}
+}
+
+// TestReleasesRecorded: RELEASES.md records at least one release, and the
+// repository's history holds each one's commit, which make skew builds.
+func TestReleasesRecorded(t *testing.T) {
+	rs, err := Releases(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		cmd := exec.Command("git", "cat-file", "-e", r.Commit+"^{commit}") //nolint:gosec // a commit RELEASES.md records
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("release %s: the repository has no commit %s: %v %s", r.Version, r.Commit, err, out)
+		}
 	}
 }
