@@ -18,8 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
 	"github.com/kausality-io/kausality-crossplane/test/fixture"
@@ -224,4 +226,139 @@ func describeApp(ctx context.Context, key client.ObjectKey) string {
 		}
 	}
 	return b.String()
+}
+
+// TestV2ServiceExposedByCompositionEdit: for a Service, metadata is the
+// change. A Composition edit that would make the App's Service an
+// internet-facing load balancer with a public DNS name (the AWS load
+// balancer controller and external-dns act on its annotations) is
+// withheld on real core: the Service keeps its metadata and the App names
+// the revision and the UpgradeAllowance that would let it through. Once
+// the platform team approves the revision with an UpgradeAllowance for
+// Service metadata, the annotations and the label reach the Service, and
+// its trace starts at the UpgradeAllowance.
+func TestV2ServiceExposedByCompositionEdit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	installApp(t)
+	comp := compositionFrom(t, filepath.Join(appDir, "composition.yaml"))
+	ns := "v2-app-exposed"
+	namespace(t, ns)
+	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"image": "nginx:1.27"}}}
+	app.SetGroupVersionKind(appGVK)
+	app.SetNamespace(ns)
+	app.SetName("my-app")
+	_ = unstructured.SetNestedField(app.Object, comp, "spec", "crossplane", "compositionRef", "name")
+	if err := alice(t).Create(ctx, app); err != nil {
+		t.Fatalf("alice creates App %s/%s: %v", ns, app.GetName(), err)
+	}
+	key := client.ObjectKeyFromObject(app)
+	service := func() *corev1.Service {
+		svcs := &corev1.ServiceList{}
+		if err := cp.AdminClient().List(ctx, svcs, client.InNamespace(ns), client.MatchingLabels{"crossplane.io/composite": key.Name}); err != nil || len(svcs.Items) != 1 {
+			return nil
+		}
+		return &svcs.Items[0]
+	}
+	fixture.Eventually(t, settleTimeout, "the Deployment and the Service to be composed", func() (bool, string) {
+		return appDeployment(t, key) != nil && service() != nil, describeApp(ctx, key)
+	})
+	available(t, key)
+	fixture.Eventually(t, settleTimeout, "the App to be Ready and created", func() (bool, string) {
+		x, err := cp.Object(ctx, appGVK, key)
+		if err != nil || x == nil {
+			return false, fmt.Sprint(err)
+		}
+		return policy.Ready(x.Object) && policy.ConditionTrue(x.Object, v1alpha1.ConditionCreated), describeApp(ctx, key)
+	})
+
+	const scheme, hostname = "service.beta.kubernetes.io/aws-load-balancer-scheme", "external-dns.alpha.kubernetes.io/hostname"
+	exposed := func(s *corev1.Service) bool {
+		return s != nil && (s.Annotations[scheme] != "" || s.Annotations[hostname] != "" || s.Labels["exposure"] != "")
+	}
+	// Every version of the Service from now on: none may be exposed before
+	// the UpgradeAllowance exists.
+	var (
+		mu       sync.Mutex
+		approved bool
+		early    []string
+	)
+	wc, err := client.NewWithWatch(cp.Admin, client.Options{Scheme: cp.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	w, err := wc.Watch(wctx, &corev1.ServiceList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer w.Stop()
+		for e := range w.ResultChan() {
+			s, ok := e.Object.(*corev1.Service)
+			mu.Lock()
+			if ok && exposed(s) && !approved {
+				early = append(early, fmt.Sprintf("%s %v %v", s.ResourceVersion, s.Annotations, s.Labels))
+			}
+			mu.Unlock()
+		}
+	}()
+
+	edited := compositionFrom(t, filepath.Join(appDir, "cases", "7-service-exposed", "composition.yaml"))
+	if edited != comp {
+		t.Fatalf("the edited Composition is %s, want it to replace %s", edited, comp)
+	}
+	fixture.Eventually(t, settleTimeout, "the App to withhold the new revision's Service metadata", func() (bool, string) {
+		x, err := cp.Object(ctx, appGVK, key)
+		if err != nil || x == nil {
+			return false, fmt.Sprint(err)
+		}
+		c := policy.Condition(x.Object, v1alpha1.ConditionAllowed)
+		m, _ := c["message"].(string)
+		return c["status"] == "False" && strings.Contains(m, "metadata.annotations") && strings.Contains(m, "UpgradeAllowance"), describeApp(ctx, key)
+	})
+	time.Sleep(3 * controlplane.Poll)
+	if s := service(); exposed(s) {
+		t.Fatalf("the Service was exposed by a revision nobody approved: annotations %v, labels %v", s.Annotations, s.Labels)
+	}
+
+	mu.Lock()
+	approved = true
+	mu.Unlock()
+	u := &v1alpha1.UpgradeAllowance{}
+	if err := yaml.Unmarshal([]byte(fmt.Sprintf(`
+metadata: {name: %s-2}
+spec:
+  compositions: [{name: %s, revision: 2}]
+  policies:
+  - target: {apiVersion: v1, resource: services}
+    relation: ControllerChild
+    verbs: [Update]
+    mutations:
+    - {jsonPath: "metadata.annotations[*]", verbs: [Insert]}
+    - {jsonPath: "metadata.labels[*]", verbs: [Insert]}
+`, comp, comp)), u); err != nil {
+		t.Fatal(err)
+	}
+	if err := as(t, "admin").Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = as(t, "admin").Delete(context.Background(), u) })
+	fixture.Eventually(t, settleTimeout, "the approved revision's metadata to reach the Service", func() (bool, string) {
+		s := service()
+		if s == nil {
+			return false, "no Service"
+		}
+		return s.Annotations[scheme] == "internet-facing" && s.Annotations[hostname] == "my-app.example.com" && s.Labels["exposure"] == "public",
+			fmt.Sprintf("annotations %v labels %v — %s", s.Annotations, s.Labels, describeApp(ctx, key))
+	})
+	if tr, err := allowance.ParseTrace(service().Annotations[v1alpha1.AnnotationTrace]); err != nil || len(tr) == 0 || tr[0].Kind != v1alpha1.UpgradeAllowanceKind || tr[0].Name != u.GetName() {
+		t.Errorf("Service trace = %v (%v), want it to start at UpgradeAllowance %s", kinds(tr), err, u.GetName())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(early) > 0 {
+		t.Errorf("the Service was exposed before the UpgradeAllowance existed: %q", early)
+	}
 }

@@ -435,6 +435,23 @@ func TestBehaviour(t *testing.T) {
 			expect(t, "replicas", str(t, d, "spec.replicas"), "2")
 			expectWarnings(t, r, []string{"withheld Mutate spec.replicas", "Composition revision app-yaml-1 → app-yaml-2", "UpgradeAllowance"})
 		},
+		"app/7-service-exposed": func(t *testing.T, r rendering) {
+			s := r.mr(t, "service")
+			ungated(t, s)
+			for _, k := range []string{"service.beta.kubernetes.io/aws-load-balancer-scheme", "external-dns.alpha.kubernetes.io/hostname"} {
+				if v, ok := s.GetAnnotations()[k]; ok {
+					t.Errorf("the Service has annotation %s=%q from a revision nothing approved", k, v)
+				}
+			}
+			if v, ok := s.GetLabels()["exposure"]; ok {
+				t.Errorf("the Service has label exposure=%q from a revision nothing approved", v)
+			}
+			why := []string{"Composition revision app-yaml-1 → app-yaml-2", "UpgradeAllowance"}
+			expectWarnings(t, r,
+				append([]string{"withheld Insert metadata.annotations[external-dns.alpha.kubernetes.io/hostname]"}, why...),
+				append([]string{"withheld Insert metadata.annotations[service.beta.kubernetes.io/aws-load-balancer-scheme]"}, why...),
+				append([]string{"withheld Insert metadata.labels.exposure"}, why...))
+		},
 		"access-keys/1-create": func(t *testing.T, r rendering) {
 			for _, n := range []string{"user", "accesskey-0", "accesskey-1"} {
 				expectSlice(t, n+" gate", gate(t, r.mr(t, n)), openCreate)
