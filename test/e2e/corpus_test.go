@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/printer"
 	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/status"
 	"github.com/kausality-io/kausality-crossplane/provider/policycontroller"
 	"github.com/kausality-io/kausality-crossplane/test/controlplane"
@@ -485,7 +486,7 @@ func (c corpusCase) checkTrace(t *testing.T, key client.ObjectKey) {
 	expectCLI(t, c.dir+"-explain", []string{"Withheld"}, "explain", resource, "-n", key.Namespace)
 	expectCLIAs(t, asAdmin, c.dir+"-explain-admin", []string{"Withheld", "UpgradeAllowance"}, "explain", resource, "-n", key.Namespace)
 	var out bytes.Buffer
-	if err := status.Status(ctx, cp.AdminClient(), key.Namespace, &out); err != nil {
+	if err := status.Status(ctx, cp.AdminClient(), key.Namespace, printer.FormatDefault, &out); err != nil {
 		t.Fatalf("kubectl kausality status: %v", err)
 	}
 	if !strings.Contains(out.String(), c.kind+"/"+key.Name) || !strings.Contains(out.String(), c.withheld) {

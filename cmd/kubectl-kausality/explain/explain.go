@@ -7,11 +7,8 @@ package explain
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,10 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/kube"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/printer"
 	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/tree"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/report"
@@ -31,9 +28,20 @@ import (
 
 // Cmd is `kubectl kausality explain TYPE/NAME [FIELD]`.
 type Cmd struct {
-	Resource string `arg:"" help:"TYPE/NAME of a Claim, XR or managed resource, as kubectl takes it (xnetworks/shop, instances.ec2.aws.m.upbound.io/shop-db)."`
-	Field    string `arg:"" optional:"" help:"Only changes of this field or below or above it, e.g. spec.forProvider.instanceType."`
-	Output   string `default:"text" enum:"text,json,yaml" help:"Output format: text, json or yaml." short:"o"`
+	Resource string         `arg:"" help:"TYPE/NAME of a Claim, XR or managed resource, as kubectl takes it (xnetworks/shop, instances.ec2.aws.m.upbound.io/shop-db)."`
+	Field    string         `arg:"" optional:"" help:"Only changes of this field or below or above it, e.g. spec.forProvider.instanceType."`
+	Output   printer.Format `default:"default" help:"Output format: default (text), json or yaml." short:"o"`
+}
+
+// formats are the -o values explain takes: an explanation is text with no
+// columns to add and no tree to draw.
+var formats = []printer.Format{printer.FormatDefault, printer.FormatJSON, printer.FormatYAML}
+
+// Validate rejects an -o explain does not print, so that a mistyped one
+// fails before anything is read.
+func (c *Cmd) Validate() error {
+	_, err := printer.New(c.Output, formats...)
+	return err
 }
 
 // Help prints examples of explain.
@@ -61,21 +69,13 @@ func (c *Cmd) Run(f *kube.Flags) error {
 	return Explain(context.Background(), s.Client, s.Mapper, s.Namespace, c.Resource, c.Field, c.Output, os.Stdout)
 }
 
-// Formats Explain writes.
-const (
-	FormatText = "text"
-	FormatJSON = "json"
-	FormatYAML = "yaml"
-)
-
 // Explain explains the object named by resource (TYPE/NAME) in namespace,
 // keeping only changes that concern field when it is set, and writes the
 // explanation to w in format.
-func Explain(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, resource, field, format string, w io.Writer) error {
-	switch format {
-	case FormatText, "", FormatJSON, FormatYAML:
-	default:
-		return errors.Errorf("unknown output format %q: use one of %s", format, strings.Join([]string{FormatText, FormatJSON, FormatYAML}, ", "))
+func Explain(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, resource, field string, format printer.Format, w io.Writer) error {
+	p, err := printer.New(format, formats...)
+	if err != nil {
+		return err
 	}
 	obj, err := tree.Get(ctx, r, m, namespace, resource, "")
 	if err != nil {
@@ -90,7 +90,7 @@ func Explain(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace,
 	if err != nil {
 		return errors.Wrapf(err, "cannot explain %s", admit.Describe(obj))
 	}
-	return Print(w, e, format)
+	return p.Print(w, explanation{e})
 }
 
 // Read gathers what explaining obj needs: the XR that decides for it (obj
@@ -152,24 +152,16 @@ func Read(ctx context.Context, r client.Reader, obj *unstructured.Unstructured) 
 	return in, nil
 }
 
-// Print writes e in format: text, json or yaml.
-func Print(w io.Writer, e why.Explanation, format string) error {
-	switch format {
-	case FormatJSON:
-		b, err := json.MarshalIndent(e, "", "  ")
-		if err != nil {
-			return errors.Wrap(err, "cannot encode the explanation as JSON")
-		}
-		_, err = fmt.Fprintln(w, string(b))
-		return err
-	case FormatYAML:
-		b, err := yaml.Marshal(e)
-		if err != nil {
-			return errors.Wrap(err, "cannot encode the explanation as YAML")
-		}
-		_, err = w.Write(b)
-		return err
-	}
+// explanation is an Explanation as the printers take it. It embeds the
+// Explanation so that its JSON and YAML are the Explanation's own, which
+// scripts decode as why.Explanation.
+type explanation struct {
+	why.Explanation
+}
+
+// WriteText writes the explanation as a person reads it; it has no wide
+// form.
+func (e explanation) WriteText(w io.Writer, _ bool) error {
 	_, err := io.WriteString(w, e.Text())
-	return err
+	return errors.Wrap(err, "cannot write the explanation")
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/printer"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/report"
 	"github.com/kausality-io/kausality-crossplane/internal/why"
@@ -96,21 +97,23 @@ func TestExplain(t *testing.T) {
 		reason   string
 		resource string
 		field    string
-		format   string
+		format   printer.Format
 		golden   string
 		err      string
 		// forbid makes listing AllowancePolicies forbidden, as for a
 		// user with namespace rights alone.
 		forbid bool
 	}{
-		"NoPolicyReads": {reason: "A user who may not list AllowancePolicies still learns what was withheld and why, with no rule or suggestion.", resource: "databases/shop", format: FormatText, golden: "forbidden.txt", forbid: true},
-		"Claim":         {reason: "A Claim is explained by its XR.", resource: "databases/shop", format: FormatText, golden: "claim.txt"},
-		"XR":            {reason: "An XR as JSON.", resource: "xdatabases/shop-x7", format: FormatJSON, golden: "xr.json"},
-		"Managed":       {reason: "A managed resource: only its own changes, here filtered by a field above the changed one.", resource: "instances/shop-db", field: "spec.forProvider", format: FormatYAML, golden: "managed.yaml"},
-		"OtherField":    {reason: "A field no change concerns leaves nothing.", resource: "instances/shop-db", field: "spec.forProvider.engine", format: FormatText, golden: "other-field.txt"},
-		"NoOwner":       {reason: "A managed resource no XR composes.", resource: "instances/lone", format: FormatText, err: "has no controller owner"},
-		"NoObject":      {reason: "A missing object is named.", resource: "instances/gone", format: FormatText, err: "cannot get Instance"},
-		"BadFormat":     {reason: "An unknown format is refused.", resource: "instances/shop-db", format: "table", err: `unknown output format "table"`},
+		"NoPolicyReads": {reason: "A user who may not list AllowancePolicies still learns what was withheld and why, with no rule or suggestion.", resource: "databases/shop", format: printer.FormatDefault, golden: "forbidden.txt", forbid: true},
+		"Claim":         {reason: "A Claim is explained by its XR.", resource: "databases/shop", format: printer.FormatDefault, golden: "claim.txt"},
+		"XR":            {reason: "An XR as JSON.", resource: "xdatabases/shop-x7", format: printer.FormatJSON, golden: "xr.json"},
+		"Managed":       {reason: "A managed resource: only its own changes, here filtered by a field above the changed one.", resource: "instances/shop-db", field: "spec.forProvider", format: printer.FormatYAML, golden: "managed.yaml"},
+		"OtherField":    {reason: "A field no change concerns leaves nothing.", resource: "instances/shop-db", field: "spec.forProvider.engine", format: printer.FormatDefault, golden: "other-field.txt"},
+		"NoOwner":       {reason: "A managed resource no XR composes.", resource: "instances/lone", format: printer.FormatDefault, err: "has no controller owner"},
+		"NoObject":      {reason: "A missing object is named.", resource: "instances/gone", format: printer.FormatDefault, err: "cannot get Instance"},
+		"BadFormat":     {reason: "An unknown format is refused.", resource: "instances/shop-db", format: "table", err: `unknown output format "table": use one of default, json, yaml`},
+		"Text":          {reason: "The former text format is the default now, and no alias.", resource: "instances/shop-db", format: "text", err: `unknown output format "text": use one of default, json, yaml`},
+		"Dot":           {reason: "An explanation is no tree to draw.", resource: "instances/shop-db", format: printer.FormatDot, err: `output format "dot" does not apply to this command: use one of default, json, yaml`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -142,7 +145,7 @@ func TestExplain(t *testing.T) {
 // TestRunJSON reads the JSON back: it is the Explanation.
 func TestRunJSON(t *testing.T) {
 	var out bytes.Buffer
-	if err := Explain(context.Background(), cluster(t), mapper(), "team-a", "xdatabases/shop-x7", "", FormatJSON, &out); err != nil {
+	if err := Explain(context.Background(), cluster(t), mapper(), "team-a", "xdatabases/shop-x7", "", printer.FormatJSON, &out); err != nil {
 		t.Fatal(err)
 	}
 	var e why.Explanation

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/kube"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/printer"
 )
 
 // exitBlocked is the exit code of `plan --exit-code` when admission would
@@ -15,14 +16,21 @@ const exitBlocked = 2
 
 // Cmd is `kubectl kausality plan -f FILE`.
 type Cmd struct {
-	Filename         string        `help:"The changed Claim or XR." required:"" short:"f" type:"existingfile"`
-	Functions        string        `help:"The Functions crossplane render runs the pipeline with (a YAML file or directory, as crossplane render takes them)." required:"" type:"path"`
-	Crossplane       string        `default:"crossplane" help:"The crossplane CLI."`
-	CrossplaneBinary string        `help:"A Crossplane core binary crossplane render uses instead of Docker (--crossplane-binary)."`
-	CrossplaneUser   string        `default:"system:serviceaccount:crossplane-system:crossplane" help:"Who Crossplane core writes as: a Claim's change reaches its XR as this user."`
-	Timeout          time.Duration `default:"1m" help:"How long each render may take."`
-	Output           string        `default:"default" enum:"default,json" help:"Output format: default (a diff per composed resource) or json." short:"o"`
-	ExitCode         bool          `help:"Exit with 2 when admission would deny the change or Kausality would withhold any of it."`
+	Filename         string         `help:"The changed Claim or XR." required:"" short:"f" type:"existingfile"`
+	Functions        string         `help:"The Functions crossplane render runs the pipeline with (a YAML file or directory, as crossplane render takes them)." required:"" type:"path"`
+	Crossplane       string         `default:"crossplane" help:"The crossplane CLI."`
+	CrossplaneBinary string         `help:"A Crossplane core binary crossplane render uses instead of Docker (--crossplane-binary)."`
+	CrossplaneUser   string         `default:"system:serviceaccount:crossplane-system:crossplane" help:"Who Crossplane core writes as: a Claim's change reaches its XR as this user."`
+	Timeout          time.Duration  `default:"1m" help:"How long each render may take."`
+	Output           printer.Format `default:"default" help:"Output format: default (a diff per composed resource), json or yaml." short:"o"`
+	ExitCode         bool           `help:"Exit with 2 when admission would deny the change or Kausality would withhold any of it."`
+}
+
+// Validate rejects an -o plan does not print, so that a mistyped one
+// fails before a render is run.
+func (c *Cmd) Validate() error {
+	_, err := printer.New(c.Output, formats...)
+	return err
 }
 
 // Help prints examples of plan.

@@ -8,17 +8,34 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/printer"
 	"github.com/kausality-io/kausality-crossplane/internal/preview"
 )
 
-// Print writes the plan as text (a diff per composed resource) or, for
-// output "json", as the plan's stable JSON form.
-func Print(w io.Writer, p preview.Plan, output string) error {
-	if output == "json" {
-		e := json.NewEncoder(w)
-		e.SetIndent("", "  ")
-		return errors.Wrap(e.Encode(p), "cannot write the plan as JSON")
+// formats are the -o values plan takes: a plan is text with no columns to
+// add and no tree to draw.
+var formats = []printer.Format{printer.FormatDefault, printer.FormatJSON, printer.FormatYAML}
+
+// Print writes the plan in format: as text (a diff per composed resource)
+// or as the plan's stable JSON form, in JSON or YAML.
+func Print(w io.Writer, p preview.Plan, format printer.Format) error {
+	pr, err := printer.New(format, formats...)
+	if err != nil {
+		return err
 	}
+	return pr.Print(w, document{p})
+}
+
+// document is a Plan as the printers take it. It embeds the Plan so that
+// its JSON and YAML are the Plan's own.
+type document struct {
+	preview.Plan
+}
+
+// WriteText writes the plan as a diff per composed resource; it has no
+// wide form.
+func (d document) WriteText(w io.Writer, _ bool) error {
+	p := d.Plan
 	var b strings.Builder
 	printAdmission(&b, "admission", p.Admission)
 	if c := p.Admission.Composite; c != nil {

@@ -6,16 +6,20 @@ import (
 	"io"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-
-	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/tree"
 )
 
-// printJSON writes the nodes as one indented JSON document.
-func printJSON(w io.Writer, n *tree.Node) error {
-	b, err := json.MarshalIndent(n, "", "  ")
+// JSONPrinter prints a Value as one indented JSON document and a newline,
+// so that a stream of them (trace --watch) splits at document ends.
+type JSONPrinter struct{}
+
+var _ Printer = JSONPrinter{}
+
+// Print writes v as JSON.
+func (JSONPrinter) Print(w io.Writer, v Value) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return errors.Wrap(err, "cannot encode the tree as JSON")
+		return errors.Wrap(err, errEncodeJSON)
 	}
 	_, err = fmt.Fprintln(w, string(b))
-	return err
+	return errors.Wrap(err, errWrite)
 }

@@ -6,11 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/printer"
@@ -49,10 +52,11 @@ func TestListed(t *testing.T) {
 	}
 }
 
-// TestStatusWithheldCreate: an XR whose composed instance is kept shut at
-// creation (its gate never opened Create) is listed with the withheld
-// Create and as still being created, and trace says the same on its line.
-func TestStatusWithheldCreate(t *testing.T) {
+// withheldCreate is a cluster with one XR whose composed instance is
+// kept shut at creation (its gate never opened Create), and the line its
+// KausalityAllowed condition says it with.
+func withheldCreate(t *testing.T) (client.Reader, string) {
+	t.Helper()
 	s := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
@@ -66,10 +70,16 @@ func TestStatusWithheldCreate(t *testing.T) {
 		}},
 	})
 	p := &v1alpha1.AllowancePolicy{ObjectMeta: metav1.ObjectMeta{Name: "xplatforms"}, Spec: v1alpha1.AllowancePolicySpec{For: v1alpha1.ObjectKind{APIGroup: "example.org", APIVersion: "v1alpha1", Kind: "XPlatform"}}}
-	r := fake.NewClientBuilder().WithScheme(s).WithObjects(p, xr, treetest.Bucket("shop-logs", "logs")).Build()
+	return fake.NewClientBuilder().WithScheme(s).WithObjects(p, xr, treetest.Bucket("shop-logs", "logs")).Build(), line
+}
 
+// TestStatusWithheldCreate: an XR whose composed instance is kept shut at
+// creation is listed with the withheld Create and as still being
+// created, and trace says the same on its line.
+func TestStatusWithheldCreate(t *testing.T) {
+	r, line := withheldCreate(t)
 	var out bytes.Buffer
-	if err := Status(context.Background(), r, "team-a", &out); err != nil {
+	if err := Status(context.Background(), r, "team-a", printer.FormatDefault, &out); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"XPlatform/shop", "withheld: " + line, "being created"} {
@@ -83,5 +93,76 @@ func TestStatusWithheldCreate(t *testing.T) {
 	}
 	if first := strings.SplitN(out.String(), "\n", 3)[1]; !strings.Contains(first, "withheld Create") || !strings.Contains(first, "being created") {
 		t.Errorf("trace's XR line does not name the withheld Create and the creation going on: %q", first)
+	}
+}
+
+// TestStatusFormats: status prints its List in the formats it takes, and
+// refuses the ones that make no sense for a list (no columns to add, no
+// tree to draw) by naming the ones it takes.
+func TestStatusFormats(t *testing.T) {
+	r, line := withheldCreate(t)
+	item := Item{APIVersion: "example.org/v1alpha1", Kind: "XPlatform", Namespace: "team-a", Name: "shop", Holds: []Hold{
+		{Kind: "XPlatform", Name: "shop", Summary: "withheld: " + line + "; being created"},
+	}}
+	type args struct {
+		namespace string
+		format    printer.Format
+	}
+	type want struct {
+		list List
+		err  string
+	}
+	cases := map[string]struct {
+		reason string
+		args   args
+		want   want
+	}{
+		"JSON": {
+			reason: "JSON is the List.",
+			args:   args{namespace: "team-a", format: printer.FormatJSON},
+			want:   want{list: List{Items: []Item{item}}},
+		},
+		"YAML": {
+			reason: "YAML is the List too.",
+			args:   args{namespace: "team-a", format: printer.FormatYAML},
+			want:   want{list: List{Items: []Item{item}}},
+		},
+		"Empty": {
+			reason: "Nothing held is an empty list, not null.",
+			args:   args{namespace: "team-b", format: printer.FormatJSON},
+			want:   want{list: List{Items: []Item{}}},
+		},
+		"Wide": {
+			reason: "Status has no columns to add.",
+			args:   args{namespace: "team-a", format: printer.FormatWide},
+			want:   want{err: `output format "wide" does not apply to this command: use one of default, json, yaml`},
+		},
+		"Dot": {
+			reason: "Status lists roots, no tree to draw.",
+			args:   args{namespace: "team-a", format: printer.FormatDot},
+			want:   want{err: `output format "dot" does not apply to this command: use one of default, json, yaml`},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := Status(context.Background(), r, tc.args.namespace, tc.args.format, &out)
+			if tc.want.err != "" {
+				if err == nil || err.Error() != tc.want.err {
+					t.Errorf("%s\nStatus(...) = %v, want %q", tc.reason, err, tc.want.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%s\nStatus(...): %v", tc.reason, err)
+			}
+			var got List
+			if err := yaml.UnmarshalStrict(out.Bytes(), &got); err != nil {
+				t.Fatalf("%s\noutput is not a List: %v\n%s", tc.reason, err, out.String())
+			}
+			if diff := cmp.Diff(tc.want.list, got); diff != "" {
+				t.Errorf("%s\nStatus(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

@@ -22,11 +22,22 @@ import (
 
 // Cmd is `kubectl kausality trace TYPE/NAME`.
 type Cmd struct {
-	Resource string        `arg:"" help:"TYPE/NAME or TYPE, as kubectl takes them (xnetworks/shop, xnetwork.aws.platform.example.org/shop)."`
-	Name     string        `arg:"" optional:"" help:"NAME, when the first argument is a TYPE alone."`
-	Output   string        `default:"default" enum:"default,wide,json,yaml,dot" help:"Output format: default, wide (adds the initiator and the trace), json, yaml or dot (Graphviz)." short:"o"`
-	Watch    bool          `help:"Print the tree again whenever it changes, until interrupted." short:"w"`
-	Interval time.Duration `default:"2s" help:"How often --watch reads the tree."`
+	Resource string         `arg:"" help:"TYPE/NAME or TYPE, as kubectl takes them (xnetworks/shop, xnetwork.aws.platform.example.org/shop)."`
+	Name     string         `arg:"" optional:"" help:"NAME, when the first argument is a TYPE alone."`
+	Output   printer.Format `default:"default" help:"Output format: default, wide (adds the initiator and the trace), json, yaml or dot (Graphviz)." short:"o"`
+	Watch    bool           `help:"Print the tree again whenever it changes, until interrupted." short:"w"`
+	Interval time.Duration  `default:"2s" help:"How often --watch reads the tree."`
+}
+
+// formats are the -o values trace takes: a tree has columns to add and
+// can be drawn, so every format.
+var formats = []printer.Format{printer.FormatDefault, printer.FormatWide, printer.FormatJSON, printer.FormatYAML, printer.FormatDot}
+
+// Validate rejects an -o trace does not print, so that a mistyped one
+// fails before a cluster is asked.
+func (c *Cmd) Validate() error {
+	_, err := printer.New(c.Output, formats...)
+	return err
 }
 
 // Help prints examples of trace.
@@ -68,10 +79,14 @@ func (c *Cmd) Run(f *kube.Flags) error {
 // Trace reads the object named by resource (TYPE/NAME, or TYPE with name)
 // in namespace (ignored for cluster-scoped kinds) and prints its tree to w
 // in format.
-func Trace(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, resource, name, format string, w io.Writer) error {
+func Trace(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, resource, name string, format printer.Format, w io.Writer) error {
+	p, err := printer.New(format, formats...)
+	if err != nil {
+		return err
+	}
 	root, err := tree.ReadNamed(ctx, r, m, namespace, resource, name)
 	if err != nil {
 		return err
 	}
-	return printer.Print(w, root, format)
+	return p.Print(w, printer.Tree{Node: root})
 }

@@ -28,7 +28,7 @@ func TestTrace(t *testing.T) {
 		reason   string
 		resource string
 		name     string
-		format   string
+		format   printer.Format
 		want     []string // lines or parts of the output, in order
 		err      string
 	}{

@@ -20,7 +20,7 @@ import (
 // and a roll-out changes it every few seconds at most; printing only what
 // changed keeps a quiet tree quiet. The ticks come from the caller so a
 // test decides when a poll happens.
-func Watch(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, resource, name, format string, w io.Writer, now func() time.Time, ticks <-chan time.Time) error {
+func Watch(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, resource, name string, format printer.Format, w io.Writer, now func() time.Time, ticks <-chan time.Time) error {
 	var last string
 	poll := func(first bool) error {
 		var buf bytes.Buffer
@@ -66,7 +66,7 @@ func Watch(ctx context.Context, r client.Reader, m meta.RESTMapper, namespace, r
 // header is the line above each frame, written as a comment where the
 // format has one, so that a frame of YAML or dot stays valid on its own.
 // JSON has no comments: its frames are a stream of documents.
-func header(format string, t time.Time) string {
+func header(format printer.Format, t time.Time) string {
 	stamp := t.UTC().Format(time.RFC3339)
 	switch format {
 	case printer.FormatJSON:

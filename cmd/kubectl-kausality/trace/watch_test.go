@@ -40,7 +40,7 @@ func (s *syncBuffer) String() string {
 // channel, so a send returns only once the previous poll is done.
 func TestWatch(t *testing.T) {
 	cases := map[string]struct {
-		format string
+		format printer.Format
 		golden string
 	}{
 		"Default": {format: printer.FormatDefault, golden: "watch.txt"},
