@@ -37,11 +37,24 @@ var appGVK = schema.GroupVersionKind{Group: "example.crossplane.io", Version: "v
 // policy derive` wrote for it, as an administrator would, and waits until
 // the provider has resolved the policy's targets as unmanaged kinds and
 // its webhooks cover Apps.
+// The tests that run Apps run in parallel and install it once: two
+// writers of the same policy from its file conflict.
 func installApp(t *testing.T) {
 	t.Helper()
+	appInstall.Lock()
+	defer appInstall.Unlock()
+	if appInstalled {
+		return
+	}
 	installExample(t, appDir, "apps.example.crossplane.io", "apps", []string{"apps"}, policy.ClassUnmanaged,
 		schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, schema.GroupVersionKind{Version: "v1", Kind: "Service"})
+	appInstalled = !t.Failed()
 }
+
+var (
+	appInstall   sync.Mutex
+	appInstalled bool
+)
 
 // appDeployment is the App's Deployment, nil until it exists.
 func appDeployment(t *testing.T, key client.ObjectKey) *appsv1.Deployment {

@@ -291,3 +291,81 @@ func TestNarrowedCreateGateWhileDown(t *testing.T) {
 	expectCalls(t, key, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
 	expectClosed(t, key)
 }
+
+// TestNarrowedGatesProviderUp: as TestNarrowedGateWhileDown and
+// TestNarrowedCreateGateWhileDown with every provider-kausality replica
+// up. Bob narrows an open Update gate and an open Create gate while the
+// cloud refuses the writes behind them (the match condition that lets a
+// narrowing through without the provider admits his writes either way);
+// the gate controller reopens each for the change it was opened for, and
+// once the cloud recovers Alice's resize reaches it once and the new
+// bucket is created once.
+func TestNarrowedGatesProviderUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	comp := composition(t, 1)
+	bob := as(t, controlplane.Bob)
+	narrow := func(b *unstructured.Unstructured) {
+		t.Helper()
+		if err := controlplane.Update(bob, b, func() {
+			_ = unstructured.SetNestedStringSlice(b.Object, controlplane.ClosedGate, "spec", "managementPolicies")
+		}); err != nil {
+			t.Fatalf("bob narrows the gate of %s: %v", b.GetName(), err)
+		}
+	}
+
+	// An Update gate.
+	key := created(t, comp, "narrowed-up", "orders")
+	data := buckets(t, key)["data"]
+	restoreUpdate := cp.Cloud.Fail(data.GetName())
+	defer restoreUpdate()
+	c := claim(key.Namespace, key.Name, "", nil)
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, settleTimeout, "the data bucket's gate open for the Update the cloud refuses", func() (bool, string) {
+		b := buckets(t, key)["data"]
+		s := controlplane.Condition(b, "Synced")
+		return slices.Contains(gate(b), "Update") && s.Status == "False", fmt.Sprintf("gate %v Synced %s", gate(b), s.Status)
+	})
+	narrow(buckets(t, key)["data"])
+
+	// A Create gate.
+	const ns, name = "narrowed-create-up", "midcreate-up"
+	namespace(t, ns)
+	restoreCreate := cp.Cloud.FailPrefix(name + "-")
+	defer restoreCreate()
+	nc := claim(ns, name, "small", map[string]string{"jira": "INFRA-1"})
+	_ = unstructured.SetNestedField(nc.Object, comp, "spec", "compositionRef", "name")
+	if err := alice(t).Create(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	nkey := client.ObjectKeyFromObject(nc)
+	fixture.Eventually(t, settleTimeout, "both new Buckets' Create gates open while the cloud refuses them", func() (bool, string) {
+		bs, err := cp.Buckets(ctx, nkey)
+		if err != nil || len(bs) != 2 {
+			return false, fmt.Sprint(len(bs), " buckets ", err)
+		}
+		for res, b := range bs {
+			if s := controlplane.Condition(b, "Synced"); !slices.Contains(gate(b), "Create") || s.Status != "False" {
+				return false, fmt.Sprintf("%s gate %v Synced %s", res, gate(b), s.Status)
+			}
+		}
+		return true, ""
+	})
+	narrow(buckets(t, nkey)["data"])
+
+	time.Sleep(3 * controlplane.Poll)
+	if n := cp.Cloud.Count(recorder.VerbUpdate, data.GetName()); n != 0 {
+		t.Fatalf("%d Updates reached the refusing cloud", n)
+	}
+	restoreUpdate()
+	restoreCreate()
+	expectCalls(t, key, map[string][3]int{"data": {1, 1, 0}, "logs": {1, 0, 0}})
+	if s, _ := cp.Cloud.Get(data.GetName()); s.Size != 2 {
+		t.Errorf("cloud size of the data bucket = %d, want 2: Alice's resize was lost to Bob's narrowing", s.Size)
+	}
+	expectCalls(t, nkey, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
+	expectClosed(t, key)
+	expectClosed(t, nkey)
+}
