@@ -184,3 +184,27 @@ func (c *ControlPlane) DescribeStore(ctx context.Context, key client.ObjectKey) 
 	}
 	return b.String()
 }
+
+// NewStore is an XStore of size, composed by the Composition comp.
+func NewStore(ns, name, size, comp string) *unstructured.Unstructured {
+	x := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": size, "crossplane": map[string]any{"compositionRef": map[string]any{"name": comp}}}}}
+	x.SetGroupVersionKind(StoreGVK)
+	x.SetNamespace(ns)
+	x.SetName(name)
+	return x
+}
+
+// WaitStoreSettled waits up to d until the XStore settled (StoreSettled),
+// and otherwise says what was still going on.
+func (c *ControlPlane) WaitStoreSettled(ctx context.Context, key client.ObjectKey, d time.Duration) error {
+	return until(ctx, d, func() error {
+		ok, why, err := c.StoreSettled(ctx, key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.Errorf("XStore %s has not settled: %s", key, why)
+		}
+		return nil
+	})
+}

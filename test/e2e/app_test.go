@@ -69,6 +69,56 @@ func appDeployment(t *testing.T, key client.ObjectKey) *appsv1.Deployment {
 	return &ds.Items[0]
 }
 
+// createApp has Alice create an App named my-app composed by comp in
+// namespace ns, and waits until its Deployment and Service exist.
+func createApp(t *testing.T, comp, ns string) (*unstructured.Unstructured, client.ObjectKey) {
+	t.Helper()
+	ctx := context.Background()
+	namespace(t, ns)
+	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"image": "nginx:1.27"}}}
+	app.SetGroupVersionKind(appGVK)
+	app.SetNamespace(ns)
+	app.SetName("my-app")
+	_ = unstructured.SetNestedField(app.Object, comp, "spec", "crossplane", "compositionRef", "name")
+	if err := alice(t).Create(ctx, app); err != nil {
+		t.Fatalf("alice creates App %s/%s: %v", ns, app.GetName(), err)
+	}
+	key := client.ObjectKeyFromObject(app)
+	fixture.Eventually(t, settleTimeout, "the Deployment and the Service to be composed", func() (bool, string) {
+		return appDeployment(t, key) != nil && appService(t, key) != nil, describeApp(ctx, key)
+	})
+	return app, key
+}
+
+// appService is the App's Service, nil until it exists.
+func appService(t *testing.T, key client.ObjectKey) *corev1.Service {
+	t.Helper()
+	svcs := &corev1.ServiceList{}
+	if err := cp.AdminClient().List(context.Background(), svcs, client.InNamespace(key.Namespace), client.MatchingLabels{"crossplane.io/composite": key.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(svcs.Items) != 1 {
+		return nil
+	}
+	return &svcs.Items[0]
+}
+
+// appCreated has the administrator report the App's Deployment Available
+// (no kubelet runs here: as the deployment controller would once its pods
+// run) and waits until the App is Ready and its creation over.
+func appCreated(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	ctx := context.Background()
+	available(t, key)
+	fixture.Eventually(t, settleTimeout, "the App to be Ready and created", func() (bool, string) {
+		x, err := cp.Object(ctx, appGVK, key)
+		if err != nil || x == nil {
+			return false, fmt.Sprint(err)
+		}
+		return policy.Ready(x.Object) && policy.ConditionTrue(x.Object, v1alpha1.ConditionCreated), describeApp(ctx, key)
+	})
+}
+
 func image(d *appsv1.Deployment) string {
 	if d == nil || len(d.Spec.Template.Spec.Containers) == 0 {
 		return ""
@@ -88,44 +138,15 @@ func TestV2GetStartedApp(t *testing.T) {
 	ctx := context.Background()
 	installApp(t)
 	comp := compositionFrom(t, filepath.Join(appDir, "composition.yaml"))
-	ns := "v2-app"
-	namespace(t, ns)
-	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"image": "nginx:1.27"}}}
-	app.SetGroupVersionKind(appGVK)
-	app.SetNamespace(ns)
-	app.SetName("my-app")
-	_ = unstructured.SetNestedField(app.Object, comp, "spec", "crossplane", "compositionRef", "name")
-	if err := alice(t).Create(ctx, app); err != nil {
-		t.Fatalf("alice creates App %s/%s: %v", ns, app.GetName(), err)
-	}
-	key := client.ObjectKeyFromObject(app)
-
-	var d *appsv1.Deployment
-	fixture.Eventually(t, settleTimeout, "the Deployment and the Service to be composed", func() (bool, string) {
-		d = appDeployment(t, key)
-		svcs := &corev1.ServiceList{}
-		if err := cp.AdminClient().List(ctx, svcs, client.InNamespace(ns), client.MatchingLabels{"crossplane.io/composite": key.Name}); err != nil {
-			return false, err.Error()
-		}
-		return d != nil && len(svcs.Items) == 1, describeApp(ctx, key)
-	})
+	app, key := createApp(t, comp, "v2-app")
+	d := appDeployment(t, key)
 	if d.Annotations[v1alpha1.AnnotationTrace] == "" || !strings.Contains(d.Annotations[v1alpha1.AnnotationTrace], controlplane.Alice) {
 		t.Errorf("Deployment trace %q does not name %s", d.Annotations[v1alpha1.AnnotationTrace], controlplane.Alice)
 	}
 	if _, ok := d.Labels[v1alpha1.LabelGated]; ok {
 		t.Errorf("the Deployment is labelled %s: it has no gate", v1alpha1.LabelGated)
 	}
-	// No kubelet runs here: the administrator reports the Deployment
-	// Available, as the deployment controller would once its pods run, so
-	// the App becomes Ready and leaves its creation.
-	available(t, key)
-	fixture.Eventually(t, settleTimeout, "the App to be Ready and created", func() (bool, string) {
-		x, err := cp.Object(ctx, appGVK, key)
-		if err != nil || x == nil {
-			return false, fmt.Sprint(err)
-		}
-		return policy.Ready(x.Object) && policy.ConditionTrue(x.Object, v1alpha1.ConditionCreated), describeApp(ctx, key)
-	})
+	appCreated(t, key)
 	specs := watchSpecs(t, key)
 
 	// Alice's permitted change reaches the Deployment, once.
@@ -255,35 +276,10 @@ func TestV2ServiceExposedByCompositionEdit(t *testing.T) {
 	ctx := context.Background()
 	installApp(t)
 	comp := compositionFrom(t, filepath.Join(appDir, "composition.yaml"))
-	ns := "v2-app-exposed"
-	namespace(t, ns)
-	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"image": "nginx:1.27"}}}
-	app.SetGroupVersionKind(appGVK)
-	app.SetNamespace(ns)
-	app.SetName("my-app")
-	_ = unstructured.SetNestedField(app.Object, comp, "spec", "crossplane", "compositionRef", "name")
-	if err := alice(t).Create(ctx, app); err != nil {
-		t.Fatalf("alice creates App %s/%s: %v", ns, app.GetName(), err)
-	}
-	key := client.ObjectKeyFromObject(app)
-	service := func() *corev1.Service {
-		svcs := &corev1.ServiceList{}
-		if err := cp.AdminClient().List(ctx, svcs, client.InNamespace(ns), client.MatchingLabels{"crossplane.io/composite": key.Name}); err != nil || len(svcs.Items) != 1 {
-			return nil
-		}
-		return &svcs.Items[0]
-	}
-	fixture.Eventually(t, settleTimeout, "the Deployment and the Service to be composed", func() (bool, string) {
-		return appDeployment(t, key) != nil && service() != nil, describeApp(ctx, key)
-	})
-	available(t, key)
-	fixture.Eventually(t, settleTimeout, "the App to be Ready and created", func() (bool, string) {
-		x, err := cp.Object(ctx, appGVK, key)
-		if err != nil || x == nil {
-			return false, fmt.Sprint(err)
-		}
-		return policy.Ready(x.Object) && policy.ConditionTrue(x.Object, v1alpha1.ConditionCreated), describeApp(ctx, key)
-	})
+	_, key := createApp(t, comp, "v2-app-exposed")
+	appCreated(t, key)
+	ns := key.Namespace
+	service := func() *corev1.Service { return appService(t, key) }
 
 	const scheme, hostname = "service.beta.kubernetes.io/aws-load-balancer-scheme", "external-dns.alpha.kubernetes.io/hostname"
 	exposed := func(s *corev1.Service) bool {

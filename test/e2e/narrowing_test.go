@@ -153,19 +153,8 @@ func watchStoreGates(t *testing.T, key client.ObjectKey) func() [][]string {
 // once. It kills the provider, so it runs alone.
 func TestNarrowedGateWhileDown(t *testing.T) {
 	ctx := context.Background()
-	key := created(t, composition(t, 1), "narrowed", "orders")
-	data := buckets(t, key)["data"]
-	restore := cp.Cloud.Fail(data.GetName())
+	key, data, restore := resizeRefused(t, composition(t, 1), "narrowed")
 	defer restore()
-	c := claim(key.Namespace, key.Name, "", nil)
-	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
-		t.Fatal(err)
-	}
-	fixture.Eventually(t, settleTimeout, "the data bucket's gate open for the Update the cloud refuses", func() (bool, string) {
-		b := buckets(t, key)["data"]
-		s := controlplane.Condition(b, "Synced")
-		return slices.Contains(gate(b), "Update") && s.Status == "False", fmt.Sprintf("gate %v Synced %s", gate(b), s.Status)
-	})
 	restart := killProvider(t)
 
 	bob := as(t, controlplane.Bob)
@@ -245,26 +234,8 @@ func TestNarrowedCreateGateWhileDown(t *testing.T) {
 	const ns, name = "narrowed-create", "midcreate"
 	comp := composition(t, 1)
 	namespace(t, ns)
-	restore := cp.Cloud.FailPrefix(name + "-")
+	key, restore := createsRefused(t, comp, ns, name)
 	defer restore()
-	c := claim(ns, name, "small", map[string]string{"jira": "INFRA-1"})
-	_ = unstructured.SetNestedField(c.Object, comp, "spec", "compositionRef", "name")
-	if err := alice(t).Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	fixture.Eventually(t, settleTimeout, "both Buckets' Create gates open while the cloud refuses them", func() (bool, string) {
-		bs, err := cp.Buckets(ctx, key)
-		if err != nil || len(bs) != 2 {
-			return false, fmt.Sprint(len(bs), " buckets ", err)
-		}
-		for res, b := range bs {
-			if s := controlplane.Condition(b, "Synced"); !slices.Contains(gate(b), "Create") || s.Status != "False" {
-				return false, fmt.Sprintf("%s gate %v Synced %s", res, gate(b), s.Status)
-			}
-		}
-		return true, ""
-	})
 	restart := killProvider(t)
 
 	bob := as(t, controlplane.Bob)
@@ -302,7 +273,6 @@ func TestNarrowedCreateGateWhileDown(t *testing.T) {
 // bucket is created once.
 func TestNarrowedGatesProviderUp(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	comp := composition(t, 1)
 	bob := as(t, controlplane.Bob)
 	narrow := func(b *unstructured.Unstructured) {
@@ -315,44 +285,15 @@ func TestNarrowedGatesProviderUp(t *testing.T) {
 	}
 
 	// An Update gate.
-	key := created(t, comp, "narrowed-up", "orders")
-	data := buckets(t, key)["data"]
-	restoreUpdate := cp.Cloud.Fail(data.GetName())
+	key, data, restoreUpdate := resizeRefused(t, comp, "narrowed-up")
 	defer restoreUpdate()
-	c := claim(key.Namespace, key.Name, "", nil)
-	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
-		t.Fatal(err)
-	}
-	fixture.Eventually(t, settleTimeout, "the data bucket's gate open for the Update the cloud refuses", func() (bool, string) {
-		b := buckets(t, key)["data"]
-		s := controlplane.Condition(b, "Synced")
-		return slices.Contains(gate(b), "Update") && s.Status == "False", fmt.Sprintf("gate %v Synced %s", gate(b), s.Status)
-	})
 	narrow(buckets(t, key)["data"])
 
 	// A Create gate.
 	const ns, name = "narrowed-create-up", "midcreate-up"
 	namespace(t, ns)
-	restoreCreate := cp.Cloud.FailPrefix(name + "-")
+	nkey, restoreCreate := createsRefused(t, comp, ns, name)
 	defer restoreCreate()
-	nc := claim(ns, name, "small", map[string]string{"jira": "INFRA-1"})
-	_ = unstructured.SetNestedField(nc.Object, comp, "spec", "compositionRef", "name")
-	if err := alice(t).Create(ctx, nc); err != nil {
-		t.Fatal(err)
-	}
-	nkey := client.ObjectKeyFromObject(nc)
-	fixture.Eventually(t, settleTimeout, "both new Buckets' Create gates open while the cloud refuses them", func() (bool, string) {
-		bs, err := cp.Buckets(ctx, nkey)
-		if err != nil || len(bs) != 2 {
-			return false, fmt.Sprint(len(bs), " buckets ", err)
-		}
-		for res, b := range bs {
-			if s := controlplane.Condition(b, "Synced"); !slices.Contains(gate(b), "Create") || s.Status != "False" {
-				return false, fmt.Sprintf("%s gate %v Synced %s", res, gate(b), s.Status)
-			}
-		}
-		return true, ""
-	})
 	narrow(buckets(t, nkey)["data"])
 
 	time.Sleep(3 * controlplane.Poll)
@@ -368,4 +309,55 @@ func TestNarrowedGatesProviderUp(t *testing.T) {
 	expectCalls(t, nkey, map[string][3]int{"data": {1, 0, 0}, "logs": {1, 0, 0}})
 	expectClosed(t, key)
 	expectClosed(t, nkey)
+}
+
+// createsRefused has Alice create a Claim composed by comp in ns, whose
+// Buckets' creation the cloud refuses until restore is called, and waits
+// until both Buckets' Create gates are open behind the refusal.
+func createsRefused(t *testing.T, comp, ns, name string) (key client.ObjectKey, restore func()) {
+	t.Helper()
+	ctx := context.Background()
+	restore = cp.Cloud.FailPrefix(name + "-")
+	c := claim(ns, name, "small", map[string]string{"jira": "INFRA-1"})
+	_ = unstructured.SetNestedField(c.Object, comp, "spec", "compositionRef", "name")
+	if err := alice(t).Create(ctx, c); err != nil {
+		restore()
+		t.Fatal(err)
+	}
+	key = client.ObjectKeyFromObject(c)
+	fixture.Eventually(t, settleTimeout, "both Buckets' Create gates open while the cloud refuses them", func() (bool, string) {
+		bs, err := cp.Buckets(ctx, key)
+		if err != nil || len(bs) != 2 {
+			return false, fmt.Sprint(len(bs), " buckets ", err)
+		}
+		for res, b := range bs {
+			if s := controlplane.Condition(b, "Synced"); !slices.Contains(gate(b), "Create") || s.Status != "False" {
+				return false, fmt.Sprintf("%s gate %v Synced %s", res, gate(b), s.Status)
+			}
+		}
+		return true, ""
+	})
+	return key, restore
+}
+
+// resizeRefused has Alice create a Claim named orders composed by comp in
+// ns and resize it while the cloud refuses every write to its data bucket
+// (until restore is called), and waits until the data bucket's gate is
+// open for the Update the cloud refuses.
+func resizeRefused(t *testing.T, comp, ns string) (key client.ObjectKey, data *unstructured.Unstructured, restore func()) {
+	t.Helper()
+	key = created(t, comp, ns, "orders")
+	data = buckets(t, key)["data"]
+	restore = cp.Cloud.Fail(data.GetName())
+	c := claim(key.Namespace, key.Name, "", nil)
+	if err := controlplane.Update(alice(t), c, func() { _ = unstructured.SetNestedField(c.Object, "large", "spec", "size") }); err != nil {
+		restore()
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, settleTimeout, "the data bucket's gate open for the Update the cloud refuses", func() (bool, string) {
+		b := buckets(t, key)["data"]
+		s := controlplane.Condition(b, "Synced")
+		return slices.Contains(gate(b), "Update") && s.Status == "False", fmt.Sprintf("gate %v Synced %s", gate(b), s.Status)
+	})
+	return key, data, restore
 }

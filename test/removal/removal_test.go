@@ -71,21 +71,14 @@ func TestTakingItOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": "small", "crossplane": map[string]any{"compositionRef": map[string]any{"name": comp}}}}}
-	x.SetGroupVersionKind(controlplane.StoreGVK)
-	x.SetNamespace(ns)
-	x.SetName("shop")
+	x := controlplane.NewStore(ns, "shop", "small", comp)
 	if err := alice.Create(ctx, x); err != nil {
 		t.Fatalf("alice creates XStore shop: %v", err)
 	}
 	key := client.ObjectKeyFromObject(x)
-	fixture.Eventually(t, 2*time.Minute, "XStore shop to settle, gated", func() (bool, string) {
-		ok, why, err := cp.StoreSettled(ctx, key)
-		if err != nil {
-			return false, err.Error()
-		}
-		return ok, why
-	})
+	if err := cp.WaitStoreSettled(ctx, key, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	bs, err := cp.StoreBuckets(ctx, key)
 	if err != nil || len(bs) != 2 {
 		t.Fatalf("buckets %v (%v), want data and logs", bs, err)

@@ -88,21 +88,14 @@ func resize(t *testing.T, cp *controlplane.ControlPlane) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": "small", "crossplane": map[string]any{"compositionRef": map[string]any{"name": comp}}}}}
-	x.SetGroupVersionKind(controlplane.StoreGVK)
-	x.SetNamespace(ns)
-	x.SetName("shop")
+	x := controlplane.NewStore(ns, "shop", "small", comp)
 	if err := alice.Create(ctx, x); err != nil {
 		t.Fatalf("alice creates XStore shop: %v", err)
 	}
 	key := client.ObjectKeyFromObject(x)
-	fixture.Eventually(t, 2*time.Minute, "XStore shop to settle, gated", func() (bool, string) {
-		ok, why, err := cp.StoreSettled(ctx, key)
-		if err != nil {
-			return false, err.Error()
-		}
-		return ok, why
-	})
+	if err := cp.WaitStoreSettled(ctx, key, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	bs, err := cp.StoreBuckets(ctx, key)
 	if err != nil || bs["data"] == nil {
 		t.Fatalf("buckets %v (%v), want a data bucket", bs, err)
@@ -122,13 +115,9 @@ func resize(t *testing.T, cp *controlplane.ControlPlane) {
 		s, _ := cp.Cloud.Get(data)
 		return counts() == [3]int{1, 1, 0} && s.Size > 1, fmt.Sprintf("calls %v, cloud %+v — %s", counts(), s, cp.DescribeStore(ctx, key))
 	})
-	fixture.Eventually(t, 2*time.Minute, "XStore shop to settle after the resize", func() (bool, string) {
-		ok, why, err := cp.StoreSettled(ctx, key)
-		if err != nil {
-			return false, err.Error()
-		}
-		return ok, why
-	})
+	if err := cp.WaitStoreSettled(ctx, key, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 
 	err = controlplane.Update(bob, x, func() { _ = unstructured.SetNestedField(x.Object, "small", "spec", "size") })
 	if err == nil {
