@@ -1,11 +1,13 @@
 package derivation
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -40,19 +42,64 @@ type Finding struct {
 	XR string
 	// Policy names the policy of an Unused finding.
 	Policy string
-	// Field is the XR field: the patch's source or the rule's trigger.
+	// Field is the XR field: the patch's source (its fromFieldPath, or a
+	// Combine's variable) or the rule's trigger.
 	Field string
+	// Composition, Resource and To locate an Uncovered patch: the
+	// Composition, the resource's name in it and the patch's toFieldPath.
+	Composition, Resource, To string
 	// Message says what is missing, for people.
 	Message string
+	// Add are the entries a rule triggered by Field needs for an
+	// Uncovered patch to be covered: what derive writes for the patch.
+	Add []v1alpha1.PolicyEntry
 }
 
-// String is the finding on one line.
+// String is the finding on one line, with what to add.
 func (f Finding) String() string {
 	at := f.XR
 	if f.Policy != "" {
 		at = "AllowancePolicy " + f.Policy
 	}
-	return fmt.Sprintf("%s %s: %s: %s", f.Kind, at, f.Field, f.Message)
+	s := fmt.Sprintf("%s %s: %s: %s", f.Kind, at, f.Field, f.Message)
+	if len(f.Add) == 0 {
+		return s
+	}
+	entries := make([]string, 0, len(f.Add))
+	for _, pe := range f.Add {
+		entries = append(entries, flowYAML(pe))
+	}
+	return fmt.Sprintf("%s; add to the policies of the rule with trigger %s (a new rule if there is none): %s", s, f.Field, strings.Join(entries, ", "))
+}
+
+// flowYAML is v on one line, as policies are written by hand.
+func flowYAML(v any) string {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(j, &n); err != nil || len(n.Content) == 0 {
+		return string(j)
+	}
+	top := n.Content[0]
+	plain(top)
+	oneLine(top)
+	b, err := yaml.Marshal(top)
+	if err != nil {
+		return string(j)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// oneLine writes n and everything below it in flow style.
+func oneLine(n *yaml.Node) {
+	if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
+		n.Style = yaml.FlowStyle
+	}
+	for _, c := range n.Content {
+		oneLine(c)
+	}
 }
 
 // Report is what Check found.
@@ -63,11 +110,16 @@ type Report struct {
 	Notes []string
 }
 
-// edge is a flow's source, resolved to the composed kind it reaches.
+// edge is a flow's source, resolved to the composed kind it reaches, and
+// the Composition it is in.
 type edge struct {
-	from  string
-	flow  Flow
-	child policy.Child
+	from        string
+	flow        Flow
+	child       policy.Child
+	composition string
+	// flows are the Composition's flows, which tell what else its
+	// patches write next to this one.
+	flows []Flow
 }
 
 // Check compares Compositions with AllowancePolicies: the patches from an
@@ -117,7 +169,7 @@ func Check(models []*Model, policies []v1alpha1.AllowancePolicy, r Resolver) (*R
 			}
 		}
 		set, _ := policy.NewCache().For(xr.GroupVersion().String(), xr.Kind, mine)
-		rep.Findings = append(rep.Findings, uncovered(name, edges, mine, set)...)
+		rep.Findings = append(rep.Findings, uncovered(name, edges, mine, set, xrSchema(r, xr))...)
 		rep.Findings = append(rep.Findings, unused(edges, mine)...)
 		found, err := unrestricted(name, byXR[xr], set, r)
 		if err != nil {
@@ -128,11 +180,29 @@ func Check(models []*Model, policies []v1alpha1.AllowancePolicy, r Resolver) (*R
 	slices.SortStableFunc(rep.Findings, func(a, b Finding) int {
 		return strings.Compare(a.String(), b.String())
 	})
-	rep.Findings = slices.Compact(rep.Findings)
+	rep.Findings = slices.CompactFunc(rep.Findings, func(a, b Finding) bool { return a.String() == b.String() })
 	return rep, nil
 }
 
-// edgesOf are the model's flows from the XR's spec, one per source field.
+// A SchemaResolver is a Resolver that also knows XR kinds' schemas from
+// their XRDs, so that Check suggests the mutation verbs derive would
+// write for an uncovered patch.
+type SchemaResolver interface {
+	Resolver
+	// Schema is the kind's schema, nil when no XRD gives one.
+	Schema(gvk schema.GroupVersionKind) *Schema
+}
+
+// xrSchema is the XR's schema if r knows it.
+func xrSchema(r Resolver, xr schema.GroupVersionKind) *Schema {
+	if sr, ok := r.(SchemaResolver); ok && sr != nil {
+		return sr.Schema(xr)
+	}
+	return nil
+}
+
+// edgesOf are the model's flows from the XR's spec into fields the
+// function compares, one per source field.
 func edgesOf(m *Model, r Resolver) ([]edge, error) {
 	var out []edge
 	for _, f := range m.Flows {
@@ -141,9 +211,12 @@ func edgesOf(m *Model, r Resolver) ([]edge, error) {
 			return nil, errors.Wrapf(err, "Composition %s resource %s", m.Name, f.Template.Name)
 		}
 		c := policy.Child{APIGroup: f.Template.GVK.Group, APIVersion: f.Template.GVK.Version, Kind: f.Template.GVK.Kind, Resource: k.Resource, Class: k.Class}
+		if ok, _ := compared(f, k.Class); !ok {
+			continue // nothing withholds a change of it: derive notes it
+		}
 		for _, from := range f.From {
 			if root(from) == "spec" {
-				out = append(out, edge{from: from, flow: f, child: c})
+				out = append(out, edge{from: from, flow: f, child: c, composition: m.Name, flows: m.Flows})
 			}
 		}
 	}
@@ -163,7 +236,11 @@ func triggers(ps []v1alpha1.AllowancePolicy, from string) []v1alpha1.Rule {
 	return out
 }
 
-func uncovered(xr string, edges []edge, ps []v1alpha1.AllowancePolicy, set policy.Set) []Finding {
+// uncovered are the edges no rule of ps covers: a change of the XR field
+// is withheld from the composed field, or kept from its cloud resource.
+// Each says where the patch is and what to add: the entries derive writes
+// for it, with the mutation verbs the XR's schema (nil: none) tells.
+func uncovered(xr string, edges []edge, ps []v1alpha1.AllowancePolicy, set policy.Set, s *Schema) []Finding {
 	var out []Finding
 	for _, e := range edges {
 		rs := triggers(ps, e.from)
@@ -179,18 +256,46 @@ func uncovered(xr string, edges []edge, ps []v1alpha1.AllowancePolicy, set polic
 				return isExternal(pe) && policy.MatchesExternal(pe.Target, e.child) && len(pe.Verbs) > 0
 			})
 		})
-		f := Finding{Kind: FindingUncovered, XR: xr, Field: e.from}
-		switch {
-		case !child:
-			f.Message = fmt.Sprintf("no rule lets a change of it mutate %s %s (%s)", e.child.Resource, e.flow.To, Describe(e.flow))
-		case !external:
-			f.Message = fmt.Sprintf("no rule lets a change of it reach the external resource of %s (%s)", e.child.Kind, Describe(e.flow))
-		default:
+		if child && external {
 			continue
 		}
+		f := Finding{Kind: FindingUncovered, XR: xr, Field: e.from, Composition: e.composition, Resource: e.flow.Template.Name, To: e.flow.To}
+		k := kindOf{gvk: e.flow.Template.GVK, Kind: Kind{Resource: e.child.Resource, Class: e.child.Class}}
+		var missing []string
+		if !child {
+			missing = append(missing, fmt.Sprintf("mutate %s %s", e.child.Resource, e.flow.To))
+			f.Add = append(f.Add, v1alpha1.PolicyEntry{Target: childTarget(k), Relation: v1alpha1.RelationControllerChild,
+				Verbs: []string{v1alpha1.VerbUpdate}, Mutations: boundsOf(e.flow, e.flows, s)})
+		}
+		if !external {
+			missing = append(missing, fmt.Sprintf("reach the external resource of %s", e.child.Kind))
+			f.Add = append(f.Add, externalEntry(k, v1alpha1.VerbUpdate))
+		}
+		f.Message = fmt.Sprintf("Composition %s, resource %s (%s): %s: no rule lets a change of %s %s",
+			e.composition, e.flow.Template.Name, e.child.Kind, patchOf(e.flow), e.from, strings.Join(missing, " nor "))
 		out = append(out, f)
 	}
 	return out
+}
+
+// patchOf names the flow as the Composition states it: its type, source
+// fields and toFieldPath.
+func patchOf(f Flow) string {
+	what := "the " + f.Type + " patch"
+	switch f.Type {
+	case flowExperiment:
+		what = "the change a render experiment saw"
+	case flowReference:
+		what = "the reference"
+	}
+	s := fmt.Sprintf("%s from %s to %s", what, strings.Join(f.From, " + "), f.To)
+	if f.Via != "" {
+		s += fmt.Sprintf(" through the environment's %s", f.Via)
+	}
+	if f.PatchSet != "" {
+		s += fmt.Sprintf(" (patch set %s)", f.PatchSet)
+	}
+	return s
 }
 
 func unused(edges []edge, ps []v1alpha1.AllowancePolicy) []Finding {

@@ -6,6 +6,7 @@ import (
 
 	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
@@ -94,7 +95,7 @@ func TestCheck(t *testing.T) {
 				bucketRule("spec.region", "spec.forProvider.region"),
 				bucketRule("spec.team", "spec.forProvider.tags.owner"),
 			)},
-			want: []string{"Uncovered XBucket.example.org: spec.env: no rule lets a change of it mutate buckets spec.forProvider.tags.owner"},
+			want: []string{"Uncovered XBucket.example.org: spec.env: Composition buckets, resource bucket (Bucket): the CombineFromComposite patch from spec.team + spec.env to spec.forProvider.tags.owner: no rule lets a change of spec.env mutate buckets spec.forProvider.tags.owner nor reach the external resource of Bucket"},
 		},
 		"RuleWithoutPatch": {
 			policies: []v1alpha1.AllowancePolicy{policyWith(append(clean.Spec.Rules, bucketRule("spec.size", "spec.forProvider.size"))...)},
@@ -115,7 +116,7 @@ func TestCheck(t *testing.T) {
 				bucketRule("spec.team", "spec.forProvider.tags.owner"),
 			)},
 			want: []string{
-				"Uncovered XBucket.example.org: spec.region: no rule lets a change of it mutate buckets spec.forProvider.region",
+				"Uncovered XBucket.example.org: spec.region: Composition buckets, resource bucket (Bucket): the FromCompositeFieldPath patch from spec.region to spec.forProvider.region (patch set common): no rule lets a change of spec.region mutate buckets spec.forProvider.region",
 				"Unused AllowancePolicy xbuckets: spec.region: spec.rules[1].policies[0]: grants buckets spec.forProvider.zone, which no patch from the trigger writes",
 			},
 		},
@@ -148,8 +149,8 @@ func TestCheck(t *testing.T) {
 			for _, f := range rep.Findings {
 				got = append(got, f.String())
 			}
-			// Messages end with the patch, for people; the tests pin
-			// what each finding says up to it.
+			// Findings end with what to add (TestCheckUncovered pins
+			// it); these pin what each says up to it.
 			for i, g := range got {
 				if i < len(tc.want) && strings.HasPrefix(g, tc.want[i]) {
 					got[i] = tc.want[i]
@@ -181,8 +182,13 @@ func TestDeriveBucket(t *testing.T) {
 	if diff := cmp.Diff([]string{"spec.env", "spec.region", "spec.team"}, triggers); diff != "" {
 		t.Errorf("triggers: -want, +got:\n%s", diff)
 	}
-	if got := r.Policy.Spec.Rules[0].Policies[0].Mutations; len(got) != 1 || got[0].JSONPath != "spec.forProvider.tags.owner" {
-		t.Errorf("spec.env mutations: %v", got)
+	// The base has no tags: setting the first one inserts the map.
+	wantBounds := []v1alpha1.MutationBound{
+		{JSONPath: "spec.forProvider.tags.owner", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationInsert, v1alpha1.MutationMutate, v1alpha1.MutationDelete}},
+		{JSONPath: "spec.forProvider.tags", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationInsert, v1alpha1.MutationDelete}},
+	}
+	if diff := cmp.Diff(wantBounds, r.Policy.Spec.Rules[0].Policies[0].Mutations); diff != "" {
+		t.Errorf("spec.env mutations: -want, +got:\n%s", diff)
 	}
 	if got := r.Policy.Spec.Deleting.Policies; len(got) != 2 || got[1].Verbs[0] != v1alpha1.VerbDelete {
 		t.Errorf("deleting: %v, want the bucket and its external Delete", got)
@@ -252,5 +258,122 @@ func TestCheckUnrestricted(t *testing.T) {
 	want := []string{"Unrestricted XBucket.example.org: BucketPolicy.s3.example.org: Composition buckets composes BucketPolicy (resource bucket-policy), a managed kind no policy for XBucket.example.org restricts: its changes, a Composition edit's included, reach the cloud without a cause"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Check(...): -want, +got:\n%s", diff)
+	}
+}
+
+// TestCheckUncovered: check reports a patch into a composed resource's
+// spec that no rule covers by where it is (Composition, resource name,
+// fromFieldPath and toFieldPath) and what to add: the entries derive
+// writes for it.
+func TestCheckUncovered(t *testing.T) {
+	const input = `resources:
+- name: nodeGroupPublic
+  base: {apiVersion: eks.aws.m.upbound.io/v1beta1, kind: NodeGroup, spec: {forProvider: {instanceTypes: [t3.medium]}}}
+  patches:
+  - {fromFieldPath: spec.parameters.region, toFieldPath: spec.forProvider.region}
+  - {fromFieldPath: spec.parameters.nodes.instanceType, toFieldPath: 'spec.forProvider.instanceTypes[0]'}
+  - type: CombineFromComposite
+    combine: {variables: [{fromFieldPath: spec.parameters.team}, {fromFieldPath: spec.parameters.env}], strategy: string, string: {fmt: "%s-%s"}}
+    toFieldPath: spec.forProvider.tags.owner`
+	policyFor := func(rules ...v1alpha1.Rule) []v1alpha1.AllowancePolicy {
+		p := v1alpha1.AllowancePolicy{Spec: v1alpha1.AllowancePolicySpec{For: v1alpha1.ObjectKind{APIGroup: "example.org", APIVersion: "v1", Kind: "XForm"}, Rules: rules}}
+		p.SetName("xforms")
+		return []v1alpha1.AllowancePolicy{p}
+	}
+	region := rule("spec.parameters.region", nodeGroups(bound("spec.forProvider.region", mutateOnly)))
+	owner := nodeGroups(bound("spec.forProvider.tags.owner", everyVerb), bound("spec.forProvider.tags", insertDelete))
+	covered := []v1alpha1.Rule{
+		rule("spec.parameters.env", owner),
+		rule("spec.parameters.nodes.instanceType", nodeGroups(bound("spec.forProvider.instanceTypes[0]", mutateOnly))),
+		region,
+		rule("spec.parameters.team", owner),
+	}
+	uncoveredAt := func(field, to, message string, add ...v1alpha1.PolicyEntry) Finding {
+		return Finding{Kind: FindingUncovered, XR: "XForm.example.org", Field: field, Composition: "xforms", Resource: "nodeGroupPublic", To: to, Message: message, Add: add}
+	}
+	type args struct {
+		policies []v1alpha1.AllowancePolicy
+	}
+	type want struct {
+		findings []Finding
+		// line is the first finding as check prints it, when set.
+		line string
+	}
+	cases := map[string]struct {
+		reason string
+		args   args
+		want   want
+	}{
+		"Covered": {
+			reason: "The policy derive writes covers every patch.",
+			args:   args{policies: policyFor(covered...)},
+		},
+		"IndexedPatchWithoutRule": {
+			reason: "The EKS node group's instance type patch with no rule: check names where the patch is and adds the rule derive writes.",
+			args:   args{policies: policyFor(covered[0], covered[2], covered[3])},
+			want: want{
+				findings: []Finding{uncoveredAt("spec.parameters.nodes.instanceType", "spec.forProvider.instanceTypes[0]",
+					"Composition xforms, resource nodeGroupPublic (NodeGroup): the FromCompositeFieldPath patch from spec.parameters.nodes.instanceType to spec.forProvider.instanceTypes[0]: "+
+						"no rule lets a change of spec.parameters.nodes.instanceType mutate nodegroups spec.forProvider.instanceTypes[0] nor reach the external resource of NodeGroup",
+					nodeGroups(bound("spec.forProvider.instanceTypes[0]", mutateOnly))...)},
+				line: "Uncovered XForm.example.org: spec.parameters.nodes.instanceType: Composition xforms, resource nodeGroupPublic (NodeGroup): " +
+					"the FromCompositeFieldPath patch from spec.parameters.nodes.instanceType to spec.forProvider.instanceTypes[0]: " +
+					"no rule lets a change of spec.parameters.nodes.instanceType mutate nodegroups spec.forProvider.instanceTypes[0] nor reach the external resource of NodeGroup; " +
+					"add to the policies of the rule with trigger spec.parameters.nodes.instanceType (a new rule if there is none): " +
+					"{target: {apiGroup: eks.aws.m.upbound.io, apiVersion: v1beta1, resource: nodegroups}, relation: ControllerChild, verbs: [Update], mutations: [{jsonPath: 'spec.forProvider.instanceTypes[0]', verbs: [Mutate]}]}, " +
+					"{target: {external: {apiGroup: eks.aws.m.upbound.io, kind: NodeGroup}}, relation: External, verbs: [Update]}",
+			},
+		},
+		"RuleWithoutExternal": {
+			reason: "A rule that mutates the node group but grants no External Update: the change is kept from the cloud, so check adds only that.",
+			args: args{policies: policyFor(covered[0],
+				rule("spec.parameters.nodes.instanceType", nodeGroups(bound("spec.forProvider.instanceTypes[0]", mutateOnly))[:1]), covered[2], covered[3])},
+			want: want{findings: []Finding{uncoveredAt("spec.parameters.nodes.instanceType", "spec.forProvider.instanceTypes[0]",
+				"Composition xforms, resource nodeGroupPublic (NodeGroup): the FromCompositeFieldPath patch from spec.parameters.nodes.instanceType to spec.forProvider.instanceTypes[0]: "+
+					"no rule lets a change of spec.parameters.nodes.instanceType reach the external resource of NodeGroup",
+				nodeGroups()[1])}},
+		},
+		"RuleForAnotherElement": {
+			reason: "A rule bounding another element of the list covers neither the patch nor anything a patch writes.",
+			args: args{policies: policyFor(covered[0],
+				rule("spec.parameters.nodes.instanceType", nodeGroups(bound("spec.forProvider.instanceTypes[1]", mutateOnly))), covered[2], covered[3])},
+			want: want{findings: []Finding{
+				uncoveredAt("spec.parameters.nodes.instanceType", "spec.forProvider.instanceTypes[0]",
+					"Composition xforms, resource nodeGroupPublic (NodeGroup): the FromCompositeFieldPath patch from spec.parameters.nodes.instanceType to spec.forProvider.instanceTypes[0]: "+
+						"no rule lets a change of spec.parameters.nodes.instanceType mutate nodegroups spec.forProvider.instanceTypes[0]",
+					nodeGroups(bound("spec.forProvider.instanceTypes[0]", mutateOnly))[0]),
+				{Kind: FindingUnused, XR: "XForm.example.org", Policy: "xforms", Field: "spec.parameters.nodes.instanceType",
+					Message: "spec.rules[1].policies[0]: grants nodegroups spec.forProvider.instanceTypes[1], which no patch from the trigger writes"},
+			}},
+		},
+		"CombineVariableWithoutRule": {
+			reason: "One variable of a Combine without a rule: check names it, the patch's other variable and the bounds derive writes, the tags map the first tag inserts included.",
+			args:   args{policies: policyFor(covered[1], covered[2], covered[3])},
+			want: want{findings: []Finding{uncoveredAt("spec.parameters.env", "spec.forProvider.tags.owner",
+				"Composition xforms, resource nodeGroupPublic (NodeGroup): the CombineFromComposite patch from spec.parameters.team + spec.parameters.env to spec.forProvider.tags.owner: "+
+					"no rule lets a change of spec.parameters.env mutate nodegroups spec.forProvider.tags.owner nor reach the external resource of NodeGroup",
+				owner...)}},
+		},
+	}
+	k := formKindsOf(t)
+	m, err := Read(formComposition(t, input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rep, err := Check([]*Model{m}, tc.args.policies, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want.findings, rep.Findings, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nCheck(...): -want, +got:\n%s", tc.reason, diff)
+			}
+			if tc.want.line != "" && len(rep.Findings) > 0 {
+				if diff := cmp.Diff(tc.want.line, rep.Findings[0].String()); diff != "" {
+					t.Errorf("%s\nFinding.String(): -want, +got:\n%s", tc.reason, diff)
+				}
+			}
+		})
 	}
 }

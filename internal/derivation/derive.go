@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -228,17 +227,15 @@ func externalEntry(k kindOf, verb string) v1alpha1.PolicyEntry {
 var mutationOrder = []v1alpha1.MutationVerb{v1alpha1.MutationInsert, v1alpha1.MutationMutate, v1alpha1.MutationDelete}
 
 // verbsOf are the mutations a change of the flow's XR fields causes on its
-// target: only Mutate when the target is always there (every source field
-// is always present, or the base sets the target); else the target also
-// appears and vanishes with the source.
+// target: only Mutate when the target is always there (the base sets it,
+// or every source field is always present) and holds a scalar; else the
+// target also appears and vanishes with the source, or keys and elements
+// come and go below it.
 func verbsOf(f Flow, xr *Schema) []v1alpha1.MutationVerb {
 	if len(f.Verbs) > 0 {
 		return slices.Clone(f.Verbs)
 	}
-	if _, err := fieldpath.Pave(f.Template.Base).GetValue(f.To); err == nil {
-		return []v1alpha1.MutationVerb{v1alpha1.MutationMutate}
-	}
-	if xr != nil && !slices.ContainsFunc(f.From, func(p string) bool { return !xr.Present(p) }) {
+	if alwaysSet(f, xr) && scalarOut(f, xr) {
 		return []v1alpha1.MutationVerb{v1alpha1.MutationMutate}
 	}
 	return slices.Clone(mutationOrder)
@@ -249,6 +246,9 @@ func verbsOf(f Flow, xr *Schema) []v1alpha1.MutationVerb {
 func Describe(f Flow) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s → %s (%s) %s", strings.Join(f.From, " + "), f.Template.Name, f.Template.GVK.Kind, f.To)
+	if f.Via != "" {
+		fmt.Fprintf(&b, ", through the environment's %s", f.Via)
+	}
 	if f.PatchSet != "" {
 		fmt.Fprintf(&b, ", from patch set %s", f.PatchSet)
 	}

@@ -11,7 +11,9 @@
 //
 // What a patch-and-transform step does is read structurally: each
 // FromCompositeFieldPath and CombineFromComposite patch (patch sets
-// expanded) is an edge from an XR field to a composed resource's field.
+// expanded), and each patch from the environment where the step's own
+// environment patches copy an XR field there, is an edge from an XR field
+// to a composed resource's field.
 // Any other function step changes composed resources in ways only running
 // it reveals: FromExperiment reads the renders of a baseline XR and of one
 // perturbed XR per field (experiment.go; the CLI runs crossplane render),

@@ -17,7 +17,8 @@ import (
 type Perturbation struct {
 	// Field is the XR field changed, canonical: the trigger of the rules
 	// its differences become. A list of scalars is one field (its first
-	// element is changed), as a patch reads it whole.
+	// element is changed, and it is grown by one), as a patch reads it
+	// whole.
 	Field string
 	// Change says what was done to the field, for notes.
 	Change string
@@ -153,8 +154,9 @@ func numbers(v any) any {
 }
 
 // Perturbations are the baseline with each leaf field of the schema's spec
-// changed, one at a time: a set field to another value (and, when the
-// schema lets it be absent, removed), an absent one set. The notes name
+// changed, one at a time: a set field to another value (a list of scalars
+// also one element longer; and, when the schema lets it be absent,
+// removed), an absent one set. The notes name
 // the fields it cannot change.
 func Perturbations(s *Schema, baseline map[string]any) ([]Perturbation, []string) {
 	if s == nil || s.Properties["spec"] == nil {
@@ -213,6 +215,11 @@ func (p *perturber) leaf(path string, s *Schema, v any, present bool) {
 		return
 	}
 	p.add(path, fmt.Sprintf("%s → %s", show(v), show(nv)), nv)
+	if grown, ok := grownList(s, v); ok {
+		// A patch copies a list whole: changing an element only mutates
+		// the composed list, a longer list inserts into it.
+		p.add(path, fmt.Sprintf("%s → %s", show(v), show(grown)), grown)
+	}
 	if !p.root.Present(path) {
 		// A field that may be absent: removing it shows whether the
 		// composed field appears and vanishes with it.
@@ -276,6 +283,25 @@ func changed(s *Schema, v any) (any, bool) {
 		return out, true
 	}
 	return nil, false
+}
+
+// grownList is a non-empty list of scalars with one more element, another
+// value of its type, so that a list that must hold distinct values still
+// does.
+func grownList(s *Schema, v any) ([]any, bool) {
+	l, ok := v.([]any)
+	if !ok || len(l) == 0 {
+		return nil, false
+	}
+	items := s.Items
+	if items == nil {
+		items = &Schema{}
+	}
+	e, ok := changed(items, l[len(l)-1])
+	if !ok {
+		return nil, false
+	}
+	return append(runtime.DeepCopyJSONValue(l).([]any), e), true //nolint:forcetypeassert // a copy of l
 }
 
 // show is a value as a note quotes it.

@@ -3,6 +3,7 @@ package derivation
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -31,15 +32,22 @@ const (
 	patchSet              = "PatchSet"
 	patchFromEnvironment  = "FromEnvironmentFieldPath"
 	patchCombineEnv       = "CombineFromEnvironment"
+	patchToComposite      = "ToCompositeFieldPath"
+	patchCombineToXR      = "CombineToComposite"
+	patchToEnvironment    = "ToEnvironmentFieldPath"
+	patchCombineToEnv     = "CombineToEnvironment"
 )
 
 // ptInput is the part of pt.fn.crossplane.io/v1beta1 Resources that says
 // where values flow; connection details and readiness checks do not.
 type ptInput struct {
-	APIVersion string       `json:"apiVersion"`
-	Kind       string       `json:"kind"`
-	PatchSets  []ptPatchSet `json:"patchSets,omitempty"`
-	Resources  []ptResource `json:"resources,omitempty"`
+	APIVersion  string `json:"apiVersion"`
+	Kind        string `json:"kind"`
+	Environment *struct {
+		Patches []ptPatch `json:"patches,omitempty"`
+	} `json:"environment,omitempty"`
+	PatchSets []ptPatchSet `json:"patchSets,omitempty"`
+	Resources []ptResource `json:"resources,omitempty"`
 }
 
 type ptPatchSet struct {
@@ -62,6 +70,7 @@ type ptPatch struct {
 	Transforms    []json.RawMessage `json:"transforms,omitempty"`
 	Policy        *struct {
 		FromFieldPath string `json:"fromFieldPath,omitempty"`
+		ToFieldPath   string `json:"toFieldPath,omitempty"`
 	} `json:"policy,omitempty"`
 }
 
@@ -88,13 +97,23 @@ type Template struct {
 type Flow struct {
 	// Template the patch belongs to.
 	Template *Template
-	// Type of the patch, FromCompositeFieldPath or CombineFromComposite.
+	// Type of the patch: FromCompositeFieldPath, CombineFromComposite,
+	// or FromEnvironmentFieldPath and CombineFromEnvironment reading what
+	// the step's environment patches wrote from the XR.
 	Type string
 	// From are the XR fields the patch reads, in canonical fieldpath
 	// syntax: one, or a Combine's variables.
 	From []string
-	// To is the composed resource's field the patch writes.
+	// Via names the environment fields an environment patch reads, which
+	// the step's environment patches write from From.
+	Via string
+	// To is the composed resource's field the patch writes, its
+	// toFieldPath in canonical fieldpath syntax, whatever its transforms
+	// make of the value.
 	To string
+	// Output is what the patch writes, as its transforms tell: it decides
+	// whether a change of the source also inserts and deletes below To.
+	Output Output
 	// PatchSet names the patch set the patch came from, if any.
 	PatchSet string
 	// Transforms are the patch's transforms (and a Combine's strategy),
@@ -164,9 +183,13 @@ func unreadNote(st xpv1.PipelineStep) string {
 }
 
 func (m *Model) readStep(step string, in *ptInput) error {
-	sets := map[string][]ptPatch{}
-	for _, ps := range in.PatchSets {
-		sets[ps.Name] = ps.Patches
+	sets, err := patchSets(in.PatchSets)
+	if err != nil {
+		return err
+	}
+	env, err := environmentWrites(in)
+	if err != nil {
+		return err
 	}
 	for i, r := range in.Resources {
 		at := fmt.Sprintf("input.resources[%d] (%s)", i, r.Name)
@@ -182,78 +205,241 @@ func (m *Model) readStep(step string, in *ptInput) error {
 		}
 		t := &Template{Step: step, Name: r.Name, GVK: gv.WithKind(kind), Base: r.Base}
 		m.Templates = append(m.Templates, t)
-		for j, p := range r.Patches {
-			pat := fmt.Sprintf("%s.patches[%d]", at, j)
-			if p.Type != patchSet {
-				if err := m.readPatch(t, "", p, pat); err != nil {
-					return err
-				}
-				continue
-			}
-			if p.PatchSetName == nil {
-				return errors.Errorf("%s: a PatchSet patch needs patchSetName", pat)
-			}
-			ps, ok := sets[*p.PatchSetName]
-			if !ok {
-				return errors.Errorf("%s: patch set %q does not exist", pat, *p.PatchSetName)
-			}
-			for k, sp := range ps {
-				if err := m.readPatch(t, *p.PatchSetName, sp, fmt.Sprintf("%s (patch set %s, patch %d)", pat, *p.PatchSetName, k)); err != nil {
-					return err
-				}
+		ps, err := expandPatches(r.Patches, sets, at)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if err := m.readPatch(t, env, p); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
-func (m *Model) readPatch(t *Template, set string, p ptPatch, at string) error {
+// placedPatch is a resource's patch with a patch set expanded: the patch,
+// the set it came from ("" for none) and where it is in the input.
+type placedPatch struct {
+	ptPatch
+	set, at string
+}
+
+// patchSets are the step's patch sets by name. A patch set holding a
+// PatchSet patch is an error, as function-patch-and-transform has it.
+func patchSets(pss []ptPatchSet) (map[string][]ptPatch, error) {
+	sets := map[string][]ptPatch{}
+	for i, ps := range pss {
+		for j, p := range ps.Patches {
+			if p.Type == patchSet {
+				return nil, errors.Errorf("input.patchSets[%d] (%s).patches[%d]: a patch set cannot hold a PatchSet patch", i, ps.Name, j)
+			}
+		}
+		sets[ps.Name] = ps.Patches
+	}
+	return sets, nil
+}
+
+// expandPatches are a resource's patches in the order
+// function-patch-and-transform applies them: each PatchSet patch replaced
+// by its set's patches.
+func expandPatches(patches []ptPatch, sets map[string][]ptPatch, at string) ([]placedPatch, error) {
+	var out []placedPatch
+	for j, p := range patches {
+		pat := fmt.Sprintf("%s.patches[%d]", at, j)
+		if p.Type != patchSet {
+			out = append(out, placedPatch{ptPatch: p, at: pat})
+			continue
+		}
+		if p.PatchSetName == nil {
+			return nil, errors.Errorf("%s: a PatchSet patch needs patchSetName", pat)
+		}
+		ps, ok := sets[*p.PatchSetName]
+		if !ok {
+			return nil, errors.Errorf("%s: patch set %q does not exist", pat, *p.PatchSetName)
+		}
+		for k, sp := range ps {
+			out = append(out, placedPatch{ptPatch: sp, set: *p.PatchSetName, at: fmt.Sprintf("%s (patch set %s, patch %d)", pat, *p.PatchSetName, k)})
+		}
+	}
+	return out, nil
+}
+
+// fields reads a patch's source and target fields, canonical: the XR
+// fields (or environment fields) it reads and the field it writes. ok is
+// false for a patch that writes no composed resource.
+func (p placedPatch) fields(typ string) (from []string, to string, ok bool, err error) {
+	switch typ {
+	case patchFromComposite, patchFromEnvironment:
+		if p.FromFieldPath == nil {
+			return nil, "", false, errors.Errorf("%s: a %s patch needs fromFieldPath", p.at, typ)
+		}
+		from = []string{*p.FromFieldPath}
+		to = *p.FromFieldPath // the default when toFieldPath is unset
+		if p.ToFieldPath != nil {
+			to = *p.ToFieldPath
+		}
+	case patchCombineComposite, patchCombineEnv:
+		if p.Combine == nil || len(p.Combine.Variables) == 0 || p.ToFieldPath == nil {
+			return nil, "", false, errors.Errorf("%s: a %s patch needs combine.variables and toFieldPath", p.at, typ)
+		}
+		for _, v := range p.Combine.Variables {
+			from = append(from, v.FromFieldPath)
+		}
+		to = *p.ToFieldPath
+	case patchToComposite, patchCombineToXR, patchToEnvironment, patchCombineToEnv:
+		// They write the XR or the environment from a composed
+		// resource, never a composed resource.
+		return nil, "", false, nil
+	default:
+		return nil, "", false, errors.Errorf("%s: type %q is not a patch type function-patch-and-transform has", p.at, typ)
+	}
+	for i := range from {
+		if from[i], err = canonical(from[i]); err != nil {
+			return nil, "", false, errors.Wrapf(err, "%s: fromFieldPath", p.at)
+		}
+	}
+	if to, err = canonical(to); err != nil {
+		return nil, "", false, errors.Wrapf(err, "%s: toFieldPath", p.at)
+	}
+	return from, to, true, nil
+}
+
+func (m *Model) readPatch(t *Template, env envWrites, p placedPatch) error {
 	typ := p.Type
 	if typ == "" {
 		typ = patchFromComposite // function-patch-and-transform's default
 	}
-	f := Flow{Template: t, Type: typ, PatchSet: set, Required: p.Policy != nil && p.Policy.FromFieldPath == "Required"}
+	from, to, ok, err := p.fields(typ)
+	if err != nil || !ok {
+		return err
+	}
+	f := Flow{Template: t, Type: typ, To: to, PatchSet: p.set, Required: p.Policy != nil && p.Policy.FromFieldPath == "Required"}
+	if p.Combine != nil && (typ == patchCombineComposite || typ == patchCombineEnv) {
+		f.Transforms = append(f.Transforms, fmt.Sprintf(`{"combine":%q,"string":%s}`, p.Combine.Strategy, compactJSON(p.Combine.String)))
+		f.Output = OutputScalar // a string format is the one strategy
+	}
 	for _, tr := range p.Transforms {
 		f.Transforms = append(f.Transforms, compactJSON(tr))
 	}
-	switch typ {
-	case patchFromComposite:
-		if p.FromFieldPath == nil {
-			return errors.Errorf("%s: fromFieldPath is required", at)
-		}
-		f.From = []string{*p.FromFieldPath}
-		f.To = *p.FromFieldPath // the default when toFieldPath is unset
-		if p.ToFieldPath != nil {
-			f.To = *p.ToFieldPath
-		}
-	case patchCombineComposite:
-		if p.Combine == nil || len(p.Combine.Variables) == 0 || p.ToFieldPath == nil {
-			return errors.Errorf("%s: a CombineFromComposite patch needs combine.variables and toFieldPath", at)
-		}
-		for _, v := range p.Combine.Variables {
-			f.From = append(f.From, v.FromFieldPath)
-		}
-		f.To = *p.ToFieldPath
-		f.Transforms = append([]string{fmt.Sprintf(`{"combine":%q,"string":%s}`, p.Combine.Strategy, compactJSON(p.Combine.String))}, f.Transforms...)
-	case patchFromEnvironment, patchCombineEnv:
-		m.Notes = append(m.Notes, fmt.Sprintf("resource %s: a %s patch to %s reads the environment, not the XR: a change of it is no subject's change and needs an UpgradeAllowance", t.Name, typ, deref(p.ToFieldPath)))
-		return nil
-	default:
-		// To-composite and to-environment patches write the XR or the
-		// environment, never a composed resource: no rule to derive.
+	f.Output = transformsOutput(p.Transforms, f.Output)
+	if p.Policy != nil && p.Policy.ToFieldPath != "" && p.Policy.ToFieldPath != "Replace" {
+		// Merged into the target: keys and elements come and go below it.
+		f.Output = OutputStructured
+	}
+	if slices.ContainsFunc(from, wildcard) {
+		m.Notes = append(m.Notes, fmt.Sprintf("resource %s: the %s patch from %s to %s: no rule, function-patch-and-transform reads fromFieldPath without expanding [*] (a list there fails the pipeline, a map has no key *), so the patch never carries a value",
+			t.Name, typ, strings.Join(from, " + "), to))
 		return nil
 	}
-	var err error
-	for i := range f.From {
-		if f.From[i], err = canonical(f.From[i]); err != nil {
-			return errors.Wrapf(err, "%s: fromFieldPath", at)
-		}
+	if typ == patchFromEnvironment || typ == patchCombineEnv {
+		m.readEnvironmentPatch(f, env, from)
+		return nil
 	}
-	if f.To, err = canonical(f.To); err != nil {
-		return errors.Wrapf(err, "%s: toFieldPath", at)
-	}
+	f.From = from
 	m.Flows = append(m.Flows, f)
 	return nil
+}
+
+// readEnvironmentPatch reads a patch from the environment: a flow from the
+// XR fields the step's environment patches write into what it reads, a
+// note when it reads none of them.
+func (m *Model) readEnvironmentPatch(f Flow, env envWrites, from []string) {
+	var xr, via []string
+	for _, p := range from {
+		if srcs := env.sources(p); len(srcs) > 0 {
+			xr = append(xr, srcs...)
+			via = append(via, p)
+		}
+	}
+	if len(xr) == 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("resource %s: the %s patch from the environment's %s to %s: no rule, since no change of the XR causes it. "+
+			"The value the resource is created with is part of the XR's creation; once the XR is created, a change of it is withheld unless the Kausality step's Input "+
+			"lists the EnvironmentConfig it comes from under inputs and an UpgradeAllowance naming that EnvironmentConfig covers it",
+			f.Template.Name, f.Type, strings.Join(from, " + "), f.To))
+		return
+	}
+	f.From, f.Via = unique(xr), strings.Join(via, ", ")
+	m.Flows = append(m.Flows, f)
+}
+
+// envWrite is a field of the environment the step's environment patches
+// write from the XR, and the XR fields it is written from.
+type envWrite struct {
+	to   fieldpath.Segments
+	from []string
+	// combined: a Combine wrote it, a string no field below To reads.
+	combined bool
+}
+
+// envWrites are what a step's environment patches write from the XR, in
+// patch order.
+type envWrites []envWrite
+
+// environmentWrites reads the step's environment patches that copy XR
+// fields into the environment (function-patch-and-transform runs them
+// before any resource's patches), so that a resource's patch from the
+// environment traces back to the XR.
+func environmentWrites(in *ptInput) (envWrites, error) {
+	if in.Environment == nil {
+		return nil, nil
+	}
+	var out envWrites
+	for i, p := range in.Environment.Patches {
+		typ := p.Type
+		if typ == "" {
+			typ = patchFromComposite
+		}
+		pp := placedPatch{ptPatch: p, at: fmt.Sprintf("input.environment.patches[%d]", i)}
+		switch typ {
+		case patchFromComposite, patchToEnvironment:
+			typ = patchFromComposite // both copy an XR field into the environment here
+		case patchCombineComposite:
+		case patchToComposite, patchFromEnvironment, patchCombineToXR:
+			continue // they write the XR from the environment
+		default:
+			return nil, errors.Errorf("%s: type %q is not an environment patch type function-patch-and-transform has", pp.at, typ)
+		}
+		from, to, _, err := pp.fields(typ)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(from, wildcard) {
+			continue // function-patch-and-transform cannot read it
+		}
+		segs, _ := fieldpath.Parse(to) // canonical: it parses
+		out = append(out, envWrite{to: segs, from: from, combined: typ == patchCombineComposite})
+	}
+	return out, nil
+}
+
+// sources are the XR fields whose values reach the environment field
+// path: those written to it or above it (the field below in the XR), and
+// those written below it.
+func (ws envWrites) sources(path string) []string {
+	segs, err := fieldpath.Parse(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, w := range ws {
+		switch {
+		case hasPrefix(segs, w.to) && !w.combined:
+			fs, err := fieldpath.Parse(w.from[0])
+			if err != nil {
+				continue
+			}
+			out = append(out, append(fs, segs[len(w.to):]...).String())
+		case hasPrefix(segs, w.to), hasPrefix(w.to, segs):
+			out = append(out, w.from...)
+		}
+	}
+	return out
+}
+
+// hasPrefix reports whether segs starts with prefix.
+func hasPrefix(segs, prefix fieldpath.Segments) bool {
+	return len(segs) >= len(prefix) && slices.Equal(segs[:len(prefix)], prefix)
 }
 
 // canonical is path in crossplane-runtime's canonical fieldpath syntax, so
@@ -279,13 +465,6 @@ func compactJSON(raw json.RawMessage) string {
 	}
 	b, _ := json.Marshal(v) // sorts map keys: stable comments
 	return string(b)
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // root is the first segment of a canonical path: spec, status, metadata.

@@ -10,8 +10,8 @@ import (
 
 // rules are one rule per XR spec field a patch reads, sorted by trigger,
 // and the comments that say which patches each mirrors. A patch from the
-// XR's status or metadata becomes a note: admission diffs only spec, so no
-// trigger can name such a field.
+// XR's status or metadata becomes a note (sourceNote), as does one into a
+// field the function does not compare (compared).
 func rules(m *Model, kinds []kindOf, xr *Schema, res *Result) ([]v1alpha1.Rule, [][]string) {
 	type perKind struct {
 		mutations []v1alpha1.MutationBound
@@ -23,15 +23,14 @@ func rules(m *Model, kinds []kindOf, xr *Schema, res *Result) ([]v1alpha1.Rule, 
 	drafts := map[string]*draft{}
 	for _, f := range m.Flows {
 		ki := slices.IndexFunc(kinds, func(k kindOf) bool { return k.gvk == f.Template.GVK })
-		verbs := verbsOf(f, xr)
+		if ok, why := compared(f, kinds[ki].Class); !ok {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: no rule, %s", Describe(f), why))
+			continue
+		}
+		bounds := boundsOf(f, m.Flows, xr)
 		for _, from := range f.From {
-			switch root(from) {
-			case "spec":
-			case "status":
-				res.Notes = append(res.Notes, fmt.Sprintf("%s: no rule, Crossplane writes the XR's status and no subject changes it; its value reaches the composed resource while the XR is created (initializing), a later change of it is withheld", Describe(f)))
-				continue
-			default:
-				res.Notes = append(res.Notes, fmt.Sprintf("%s: no rule, only changes of the XR's spec are watched; its value reaches the composed resource while the XR is created (initializing), a later change of it is withheld", Describe(f)))
+			if note := sourceNote(f, from); note != "" {
+				res.Notes = append(res.Notes, note)
 				continue
 			}
 			d, ok := drafts[from]
@@ -45,12 +44,7 @@ func rules(m *Model, kinds []kindOf, xr *Schema, res *Result) ([]v1alpha1.Rule, 
 				pk = &perKind{}
 				d.kinds[ki] = pk
 			}
-			i := slices.IndexFunc(pk.mutations, func(b v1alpha1.MutationBound) bool { return b.JSONPath == f.To })
-			if i < 0 {
-				pk.mutations = append(pk.mutations, v1alpha1.MutationBound{JSONPath: f.To})
-				i = len(pk.mutations) - 1
-			}
-			pk.mutations[i].Verbs = union(pk.mutations[i].Verbs, verbs)
+			pk.mutations = merged(pk.mutations, bounds)
 		}
 	}
 	triggers := make([]string, 0, len(drafts))
@@ -88,6 +82,38 @@ func rules(m *Model, kinds []kindOf, xr *Schema, res *Result) ([]v1alpha1.Rule, 
 		comments = append(comments, d.comments)
 	}
 	return out, comments
+}
+
+// creationNote says what becomes of a value no rule can let through: what
+// partOfCreation in internal/compose lets through while the XR is being
+// created, and nothing after.
+const creationNote = "While the XR is being created, inserting the value is part of the creation, and so is a change of it as long as nobody changed the XR's spec; once the XR is created, a change of it is withheld"
+
+// sourceNote is why no rule can name the flow's XR field from, "" when one
+// can: admission diffs only the XR's spec, so no trigger names a field of
+// its status or metadata.
+func sourceNote(f Flow, from string) string {
+	switch root(from) {
+	case "spec":
+		return ""
+	case "status":
+		return fmt.Sprintf("%s: no rule, Crossplane writes the XR's status and no subject changes it. %s", Describe(f), creationNote)
+	default:
+		return fmt.Sprintf("%s: no rule, only changes of the XR's spec are watched. %s", Describe(f), creationNote)
+	}
+}
+
+// merged is have with the bounds of add, a path's verbs joined.
+func merged(have, add []v1alpha1.MutationBound) []v1alpha1.MutationBound {
+	for _, b := range add {
+		i := slices.IndexFunc(have, func(h v1alpha1.MutationBound) bool { return h.JSONPath == b.JSONPath })
+		if i < 0 {
+			have = append(have, v1alpha1.MutationBound{JSONPath: b.JSONPath})
+			i = len(have) - 1
+		}
+		have[i].Verbs = union(have[i].Verbs, b.Verbs)
+	}
+	return have
 }
 
 // union is have with add's verbs, in mutationOrder.

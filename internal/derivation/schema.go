@@ -57,3 +57,25 @@ func (s *Schema) Present(path string) bool {
 	}
 	return true
 }
+
+// At is the schema of the field at path, nil when the schema does not
+// describe it: a patch that copies the field writes a value of that shape.
+func (s *Schema) At(path string) *Schema {
+	segs, err := fieldpath.Parse(path)
+	if s == nil || err != nil {
+		return nil
+	}
+	cur := s
+	for _, sg := range segs {
+		switch sg.Type {
+		case fieldpath.SegmentField:
+			cur = cur.Properties[sg.Field]
+		case fieldpath.SegmentIndex:
+			cur = cur.Items
+		}
+		if cur == nil {
+			return nil
+		}
+	}
+	return cur
+}

@@ -46,3 +46,17 @@ func (c chain) Resolve(gvk schema.GroupVersionKind) (derivation.Kind, bool, erro
 	}
 	return derivation.Kind{}, false, nil
 }
+
+// Schema implements derivation.SchemaResolver: the XR kind's schema from
+// the first resolver that has one, so check suggests the verbs derive
+// writes.
+func (c chain) Schema(gvk schema.GroupVersionKind) *derivation.Schema {
+	for _, r := range c {
+		if sr, ok := r.(derivation.SchemaResolver); ok {
+			if s := sr.Schema(gvk); s != nil {
+				return s
+			}
+		}
+	}
+	return nil
+}
