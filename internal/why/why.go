@@ -228,7 +228,7 @@ func (in Input) change(w report.Withheld, set policy.Set, kinds policy.Kinds, in
 }
 
 // causeOf classifies a withheld line by its reason, as the function
-// words it (internal/compose/permit.go, composed.go and, for the gate,
+// words it (internal/compose/permit.go, decide.go and, for the gate,
 // gate.go).
 func causeOf(w report.Withheld) Cause {
 	switch r := w.Reason; {
