@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
@@ -134,33 +133,6 @@ func upgradeDeleteOpen(observed map[string]any, have []allowance.Allowance) bool
 // allowance an UpgradeAllowance roots.
 func upgradeDelete(a allowance.Allowance) bool {
 	return a.OpensDelete() && !a.Consumed && a.FromUpgrade()
-}
-
-// gated reports whether the resource's gate is Kausality's: not while it
-// is audited.
-func (r *run) gated(m childMeta) bool {
-	return m.child.Class.Gated() && !admit.IsComposite(m.obj.Object) && !admit.IsClaim(m.obj.Object) && r.rulesOf(m.child).external && !r.audited(m)
-}
-
-// audited reports whether the resource is in Audit mode (policy.ManagedMode,
-// as admission decides it): Kausality reports what it would withhold and
-// leaves its management policies to the Composition. Never while the
-// policies are unknown.
-func (r *run) audited(m childMeta) bool {
-	if r.restrictAll || !r.auditable {
-		return false
-	}
-	// As admission reads it (policy.ModeNamespace): a cluster-scoped
-	// managed resource answers to no Namespace, only to its policies. What
-	// a namespaced XR composes is in its Namespace (Crossplane puts it
-	// there; the pipeline's desired resource may name none), what a
-	// cluster-scoped one composes is cluster-scoped.
-	ns := r.ns
-	if r.xr.GetNamespace() == "" {
-		ns = nil
-	}
-	mode, err := r.compiled.policies.ManagedMode(r.all, m.child, ns)
-	return err == nil && mode == v1alpha1.ModeAudit
 }
 
 // keptAsObserved is the resource as observed, for Crossplane to keep.

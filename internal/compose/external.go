@@ -11,7 +11,7 @@ import (
 )
 
 // The External allowances a change earns: what lets a gated resource's
-// provider write to the cloud for it (stamp.go decides the gate from them).
+// provider write to the cloud for it (gate.go decides the gate from them).
 
 // stampExternal adds to have, the resource's allowances as observed, the
 // External allowances it earns for the change let through: those of the XR

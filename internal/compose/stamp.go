@@ -22,6 +22,34 @@ import (
 // The stamping stage: from the final decision about a composed resource, the
 // annotations, gated label and managementPolicies it is answered with.
 
+// stamp is what the function writes onto a composed resource it gates or
+// records: its annotations (the pipeline's and Kausality's), when gated
+// the gated label, and the spec.managementPolicies the gate formula sets
+// (nil: the pipeline's stay, for a resource Kausality records but does not
+// gate; a gated one always has them, as gate.Compute never answers nil).
+// It is kept beside the resource, not written into it, so that a resource
+// answered with the request's own Struct values has only these encoded,
+// from these strings.
+type stamp struct {
+	annotations map[string]string
+	gated       bool
+	policies    []string
+	// closing is the resource as observed when this run closes only its
+	// gate (gate.Config.Overdue): the answer is it, its spec, labels and
+	// annotations unchanged, with policies as the gate.
+	closing map[string]any
+}
+
+// labels are obj's labels with the gated label.
+func (s stamp) labels(obj map[string]any) map[string]string {
+	labels := (&unstructured.Unstructured{Object: obj}).GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1alpha1.LabelGated] = "true"
+	return labels
+}
+
 // finish works out the stamp the change earns for one decided composed
 // resource (nil: none) and what its gate keeps shut, as reported, and
 // returns false when it must not be created at all.
@@ -167,80 +195,6 @@ func (r *run) noteUnrestricted(dm childMeta) {
 	}
 }
 
-// gate stamps the External allowances the change earns onto a gated
-// resource and prunes consumed ones. It returns what the gate keeps shut,
-// as reported, and the managementPolicies the gate formula sets.
-func (r *run) gate(cfg gate.Config, dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) ([]withheld, []string) {
-	as := r.stampExternal(dm, om, have, ch, cfg.Requested)
-	g := cfg.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied {
-		// A spec rarely gains or loses fields: the approval it replaces
-		// sizes its record.
-		return appliedSpec(desired, observed, ch.owns, ch.desiredRecord(), mutation.SizeHint(om.ann[v1alpha1.AnnotationApproved]))
-	}, as, r.now, r.frozen)
-	var reports []withheld
-	if len(g.Withheld) > 0 {
-		reports = append(reports, withheldOf(dm, "open gate", "", metrics.ReasonFrozen, fmt.Sprintf("%s is frozen by %s", ref(r.xr.Object), r.frozen)))
-	}
-	for _, p := range g.Uncovered {
-		reports = append(reports, withheldOf(dm, "open gate", p, metrics.ReasonUncovered, fmt.Sprintf("changed since generation %d was let through to the cloud and no open allowance covers it; it would ride along with the allowed change", g.Approved.Generation)))
-	}
-	if g.Approves || g.Withdraws {
-		// Otherwise admission keeps the stored approval.
-		maps.Copy(ann, g.Approved.Annotations())
-	}
-	if g.Err != nil {
-		reports = append(reports, withheldOf(dm, "open gate", "", metrics.ReasonGateError, g.Err.Error()))
-	}
-	// An observe-only import is not created: the pipeline asked so.
-	if len(g.Withheld) == 0 && gate.Asks(cfg.Requested, gate.Create) && shutAtCreation(ch, observed, have, g.Policies) {
-		reports = append(reports, withheldOf(dm, v1alpha1.VerbCreate, "", metrics.ReasonNoAllowance,
-			fmt.Sprintf("its gate stays closed: no unconsumed External allowance grants Create of %s %s, so it is not created in the cloud", dm.child.APIGroup, dm.child.Kind)))
-	}
-	// Consumed allowances never reopen a gate; the function prunes them.
-	kept := allowance.Unconsumed(g.Allowances, observed)
-	// Those marked consumed in this run stay one write, marked: admission
-	// puts back an allowance a write drops while it is stored unconsumed.
-	for _, a := range ch.superseded {
-		if !slices.ContainsFunc(kept, a.Same) {
-			kept = append(kept, a)
-		}
-	}
-	ann[v1alpha1.AnnotationAllowances] = allowance.Format(kept)
-	ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
-	// The logic record stays put while anything of the change is kept
-	// back, the gate's own holds included.
-	ch.reports = slices.Concat(ch.reports, reports)
-	r.stampLogic(ann, om, ch)
-	return reports, g.Policies
-}
-
-// appliedSpec is the record of the spec Crossplane's server-side apply of
-// desired leaves on observed: desired's fields, and those of observed's the
-// pipeline never set (owns: what it last applied), such as defaults the
-// API server filled in, which the apply does not remove. The gate compares
-// it with what was approved, so those fields are not pending changes.
-//
-// rec is the record of desired's spec when the caller has it (see
-// change.desiredRecord; it is not written), nil to record it here. size
-// is how many leaves the result likely has, to make it once.
-func appliedSpec(desired, observed map[string]any, owns func(string) bool, rec mutation.Applied, size int) mutation.Applied {
-	if rec == nil {
-		rec = gate.SpecRecord(desired)
-	}
-	if observed == nil {
-		return rec
-	}
-	out := make(mutation.Applied, max(size, len(rec)))
-	maps.Copy(out, rec)
-	var unowned func(string) bool // nil: nothing recorded, the pipeline owns nothing yet
-	if owns != nil {
-		unowned = func(p string) bool { return !owns(p) }
-	}
-	// Only observed's leaves desired lacks are read (and hashed).
-	out.Add("spec", observed["spec"], gate.IsGatePath, unowned)
-	return out
-}
-
 // nextApplied is the record after this run: what the pipeline wanted for the
 // fields let through, and the previous record for the fields withheld, so a
 // withheld change is still recognised as propagation next time. next is
@@ -264,30 +218,20 @@ func nextApplied(prev mutation.Applied, next mutation.Applied, withheld []mutati
 	return next
 }
 
-// shutAtCreation reports whether a gated resource that does not exist in
-// the cloud yet is left with a gate that does not open Create: composed
-// now, or composed earlier behind a closed gate and never created by its
-// provider (crossplane-runtime records a creation with
-// crossplane.io/external-create-succeeded). Such a resource would wait
-// for ever with nothing saying why. A creation propagation control holds
-// back is reported as held, not here.
-func shutAtCreation(ch change, observed map[string]any, have []allowance.Allowance, policies []string) bool {
-	if slices.Contains(policies, gate.Create) || slices.Contains(policies, v1alpha1.VerbAll) || len(ch.held) > 0 {
-		return false
+// composedGeneration is the composite generation the resource is recorded
+// as composed from: the XR's, when some allowance of the XR was not yet
+// composed for it (its generation is later than the record) or it
+// records none; otherwise
+// the generation it records already. An allowance is used up for the
+// resource by that record, so keeping it where no allowance needs it
+// decides nothing differently, and Crossplane's own writes to the XR
+// (recording resource references raises its generation) then do not
+// rewrite every composed resource, each a watch event Crossplane's circuit
+// breaker charges the XR for.
+func (r *run) composedGeneration(om childMeta) int64 {
+	gen := r.xr.GetGeneration()
+	if om.from <= 0 || om.from > gen || slices.ContainsFunc(r.allowances, func(a allowance.Allowance) bool { return a.Generation > om.from }) {
+		return gen
 	}
-	if pendingCreate(have) != nil {
-		return false
-	}
-	if ch.create {
-		return true
-	}
-	if observed == nil || policy.Ready(observed) {
-		return false
-	}
-	_, created := (&unstructured.Unstructured{Object: observed}).GetAnnotations()[annotationExternalCreateSucceeded]
-	return !created
+	return om.from
 }
-
-// annotationExternalCreateSucceeded is where crossplane-runtime's managed
-// reconciler records that it created the external resource.
-const annotationExternalCreateSucceeded = "crossplane.io/external-create-succeeded"

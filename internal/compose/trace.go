@@ -94,3 +94,6 @@ func (r *run) traceFor(dm, om childMeta, ch change) string {
 	}
 	return allowance.FormatTraceThen(base, r.mrHop(dm, allowance.NextGeneration(om.generation), ch))
 }
+
+// xrHop is the XR's own hop, the last of its trace.
+func (r *run) xrHop() allowance.Hop { return r.xrTrace.Last() }

@@ -228,8 +228,8 @@ func (in Input) change(w report.Withheld, set policy.Set, kinds policy.Kinds, in
 }
 
 // causeOf classifies a withheld line by its reason, as the function
-// words it (internal/compose/permit.go, composed.go and, for the gate,
-// stamp.go).
+// words it (internal/compose/permit.go, decide.go and, for the gate,
+// gate.go).
 func causeOf(w report.Withheld) Cause {
 	switch r := w.Reason; {
 	case strings.HasPrefix(r, "drift:"):

@@ -4,7 +4,6 @@ import (
 	"maps"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
@@ -13,28 +12,9 @@ import (
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
-	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
-
-// stamp is what the function writes onto a composed resource it gates or
-// records: its annotations (the pipeline's and Kausality's), when gated
-// the gated label, and the spec.managementPolicies the gate formula sets
-// (nil: the pipeline's stay, for a resource Kausality records but does not
-// gate; a gated one always has them, as gate.Compute never answers nil).
-// It is kept beside the resource, not written into it, so that a resource
-// answered with the request's own Struct values has only these encoded,
-// from these strings.
-type stamp struct {
-	annotations map[string]string
-	gated       bool
-	policies    []string
-	// closing is the resource as observed when this run closes only its
-	// gate (gate.Config.Overdue): the answer is it, its spec, labels and
-	// annotations unchanged, with policies as the gate.
-	closing map[string]any
-}
 
 // An answer is what the function emits for one composed resource: the
 // resource as the pipeline wants it, the spec this run answers with instead
@@ -167,40 +147,6 @@ func withOwnMetadata(md, own any) map[string]any {
 		out[field] = l
 	}
 	return out
-}
-
-// setManagementPolicies is fieldpath's SetValue of spec.managementPolicies
-// without parsing the path or a JSON round trip.
-func setManagementPolicies(obj map[string]any, ps []string) error {
-	spec, ok := obj["spec"].(map[string]any)
-	if !ok {
-		if obj["spec"] != nil {
-			return fieldpath.Pave(obj).SetValue(gate.PathManagementPolicies, ps)
-		}
-		spec = map[string]any{}
-		obj["spec"] = spec
-	}
-	spec["managementPolicies"] = anySlice(ps)
-	return nil
-}
-
-// anySlice is ss as JSON holds a list.
-func anySlice(ss []string) []any {
-	l := make([]any, len(ss))
-	for i, s := range ss {
-		l[i] = s
-	}
-	return l
-}
-
-// labels are obj's labels with the gated label.
-func (s stamp) labels(obj map[string]any) map[string]string {
-	labels := (&unstructured.Unstructured{Object: obj}).GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[v1alpha1.LabelGated] = "true"
-	return labels
 }
 
 // setDesired replaces the response's desired composed resources, keeping the
