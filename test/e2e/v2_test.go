@@ -293,7 +293,8 @@ func TestV2DeletionWhileAWildcardGateIsOpen(t *testing.T) {
 // replica bucket, composed after the XStore's first reconcile, is created
 // once and traced to Alice's creation of the XStore; the region wired into
 // the logs bucket reaches the cloud with one update. Then the creation is
-// over (KausalityCreated), and from then on the same would need a cause.
+// over (KausalityCreated), and from then on the same needs a cause: when
+// the data bucket's region drifts, the rewired tag is withheld.
 func TestV2DependenciesComposedDuringCreation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -347,6 +348,32 @@ func TestV2DependenciesComposedDuringCreation(t *testing.T) {
 		if got := strings.Join(kinds(tr), " → "); got != "XStore → Bucket" || tr.Initiator() != controlplane.Alice {
 			t.Errorf("bucket %s trace = %s from %q, want XStore → Bucket from %s (the XStore's creation)", res, got, tr.Initiator(), controlplane.Alice)
 		}
+	}
+
+	// After the creation the same wiring is a change like any other: the
+	// data bucket's region drifts in the cloud (its closed gate observes
+	// and corrects nothing), the XStore reports the new region, and the
+	// pipeline's new tag for the logs bucket has no cause: it is withheld
+	// and reaches no cloud bucket.
+	logs := bs["logs"].GetName()
+	before := counts(logs)
+	drifted, _ := cp.Cloud.Get(bs["data"].GetName())
+	drifted.Region = "us"
+	cp.Cloud.Put(bs["data"].GetName(), drifted)
+	fixture.Eventually(t, settleTimeout, "the XStore to withhold the rewired tag of the logs bucket", func() (bool, string) {
+		xr, err := cp.Object(ctx, controlplane.StoreGVK, key)
+		if err != nil || xr == nil {
+			return false, fmt.Sprint(err)
+		}
+		c := controlplane.Condition(xr, v1alpha1.ConditionAllowed)
+		return c.Status == "False" && strings.Contains(c.Message, "spec.forProvider.tags.source"), cp.DescribeStore(ctx, key)
+	})
+	time.Sleep(3 * controlplane.Poll)
+	if s, _ := cp.Cloud.Get(logs); s.Tags["source"] != "eu" || counts(logs) != before {
+		t.Errorf("logs bucket after the region drifted: cloud %+v, calls %v (were %v); want the tag eu and no call: the rewiring has no cause", s, counts(logs), before)
+	}
+	if b := storeBuckets(t, key)["logs"]; !slices.Equal(gate(b), controlplane.ClosedGate) {
+		t.Errorf("logs bucket gate = %v, want it closed", gate(b))
 	}
 }
 
