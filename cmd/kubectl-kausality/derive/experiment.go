@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/crank"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/crossplanerender"
 	"github.com/kausality-io/kausality-crossplane/internal/derivation"
 )
 
@@ -126,7 +126,7 @@ func withoutKausality(c *xpv1.Composition) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{Object: obj}
 	u.SetAPIVersion(xpv1.SchemeGroupVersion.String())
 	u.SetKind(xpv1.CompositionKind)
-	u, _ = crank.WithoutKausality(u)
+	u, _ = crossplanerender.WithoutKausality(u)
 	return u, nil
 }
 
@@ -160,8 +160,8 @@ func renderXR(ctx context.Context, o RenderOptions, dir, name string, comp *unst
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return nil, errors.Wrapf(err, "cannot make %s", d)
 	}
-	out, err := crank.Run(ctx, crank.Options{Crossplane: o.Crossplane, CrossplaneBinary: o.CrossplaneBinary, Functions: o.Functions, Timeout: o.Timeout},
-		d, crank.Inputs{XR: &unstructured.Unstructured{Object: xr}, Composition: comp, Observed: observed})
+	out, err := crossplanerender.Run(ctx, crossplanerender.Options{Crossplane: o.Crossplane, CrossplaneBinary: o.CrossplaneBinary, Functions: o.Functions, Timeout: o.Timeout},
+		d, crossplanerender.Inputs{XR: &unstructured.Unstructured{Object: xr}, Composition: comp, Observed: observed})
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/crank"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/crossplanerender"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/internal/preview"
@@ -83,7 +83,7 @@ func objects(t *testing.T, path string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	us, err := crank.Decode(raw)
+	us, err := crossplanerender.Decode(raw)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/crank"
+	"github.com/kausality-io/kausality-crossplane/cmd/kubectl-kausality/crossplanerender"
 )
 
 // renderInputs are what `crossplane render` renders.
@@ -46,7 +46,7 @@ func render(ctx context.Context, o Options, in renderInputs) (rendered, error) {
 	if out.xr == nil {
 		return rendered{}, errors.Errorf("crossplane render printed no %s %s", in.xr.GetKind(), in.xr.GetName())
 	}
-	without, removed := crank.WithoutKausality(in.composition)
+	without, removed := crossplanerender.WithoutKausality(in.composition)
 	if !removed {
 		out.wanted = out.composed
 		out.notes = append(out.notes, "the Composition has no function-kausality step: Kausality withholds nothing it composes")
@@ -79,11 +79,11 @@ func split(objs []*unstructured.Unstructured, xr *unstructured.Unstructured) (*u
 
 // renderOnce renders in under dir/name, with the full XR and the
 // function results.
-func renderOnce(ctx context.Context, o Options, dir, name string, in renderInputs) (crank.Output, error) {
+func renderOnce(ctx context.Context, o Options, dir, name string, in renderInputs) (crossplanerender.Output, error) {
 	d := filepath.Join(dir, name)
 	if err := os.MkdirAll(d, 0o700); err != nil {
-		return crank.Output{}, errors.Wrapf(err, "cannot make %s", d)
+		return crossplanerender.Output{}, errors.Wrapf(err, "cannot make %s", d)
 	}
-	return crank.Run(ctx, crank.Options{Crossplane: o.Crossplane, CrossplaneBinary: o.CrossplaneBinary, Functions: o.Functions, Timeout: o.Timeout},
-		d, crank.Inputs{XR: in.xr, Composition: in.composition, Observed: in.observed, Required: in.required, Full: true})
+	return crossplanerender.Run(ctx, crossplanerender.Options{Crossplane: o.Crossplane, CrossplaneBinary: o.CrossplaneBinary, Functions: o.Functions, Timeout: o.Timeout},
+		d, crossplanerender.Inputs{XR: in.xr, Composition: in.composition, Observed: in.observed, Required: in.required, Full: true})
 }

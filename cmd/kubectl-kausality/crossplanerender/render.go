@@ -1,10 +1,10 @@
-// Package crank runs `crossplane render` as a process, as users run it,
+// Package crossplanerender runs `crossplane render` as a process, as users run it,
 // for the commands that predict what a pipeline composes: plan renders a
 // changed XR with and without function-kausality, policy derive renders an
 // XR once per perturbed field. It owns the invocation, the files it
 // writes, the parsing of what render prints and the one way to take
 // Kausality's steps out of a Composition.
-package crank
+package crossplanerender
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package crank
+package crossplanerender
 
 import (
 	"os"
