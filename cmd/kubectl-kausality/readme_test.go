@@ -125,3 +125,49 @@ func kausalityCommands(sh string) []string {
 	}
 	return out
 }
+
+// TestDocsCommandsParse: every `kubectl kausality` command the pages in
+// docs/ show in a shell block parses with this CLI's flags, so a page
+// never teaches a flag or a command the plugin does not have.
+func TestDocsCommandsParse(t *testing.T) {
+	root := filepath.Join("..", "..")
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no pages in docs/: %v", err)
+	}
+	type command struct{ page, args string }
+	var commands []command
+	for _, page := range pages {
+		for _, b := range blocks(t, page) {
+			if b.lang != "sh" && b.lang != "" {
+				continue
+			}
+			for _, c := range kausalityCommands(b.text) {
+				commands = append(commands, command{page: filepath.Base(page), args: c})
+			}
+		}
+	}
+	if len(commands) < 5 {
+		t.Fatalf("found %d commands in docs/, want the pages' examples", len(commands))
+	}
+	t.Logf("%d commands in %d pages", len(commands), len(pages))
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, c := range commands {
+		for _, w := range strings.Fields(c.args) {
+			// Files the command names exist, as they would for a user.
+			if strings.HasSuffix(w, ".yaml") && !strings.Contains(w, "=") {
+				if err := os.WriteFile(filepath.Join(dir, filepath.Base(w)), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		p, err := kong.New(&CLI{}, kong.Name("kubectl-kausality"), kong.Exit(func(int) { t.Errorf("%s: %s: kong exited", c.page, c.args) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Parse(strings.Fields(c.args)); err != nil {
+			t.Errorf("docs/%s: %q does not parse: %v", c.page, "kubectl kausality "+c.args, err)
+		}
+	}
+}
