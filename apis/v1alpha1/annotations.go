@@ -62,6 +62,23 @@ const (
 	// up only by a generation an open gate let through: one the provider
 	// observed behind a closed gate was never applied.
 	AnnotationApprovedGeneration = "kausality.io/approved-generation"
+	// AnnotationApprovedBefore records, beside AnnotationApproved, what the
+	// approval before it held for each leaf the latest approval changed (a
+	// JSON object of path to hash, "-" for a leaf it did not have). When
+	// an allowance expires before its provider applied the change, the
+	// approval goes back to these for the fields the change set: the
+	// cloud still holds them, and the function can answer the resource
+	// with them again (AnnotationPrevious).
+	AnnotationApprovedBefore = "kausality.io/approved-before"
+	// AnnotationPrevious records, on a gated managed resource, the value
+	// each spec field had before the change in flight on it (a JSON
+	// object of path to value, null for a field it did not have), as the
+	// function let the change through. When that change's gate closes
+	// without the provider applying it, the function answers the resource
+	// with these values again, so the abandoned change neither rides
+	// along with a later one nor keeps it shut (DESIGN §4a); it uses one
+	// only where its hash is what the approval holds.
+	AnnotationPrevious = "kausality.io/previous"
 	// AnnotationRequestedPolicies records, on a gated managed resource, the
 	// spec.managementPolicies the Composition's pipeline asked for before
 	// Kausality (a JSON array; absent: none, which means "*"). The gate is

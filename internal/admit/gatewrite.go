@@ -105,6 +105,9 @@ func (w GateWrite) Decide(cfg gate.Config) ([]string, error) {
 func (w GateWrite) approve(d gate.Decision) {
 	switch {
 	case d.Approves || d.Withdraws || w.Old == nil || w.LateInitialized:
+		// What came before stays as stored unless this approval records
+		// it anew: whatever the writer sent is not taken.
+		KeepStored(w.Obj, w.Old, v1alpha1.AnnotationApprovedBefore)
 		for k, v := range d.Approved.Annotations() {
 			SetAnnotation(w.Obj, k, v)
 		}
@@ -115,6 +118,6 @@ func (w GateWrite) approve(d gate.Decision) {
 			SetAnnotation(w.Obj, k, v)
 		}
 	default:
-		KeepStored(w.Obj, w.Old, v1alpha1.AnnotationApproved, v1alpha1.AnnotationApprovedGeneration)
+		KeepStored(w.Obj, w.Old, v1alpha1.AnnotationApproved, v1alpha1.AnnotationApprovedGeneration, v1alpha1.AnnotationApprovedBefore)
 	}
 }

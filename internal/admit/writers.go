@@ -76,6 +76,8 @@ var ProtectedAnnotations = []string{
 	v1alpha1.AnnotationComposedGeneration,
 	v1alpha1.AnnotationApproved,
 	v1alpha1.AnnotationApprovedGeneration,
+	v1alpha1.AnnotationApprovedBefore,
+	v1alpha1.AnnotationPrevious,
 	v1alpha1.AnnotationRequestedPolicies,
 }
 

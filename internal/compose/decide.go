@@ -87,7 +87,14 @@ type change struct {
 	// field but the object's meta (content), not the spec.
 	rewritten, whole bool
 	spec             any
+	// previous are the entries of the resource's previous-values record
+	// still in flight after this run (revertAbandoned), before what it
+	// lets through is added (recordPrevious).
+	previous mutation.Previous
 }
+
+// body is the spec this change answers the resource with.
+func (ch change) body() body { return body{rewritten: ch.rewritten, whole: ch.whole, spec: ch.spec} }
 
 // object is desired as this change leaves it: with the spec it rewrote, or
 // desired itself. Only the top level is copied; read it, do not write it.

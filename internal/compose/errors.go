@@ -26,6 +26,8 @@ const (
 	errFmtParseAllowancesGateClosed     = "cannot parse annotation %s on %s; its gate stays closed"
 	errFmtParseAnnotation               = "cannot parse annotation %s on %s"
 	errFmtParseApplied                  = "cannot parse annotation %s on %s; treating every change as propagation"
+	errFmtParsePrevious                 = "cannot parse annotation %s on %s; no change abandoned on it is answered with the value the cloud has"
+	errFmtSetPrevious                   = "cannot answer %s with the value %s had before its abandoned change"
 	errFmtParseNamespaceFreeze          = "cannot parse annotation %s on Namespace %s; treating it as frozen"
 	errFmtParseXRAllowances             = "cannot parse annotation %s on %s; treating it as no allowances"
 	errFmtParseXRFreeze                 = "cannot parse annotation %s on %s; treating the XR as frozen"

@@ -165,7 +165,11 @@ func (f *Function) runFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		}
 		if ok {
 			n := resource.Name(it.resName)
-			out[n] = answer{DesiredComposed: desired[n], rewritten: it.ch.rewritten, whole: it.ch.whole, spec: it.ch.spec, stamp: st}
+			b := it.ch.body()
+			if st != nil {
+				b = st.body
+			}
+			out[n] = answer{DesiredComposed: desired[n], rewritten: b.rewritten, whole: b.whole, spec: b.spec, stamp: st}
 		}
 	}
 	if run.reportsUpgraded() {

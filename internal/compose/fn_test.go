@@ -139,6 +139,21 @@ func appliedFor(t testing.TB, class string) string {
 	return mutation.Record("spec", m["spec"], skipManaged).String()
 }
 
+// approvedBefore is the record of the leaves at paths of an RDSInstance of
+// class: what an approval that changes them records as before.
+func approvedBefore(t testing.TB, class string, paths ...string) string {
+	t.Helper()
+	rec, err := mutation.ParseApplied(appliedFor(t, class))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := mutation.Applied{}
+	for _, p := range paths {
+		out[p] = rec[p]
+	}
+	return out.String()
+}
+
 func observedRDS(t testing.TB, class string, gen, observedGen int, ann map[string]string, policies string) *structpb.Struct {
 	t.Helper()
 	// Its provider created it in the cloud, as crossplane-runtime records.
@@ -277,6 +292,8 @@ func TestRunFunction(t *testing.T) {
 						v1alpha1.AnnotationApplied:             appliedFor(t, "db.t3.large"),
 						v1alpha1.AnnotationApproved:            appliedFor(t, "db.t3.large"),
 						v1alpha1.AnnotationApprovedGeneration:  "2",
+						v1alpha1.AnnotationApprovedBefore:      approvedBefore(t, "db.t3.small", "spec.forProvider.instanceClass"),
+						v1alpha1.AnnotationPrevious:            `{"spec.forProvider.instanceClass":"db.t3.small"}`,
 						v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
 						v1alpha1.AnnotationComposedGeneration:  "2",
 					}, "[Observe, Update, LateInitialize]"),

@@ -53,6 +53,11 @@ func (r *run) audited(m childMeta) bool {
 // as reported, and the managementPolicies the gate formula sets.
 func (r *run) gate(cfg gate.Config, dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) ([]withheld, []string) {
 	as := r.stampExternal(dm, om, have, ch, cfg.Requested)
+	if prev := recordPrevious(ch.previous, observed, ch, have, as); len(prev) > 0 {
+		ann[v1alpha1.AnnotationPrevious] = prev.String()
+	} else {
+		delete(ann, v1alpha1.AnnotationPrevious) // none in flight, and no step may forge one
+	}
 	g := cfg.DecideRecording(desired, observed, func(desired map[string]any) mutation.Applied {
 		// A spec rarely gains or loses fields: the approval it replaces
 		// sizes its record.

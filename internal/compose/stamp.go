@@ -38,6 +38,18 @@ type stamp struct {
 	// gate (gate.Config.Overdue): the answer is it, its spec, labels and
 	// annotations unchanged, with policies as the gate.
 	closing map[string]any
+	// body is the spec the resource is answered with: the change's, with
+	// the fields of changes abandoned on it as the cloud has them
+	// (revertAbandoned).
+	body body
+}
+
+// body is the spec a composed resource is answered with (change.object):
+// the desired one, or, when rewritten, spec (the whole content when
+// whole).
+type body struct {
+	rewritten, whole bool
+	spec             any
 }
 
 // labels are obj's labels with the gated label.
@@ -57,17 +69,22 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 	if !it.ok {
 		return nil, nil, false
 	}
-	dm, om, observed, desired, ch := it.dm, it.om, it.observed, it.ch.object(it.desired), it.ch
+	dm, om, observed, ch := it.dm, it.om, it.observed, it.ch
 	have, superseded := it.answered()
+	gated := r.gated(dm)
+	var abandoned []withheld
 	if !ch.create {
 		ch.superseded = superseded
 		ch.applied = nextApplied(ch.owned, ch.wanted, append(slices.Clone(ch.withheld), ch.held...))
+		if gated {
+			abandoned, ch.previous = r.revertAbandoned(it, &ch)
+		}
 	}
+	desired := ch.object(it.desired)
 
 	// An audited resource is stamped as a restricted one is: traced, its
 	// gate left to the pipeline.
 	restricted := r.restricted(dm.child) || r.audited(dm)
-	gated := r.gated(dm)
 	if !restricted && !gated {
 		r.noteUnrestricted(dm)
 		return nil, nil, true
@@ -105,8 +122,9 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 			delete(ann, v1alpha1.AnnotationRequestedPolicies) // no step may forge one
 		}
 		reports, policies = r.gate(cfg, dm, om, observed, desired, ann, ch, have)
+		reports = append(abandoned, reports...)
 		if !cfg.Opens(policies) && cfg.Overdue(observed, it.have, r.now) {
-			return &stamp{gated: true, policies: policies, closing: observed}, append(reports, r.overdue(dm)), true
+			return &stamp{gated: true, policies: policies, closing: observed, body: ch.body()}, append(reports, r.overdue(dm)), true
 		}
 	case restricted:
 		// Without a policy for its cloud resource the pipeline owns this
@@ -115,7 +133,7 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 		ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
 		r.stampLogic(ann, om, ch)
 	}
-	return &stamp{annotations: ann, gated: gated, policies: policies}, reports, true
+	return &stamp{annotations: ann, gated: gated, policies: policies, body: ch.body()}, reports, true
 }
 
 // answered is the resource's allowances as this run answers them: the

@@ -20,10 +20,36 @@ func IsGatePath(p string) bool {
 // Approval is the spec a managed resource's provider was last allowed to
 // write to the cloud (annotations kausality.io/approved and
 // kausality.io/approved-generation): a hash per leaf of the spec beyond the
-// gate, and the generation that spec had.
+// gate, and the generation that spec had. Before (kausality.io/approved-before)
+// is what the approval before it held for each leaf this one changed
+// (allowance.Absent for a leaf it did not have): what the cloud still
+// holds when the change this approval let through is never applied.
 type Approval struct {
 	Spec       mutation.Applied
 	Generation int64
+	Before     mutation.Applied
+}
+
+// approving is the approval of spec at generation gen that replaces a:
+// Before records a's hash of each leaf a had and spec changes or drops (a
+// leaf spec adds needs no record: restoring leaves it out). Approving
+// the same spec again keeps a's record, which still says what the cloud
+// had before.
+func (a Approval) approving(spec mutation.Applied, gen int64) Approval {
+	changed := a.Spec.Changed(spec)
+	if len(changed) == 0 {
+		return Approval{Spec: spec, Generation: gen, Before: a.Before}
+	}
+	var before mutation.Applied
+	for _, k := range changed {
+		if h, ok := a.Spec[k]; ok {
+			if before == nil {
+				before = mutation.Applied{}
+			}
+			before[k] = h
+		}
+	}
+	return Approval{Spec: spec, Generation: gen, Before: before}
 }
 
 // SpecRecord is the record of obj's spec beyond the gate.
@@ -46,7 +72,10 @@ func ApprovalOf(stored map[string]any) Approval {
 	if !ok || err != nil || spec == nil {
 		return Approval{Spec: SpecRecord(stored), Generation: generation(stored)}
 	}
-	return Approval{Spec: spec, Generation: gen}
+	// A record that does not read restores nothing: the approval of the
+	// fields an expired change set is then withdrawn (Decision.withdraw).
+	before, _ := mutation.ParseApplied(annotation(stored, v1alpha1.AnnotationApprovedBefore))
+	return Approval{Spec: spec, Generation: gen, Before: before}
 }
 
 // LateInitialized is a's approval extended by the leaves next's spec has and
@@ -54,7 +83,7 @@ func ApprovalOf(stored map[string]any) Approval {
 // what the cloud already holds, so writing it back ships nothing new.
 func (a Approval) LateInitialized(prev, next map[string]any) Approval {
 	was := SpecRecord(prev)
-	out := Approval{Spec: maps.Clone(a.Spec), Generation: a.Generation}
+	out := Approval{Spec: maps.Clone(a.Spec), Generation: a.Generation, Before: a.Before}
 	if out.Spec == nil {
 		out.Spec = mutation.Applied{}
 	}
@@ -67,11 +96,18 @@ func (a Approval) LateInitialized(prev, next map[string]any) Approval {
 }
 
 // Annotations are the approval's annotations, to set on the resource.
+// Without a record of what came before (nothing approved changed a leaf
+// the approval before had) the stored one stays: it still describes the
+// leaves it names.
 func (a Approval) Annotations() map[string]string {
-	return map[string]string{
+	ann := map[string]string{
 		v1alpha1.AnnotationApproved:           a.Spec.String(),
 		v1alpha1.AnnotationApprovedGeneration: strconv.FormatInt(a.Generation, 10),
 	}
+	if len(a.Before) > 0 {
+		ann[v1alpha1.AnnotationApprovedBefore] = a.Before.String()
+	}
+	return ann
 }
 
 // nextGeneration is the generation obj will have once written over stored

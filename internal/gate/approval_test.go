@@ -9,6 +9,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 )
 
 // bucket is a managed resource with region and size, as stored at gen with
@@ -63,7 +64,8 @@ func TestConfigDecideApproval(t *testing.T) {
 			reason: "Alice's resize, covered by her allowance, opens the gate and is approved for the generation the write gives the resource.",
 			obj:    bucket(3, "eu", 2, 3, 3, applied), stored: bucket(3, "eu", 1, 3, 3, applied),
 			as:           []allowance.Allowance{update(4, "spec.forProvider.size")},
-			wantPolicies: open, wantApproved: Approval{Spec: SpecRecord(bucket(0, "eu", 2, 0, -1, nil)), Generation: 4},
+			wantPolicies: open, wantApproved: Approval{Spec: SpecRecord(bucket(0, "eu", 2, 0, -1, nil)), Generation: 4,
+				Before: mutation.Applied{"spec.forProvider.size": SpecRecord(applied)["spec.forProvider.size"]}},
 		},
 		"PendingChangeDoesNotRideAlong": {
 			reason: "A region change the Namespace's Log mode let in at generation 4 is pending: Alice's resize opens nothing, is held, and nothing is approved.",
@@ -76,7 +78,8 @@ func TestConfigDecideApproval(t *testing.T) {
 			reason: "Allowances that together cover every pending leaf open the gate.",
 			obj:    bucket(4, "us", 2, 4, 3, applied), stored: bucket(4, "us", 1, 4, 3, applied),
 			as:           []allowance.Allowance{update(5, "spec.forProvider.size"), update(5, "spec.forProvider.region")},
-			wantPolicies: open, wantApproved: Approval{Spec: SpecRecord(bucket(0, "us", 2, 0, -1, nil)), Generation: 5},
+			wantPolicies: open, wantApproved: Approval{Spec: SpecRecord(bucket(0, "us", 2, 0, -1, nil)), Generation: 5,
+				Before: mutation.Applied{"spec.forProvider.size": SpecRecord(applied)["spec.forProvider.size"], "spec.forProvider.region": SpecRecord(applied)["spec.forProvider.region"]}},
 		},
 		"BareUpdateCoversNothing": {
 			reason: "An Update allowance naming no fields ships only what was approved.",

@@ -142,7 +142,7 @@ func Decide(in Inputs) Decision {
 	}
 	for _, a := range d.Open {
 		if shipsThrough(a, d.Policies) {
-			d.Approved, d.Approves = Approval{Spec: in.Spec, Generation: in.Generation}, true
+			d.Approved, d.Approves = d.Approved.approving(in.Spec, in.Generation), true
 			break
 		}
 	}
@@ -177,9 +177,12 @@ func asked(open []allowance.Allowance, requested []string) (opens, moot []allowa
 // the gate opens, so a change the cloud refused until the gate expired
 // would otherwise count as shipped, and the next gate that opens for
 // another change would ship it along (DESIGN §4a). The allowance's pinned
-// fields leave the approval, so they are pending again: the gate holds
-// for them until a new cause covers them or the spec is reverted. An
-// allowance without pinned values (a creation) withdraws nothing.
+// fields go back to what the approval before held (Approval.Before), what
+// the cloud still has; without that record they leave the approval. Either
+// way the spec's new values are pending again: the gate holds for them
+// until a new cause covers them or the function answers the resource with
+// the values the cloud has (kausality.io/previous). An allowance without
+// pinned values (a creation) withdraws nothing.
 func (d *Decision) withdraw(in Inputs) {
 	if in.Progress.Reconciled && in.Progress.Observed >= in.Approved.Generation {
 		// The provider applied the approved generation.
@@ -190,21 +193,35 @@ func (d *Decision) withdraw(in Inputs) {
 		if !a.ShipsSpec() || a.Generation > in.Approved.Generation || len(a.Values) == 0 {
 			continue
 		}
-		for k := range d.Approved.Spec {
-			for p := range a.Values {
-				if !mutation.Under(k, p) {
-					continue
-				}
-				if out == nil {
-					out = maps.Clone(d.Approved.Spec)
-				}
-				delete(out, k)
+		for p := range a.Values {
+			if out == nil {
+				out = maps.Clone(d.Approved.Spec)
+			}
+			restore(out, d.Approved.Before, p)
+		}
+	}
+	if out != nil && !maps.Equal(out, d.Approved.Spec) {
+		d.Approved = Approval{Spec: out, Generation: in.Approved.Generation}
+		d.Withdraws = true
+	}
+}
+
+// restore sets the leaves of spec at or under path p back to what before
+// holds for them: a leaf before does not name leaves spec.
+func restore(spec, before mutation.Applied, p string) {
+	for k := range spec {
+		if mutation.Under(k, p) {
+			if h, ok := before[k]; ok {
+				spec[k] = h
+			} else {
+				delete(spec, k)
 			}
 		}
 	}
-	if out != nil {
-		d.Approved = Approval{Spec: out, Generation: in.Approved.Generation}
-		d.Withdraws = true
+	for k, h := range before {
+		if mutation.Under(k, p) {
+			spec[k] = h
+		}
 	}
 }
 

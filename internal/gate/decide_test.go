@@ -253,28 +253,41 @@ func TestWithdrawExpiredApproval(t *testing.T) {
 			Values:    allowance.ValuesOf(obj, []mutation.Mutation{{Path: path, Verb: v1alpha1.MutationMutate}}, nil),
 		}
 	}
-	// Approved at generation 3 when the resize's gate opened.
+	// Approved at generation 3 when the resize's gate opened; before it,
+	// generation 1 with size 1 was.
 	approved := Approval{Spec: SpecRecord(spec(2, "standard")), Generation: 3}
+	withBefore := approved
+	withBefore.Before = mutation.Applied{"spec.forProvider.size": SpecRecord(spec(1, "standard"))["spec.forProvider.size"]}
 	resize := update(3, now.Add(-2*time.Hour), spec(2, "standard"), "spec.forProvider.size")
 	tier := update(5, now, spec(2, "premium"), "spec.forProvider.tier")
+	neverApplied := allowance.Progress{Approved: 3, HasApproved: true}
 	cases := map[string]struct {
 		reason        string
+		approved      Approval
+		spec          map[string]any
 		progress      allowance.Progress
 		wantWithdraws bool
 		wantUncovered []string
 		wantPolicies  []string
+		wantSize      string // the size the approval holds after: "" for none
 	}{
-		"NeverApplied": {reason: "The provider never synced generation 3: the size leaves the approval, and the tier's gate holds for it.",
-			progress: allowance.Progress{Approved: 3, HasApproved: true}, wantWithdraws: true,
+		"NeverApplied": {reason: "The provider never synced generation 3 and nothing says what came before: the size leaves the approval, and the tier's gate holds for it.",
+			approved: approved, spec: spec(2, "premium"), progress: neverApplied, wantWithdraws: true,
 			wantUncovered: []string{"spec.forProvider.size"}, wantPolicies: DefaultReadOnly},
+		"NeverAppliedRestoresBefore": {reason: "The approval goes back to the size the cloud still has; the spec still holds the refused size, so the tier's gate holds for it.",
+			approved: withBefore, spec: spec(2, "premium"), progress: neverApplied, wantWithdraws: true,
+			wantUncovered: []string{"spec.forProvider.size"}, wantPolicies: DefaultReadOnly, wantSize: withBefore.Before["spec.forProvider.size"]},
+		"RevertedSpecOpens": {reason: "Once the function answers the resource with the size the cloud has again, the tier's gate opens for the tier alone.",
+			approved: withBefore, spec: spec(1, "premium"), progress: neverApplied, wantWithdraws: true,
+			wantPolicies: []string{Observe, Update, LateInitialize}, wantSize: withBefore.Before["spec.forProvider.size"]},
 		"Applied": {reason: "The provider synced generation 3 (the resize was applied): the tier goes through alone.",
-			progress:     allowance.Progress{Observed: 3, Reconciled: true, Approved: 3, HasApproved: true},
-			wantPolicies: []string{Observe, Update, LateInitialize}},
+			approved: withBefore, spec: spec(2, "premium"), progress: allowance.Progress{Observed: 3, Reconciled: true, Approved: 3, HasApproved: true},
+			wantPolicies: []string{Observe, Update, LateInitialize}, wantSize: approved.Spec["spec.forProvider.size"]},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			d := Decide(Inputs{Allowances: []allowance.Allowance{resize, tier}, ReadOnly: DefaultReadOnly, Now: now, Limit: time.Hour,
-				Approved: approved, Spec: SpecRecord(spec(2, "premium")), Progress: tc.progress, Generation: 4})
+				Approved: tc.approved, Spec: SpecRecord(tc.spec), Progress: tc.progress, Generation: 4})
 			if d.Withdraws != tc.wantWithdraws {
 				t.Errorf("%s\nWithdraws = %t, want %t", tc.reason, d.Withdraws, tc.wantWithdraws)
 			}
@@ -284,8 +297,8 @@ func TestWithdrawExpiredApproval(t *testing.T) {
 			if diff := cmp.Diff(tc.wantPolicies, d.Policies); diff != "" {
 				t.Errorf("%s\nPolicies: -want +got:\n%s", tc.reason, diff)
 			}
-			if _, ok := d.Approved.Spec["spec.forProvider.size"]; ok == tc.wantWithdraws {
-				t.Errorf("%s\nthe approval still holds the size: %t", tc.reason, ok)
+			if got := d.Approved.Spec["spec.forProvider.size"]; got != tc.wantSize {
+				t.Errorf("%s\nthe approval holds size %q, want %q", tc.reason, got, tc.wantSize)
 			}
 		})
 	}

@@ -14,6 +14,7 @@ const (
 	ReasonUncovered       = "uncovered_change" // the gate would ship a change no allowance covers
 	ReasonGateError       = "gate_error"       // the gate could not be decided
 	ReasonGateOverdue     = "gate_overdue"     // the gate stayed open past maxGateOpen: only closing it this run
+	ReasonUnapplied       = "unapplied"        // a change whose gate closed before its provider applied it: the cloud's value is kept
 
 	// Pending: an UpgradeAllowance permits the change.
 	ReasonUpgradeTurn   = "upgrade_turn"   // not the XR's turn in the roll-out yet

@@ -163,3 +163,25 @@ func FuzzCheckPath(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParsePrevious: whatever a kausality.io/previous annotation holds,
+// reading it never panics, and a record that reads writes back to a string
+// that reads as the same record.
+func FuzzParsePrevious(f *testing.F) {
+	for _, s := range []string{"", "{}", `{"spec.forProvider.size":1}`, `{"spec.forProvider.tags[team]":null}`, `{"spec.a[0].b":{"c":[1,"x",true]}}`, `{"":1}`, `[1]`, `null`, `{"spec.a[":1}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParsePrevious(s)
+		if err != nil || p == nil {
+			return
+		}
+		again, err := ParsePrevious(p.String())
+		if err != nil {
+			t.Fatalf("%q reads, but its own output %q does not: %v", s, p.String(), err)
+		}
+		if again.String() != p.String() {
+			t.Fatalf("%q: written %q, read back as %q", s, p.String(), again.String())
+		}
+	})
+}

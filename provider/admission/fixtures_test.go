@@ -467,10 +467,15 @@ func approvalOf(t testing.TB, obj map[string]any) *gate.Approval {
 		t.Fatalf("annotation %s: %v", v1alpha1.AnnotationApproved, err)
 	}
 	gen, _ := allowance.ApprovedGeneration(obj)
+	before, err := mutation.ParseApplied(ann[v1alpha1.AnnotationApprovedBefore])
+	if err != nil {
+		t.Fatalf("annotation %s: %v", v1alpha1.AnnotationApprovedBefore, err)
+	}
 	delete(ann, v1alpha1.AnnotationApproved)
 	delete(ann, v1alpha1.AnnotationApprovedGeneration)
+	delete(ann, v1alpha1.AnnotationApprovedBefore)
 	u.SetAnnotations(ann)
-	return &gate.Approval{Spec: spec, Generation: gen}
+	return &gate.Approval{Spec: spec, Generation: gen, Before: before}
 }
 
 // at is h stamped d from the fixed clock.

@@ -1,0 +1,200 @@
+package compose
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
+	"github.com/kausality-io/kausality-crossplane/internal/mutation"
+)
+
+// Abandoned changes: a gated resource's change whose gate closed before its
+// provider applied it (the cloud refused it until the allowance expired)
+// neither rides along with a later change nor keeps that change's gate
+// shut (DESIGN §4a). The function records, as it lets a change through, the
+// value each field had (kausality.io/previous); once the change is
+// abandoned, the gate's approval holds those values again
+// (gate.Decision.withdraw), and the function answers the resource with
+// them, so its spec is what the cloud has, until a new cause covers the
+// change.
+
+// errUnapplied says why a field is answered with its value before a change.
+const errUnapplied = "its change did not reach the cloud before its gate closed; the resource keeps the value the cloud has until a new cause covers the change"
+
+// revertAbandoned answers ch's resource, for each field of its previous
+// record whose change was abandoned, with the value it had before, and
+// records that value as the one let through, so the pipeline's value is a
+// new change that needs a cause. A value is used only where its hash is
+// what the approval holds: what the cloud has, as the gate last let it
+// through. It returns what is withheld this way, and the record's entries
+// still in flight.
+func (r *run) revertAbandoned(it *item, ch *change) ([]withheld, mutation.Previous) {
+	prev, err := mutation.ParsePrevious(it.om.ann[v1alpha1.AnnotationPrevious])
+	if err != nil {
+		r.problem(errors.Wrapf(err, errFmtParsePrevious, v1alpha1.AnnotationPrevious, ref(it.observed)))
+		return nil, nil
+	}
+	if len(prev) == 0 {
+		return nil, nil
+	}
+	approval := gate.ApprovalOf(it.observed).Spec
+	spec := gate.SpecRecord(it.observed)
+	live := r.liveShipping(it.have, it.observed)
+	// The approval is written as the gate opens: what it holds was applied
+	// once the provider synced the approved generation.
+	prog := allowance.ProgressOf(it.observed)
+	synced := prog.Reconciled && prog.HasApproved && prog.Observed >= prog.Approved
+	out := maps.Clone(prev)
+	var reports []withheld
+	for _, p := range slices.Sorted(maps.Keys(prev)) {
+		approved, now := under(approval, p), under(spec, p)
+		switch {
+		case r.log, passesUnder(ch.passed, p), covers(live, changeAt(it.observed, p, prev[p])):
+			// Still in flight, or a new change of the field this run.
+		case maps.Equal(now, approved) && synced:
+			delete(out, p) // applied
+		case maps.Equal(now, approved):
+			// Approved and not yet synced: the gate decides.
+		case maps.Equal(mutation.Record(p, prev[p], skipManaged), approved):
+			if err := ch.setSpec(it.desired, p, prev[p]); err != nil {
+				r.problem(err)
+				continue
+			}
+			ch.applied = withRecord(ch.applied, p, prev[p])
+			m := changeAt(it.observed, p, prev[p])
+			reports = append(reports, withheldOf(it.dm, string(m.Verb), p, metrics.ReasonUnapplied, errUnapplied))
+			delete(out, p)
+		}
+	}
+	return reports, out
+}
+
+// recordPrevious is prev with, for each mutation ch lets through under an
+// External allowance stamped this run (in stamped, not in have), the
+// value its field had before, where that is what the approval holds: the
+// value the cloud has. A field already recorded keeps its first value,
+// the cloud's since.
+func recordPrevious(prev mutation.Previous, observed map[string]any, ch change, have, stamped []allowance.Allowance) mutation.Previous {
+	if ch.create {
+		return prev
+	}
+	var fresh []allowance.Allowance
+	for _, a := range stamped {
+		if a.ShipsSpec() && !a.IsPending() && len(a.Mutations) > 0 && !slices.ContainsFunc(have, a.Same) {
+			fresh = append(fresh, a)
+		}
+	}
+	if len(fresh) == 0 {
+		return prev
+	}
+	approval := gate.ApprovalOf(observed).Spec
+	spec := gate.SpecRecord(observed)
+	out := maps.Clone(prev)
+	for _, m := range ch.passed {
+		if _, ok := out[m.Path]; ok || !covers(fresh, m) || !maps.Equal(under(spec, m.Path), under(approval, m.Path)) {
+			continue
+		}
+		if out == nil {
+			out = mutation.Previous{}
+		}
+		v, present := mutation.Value(observed, m.Path)
+		if !present {
+			v = nil
+		}
+		out[m.Path] = v
+	}
+	return out
+}
+
+// liveShipping are the allowances of have that may still open the gate to
+// ship a change of the spec: unconsumed on observed, not expired, not held
+// back by propagation control.
+func (r *run) liveShipping(have []allowance.Allowance, observed map[string]any) []allowance.Allowance {
+	return slices.DeleteFunc(allowance.Unconsumed(have, observed), func(a allowance.Allowance) bool {
+		return !a.ShipsSpec() || a.IsPending() || a.ExpiredAt(r.now, r.cfg.gate.MaxOpen)
+	})
+}
+
+// covers reports whether one of as ships m: a creation ships the whole
+// spec, an Update the fields its mutations name.
+func covers(as []allowance.Allowance, m mutation.Mutation) bool {
+	return slices.ContainsFunc(as, func(a allowance.Allowance) bool {
+		if len(a.Mutations) == 0 {
+			return a.HasVerb(v1alpha1.VerbCreate)
+		}
+		return mutation.BoundsOf(a.Mutations).Covers(m)
+	})
+}
+
+// changeAt is the change of the field at path p from before (nil: none)
+// to what obj holds there.
+func changeAt(obj map[string]any, p string, before any) mutation.Mutation {
+	_, present := mutation.Value(obj, p)
+	switch {
+	case before == nil:
+		return mutation.Mutation{Path: p, Verb: v1alpha1.MutationInsert}
+	case !present:
+		return mutation.Mutation{Path: p, Verb: v1alpha1.MutationDelete}
+	}
+	return mutation.Mutation{Path: p, Verb: v1alpha1.MutationMutate}
+}
+
+// passesUnder reports whether one of ms changes the field at p, or a field
+// above or below it.
+func passesUnder(ms []mutation.Mutation, p string) bool {
+	return slices.ContainsFunc(ms, func(m mutation.Mutation) bool { return mutation.Under(m.Path, p) || mutation.Under(p, m.Path) })
+}
+
+// under are the leaves of rec at or under path p.
+func under(rec mutation.Applied, p string) mutation.Applied {
+	out := mutation.Applied{}
+	for k, h := range rec {
+		if mutation.Under(k, p) {
+			out[k] = h
+		}
+	}
+	return out
+}
+
+// withRecord is rec with the leaves at or under p those of v there (none
+// for nil): what was let through there is v.
+func withRecord(rec mutation.Applied, p string, v any) mutation.Applied {
+	out := maps.Clone(rec)
+	if out == nil {
+		out = mutation.Applied{}
+	}
+	for k := range out {
+		if mutation.Under(k, p) {
+			delete(out, k)
+		}
+	}
+	if v != nil {
+		maps.Copy(out, mutation.Record(p, v, skipManaged))
+	}
+	return out
+}
+
+// setSpec sets the field at path p (under spec) of the change's copy of
+// desired's spec to v (nil: removes it), copying desired's spec first when
+// the change kept none of its own.
+func (ch *change) setSpec(desired map[string]any, p string, v any) error {
+	if !ch.rewritten {
+		ch.spec, ch.rewritten, ch.whole = runtime.DeepCopyJSONValue(desired["spec"]), true, false
+	}
+	obj := map[string]any{"spec": ch.spec}
+	var err error
+	if v == nil {
+		err = fieldpath.Pave(obj).DeleteField(p)
+	} else {
+		err = fieldpath.Pave(obj).SetValue(p, runtime.DeepCopyJSONValue(v))
+	}
+	ch.spec = obj["spec"]
+	return errors.Wrapf(err, errFmtSetPrevious, ref(desired), p)
+}
