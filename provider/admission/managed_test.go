@@ -229,6 +229,16 @@ spec:
 			warningsContain: "spec.forProvider.region changed since generation 4",
 			approved:        approvalAt(bucket(t, set("spec.forProvider.region", "eu")), 4),
 		},
+		"CrossplaneCannotForgeWhatCameBefore": {
+			reason: "What the approval goes back to when a change expires is the decision's too: a writer sending a record of its own has it dropped, whatever it says.",
+			args: args{objs: []client.Object{parentXR(), parentClaim()},
+				req: update(asCrossplane, bucket(t, set("spec.forProvider.region", "us"), approvedAs(bucket(t, set("spec.forProvider.region", "eu")), 4)),
+					carry(closed, set("spec.forProvider.region", "us"), approvedAs(bucket(t, set("spec.forProvider.region", "eu")), 4),
+						annotate(v1alpha1.AnnotationApprovedBefore, `{"spec.forProvider.region":"0123456789ab"}`)))},
+			want:            result{Allowed: true, Object: carry(closed, set("spec.forProvider.region", "us")).Object},
+			warningsContain: "spec.forProvider.region changed since generation 4",
+			approved:        &gate.Approval{Spec: approvalAt(bucket(t, set("spec.forProvider.region", "eu")), 4).Spec, Generation: 4, Before: mutation.Applied{}},
+		},
 		"ConsumedParentDenied": {
 			reason: "An allowance whose XR allowance is of a generation the XR has observed a later one than does not chain: Crossplane's write is denied.",
 			args: args{objs: []client.Object{parentXR(generation(5), synced("True", 5)), parentClaim()},
