@@ -22,9 +22,8 @@ import (
 // stamp (nil: none).
 type answer struct {
 	*resource.DesiredComposed
-	rewritten, whole bool
-	spec             any
-	stamp            *stamp
+	body  body
+	stamp *stamp
 }
 
 // object is the resource as answered: the pipeline's with the run's spec
@@ -35,7 +34,7 @@ func (a answer) object() (map[string]any, error) {
 	if st != nil && st.closing != nil {
 		return closingOnly(a.Resource.Object, st.closing, st.policies)
 	}
-	obj := withSpec(a.Resource.Object, a.rewritten, a.whole, a.spec)
+	obj := withSpec(a.Resource.Object, a.body.rewritten, a.body.whole, a.body.spec)
 	if st == nil {
 		return obj, nil
 	}
@@ -172,7 +171,7 @@ func setDesired(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, out
 		var s *structpb.Struct
 		patchable := false // answered with the request's own values
 		k, ok := in[string(n)]
-		if ok && !a.rewritten && (st == nil || st.closing == nil) {
+		if ok && !a.body.rewritten && (st == nil || st.closing == nil) {
 			var err error
 			if s, patchable, err = patched(k.GetResource(), d.Resource.Object, st); err != nil {
 				return errors.Wrapf(err, errFmtEncodeDesiredComposedResource, n)

@@ -93,7 +93,7 @@ func TestSetDesired(t *testing.T) {
 			decoded := runtimeCopy(o)
 			a := answer{DesiredComposed: &resource.DesiredComposed{Resource: &composed.Unstructured{Unstructured: unstructured.Unstructured{Object: o}}}, stamp: tc.stamp}
 			if tc.spec != "" {
-				a.rewritten, a.spec = true, obj(t, tc.spec).AsMap()
+				a.body.rewritten, a.body.spec = true, obj(t, tc.spec).AsMap()
 			}
 
 			got := response.To(req, 0)
@@ -101,8 +101,8 @@ func TestSetDesired(t *testing.T) {
 				t.Fatalf("setDesired(): %v", err)
 			}
 			whole := a
-			if !whole.rewritten {
-				whole.rewritten, whole.spec = true, o["spec"]
+			if !whole.body.rewritten {
+				whole.body.rewritten, whole.body.spec = true, o["spec"]
 			}
 			want := response.To(proto.Clone(before).(*fnv1.RunFunctionRequest), 0)
 			if err := setDesired(want, req, map[resource.Name]answer{"r": whole}); err != nil {

@@ -169,7 +169,7 @@ func (f *Function) runFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 			if st != nil {
 				b = st.body
 			}
-			out[n] = answer{DesiredComposed: desired[n], rewritten: b.rewritten, whole: b.whole, spec: b.spec, stamp: st}
+			out[n] = answer{DesiredComposed: desired[n], body: b, stamp: st}
 		}
 	}
 	if run.reportsUpgraded() {
