@@ -237,11 +237,7 @@ func patched(in *structpb.Struct, obj map[string]any, st *stamp) (*structpb.Stru
 	if sf == nil {
 		sf = map[string]*structpb.Value{}
 	}
-	ps := make([]*structpb.Value, len(st.policies))
-	for i, p := range st.policies {
-		ps[i] = structpb.NewStringValue(p)
-	}
-	sf["managementPolicies"] = structpb.NewListValue(&structpb.ListValue{Values: ps})
+	sf["managementPolicies"] = stringsList(st.policies)
 	fields["spec"] = structpb.NewStructValue(&structpb.Struct{Fields: sf})
 	return &structpb.Struct{Fields: fields}, true, nil
 }
@@ -268,6 +264,21 @@ func stampedMetadata(md, obj map[string]any, st stamp) (*structpb.Value, error) 
 		fs["labels"] = stringsValue(st.labels(obj))
 	}
 	return structpb.NewStructValue(&structpb.Struct{Fields: fs}), nil
+}
+
+// stringsList is ss as a protobuf list of strings, its values allocated
+// together as stringsValue's: every gated resource's answer carries its
+// gate as one.
+func stringsList(ss []string) *structpb.Value {
+	ps := make([]*structpb.Value, len(ss))
+	vs := make([]structpb.Value, len(ss))
+	strs := make([]structpb.Value_StringValue, len(ss))
+	for i, s := range ss {
+		strs[i].StringValue = s
+		vs[i].Kind = &strs[i]
+		ps[i] = &vs[i]
+	}
+	return structpb.NewListValue(&structpb.ListValue{Values: ps})
 }
 
 // stringsValue is m as a protobuf Struct of strings. Its values are
