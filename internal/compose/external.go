@@ -66,11 +66,8 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 		}
 	}
 	verb := v1alpha1.VerbUpdate
-	var kindWide []v1alpha1.MutationBound // what the gate may ship: a creation ships it all
 	if ch.create {
 		verb = v1alpha1.VerbCreate
-	} else {
-		kindWide = mutation.BoundsFor(covered)
 	}
 	found := r.stampFromXR(dm, om.from, ch.create, covered, gen, hop, add)
 	// Without an XR allowance, a kind-wide grant: creation during
@@ -79,6 +76,12 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	// changes, which reach the cloud only when an UpgradeAllowance grants the
 	// external Update; that trace starts at the UpgradeAllowance.
 	if !found && r.phase == policy.PhaseInitializing && !r.restrictAll && v1alpha1.GrantsVerb(r.set.PhaseBound(r.phase).ExternalVerbs(dm.child), verb) {
+		// What the gate may ship: a creation ships it all. Worked out here
+		// only, not for every resource an XR allowance covers.
+		var kindWide []v1alpha1.MutationBound
+		if !ch.create {
+			kindWide = mutation.BoundsFor(covered)
+		}
 		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(kindWide))
 	} else if !found && r.rulesOf(dm.child).creationExternal {
 		// The XR's creation, until it is first Ready: the resource's

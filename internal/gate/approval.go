@@ -68,10 +68,17 @@ func (a Approval) LateInitialized(prev, next map[string]any) Approval {
 
 // Annotations are the approval's annotations, to set on the resource.
 func (a Approval) Annotations() map[string]string {
-	return map[string]string{
-		v1alpha1.AnnotationApproved:           a.Spec.String(),
-		v1alpha1.AnnotationApprovedGeneration: strconv.FormatInt(a.Generation, 10),
-	}
+	ann := make(map[string]string, 2)
+	a.AddAnnotations(ann)
+	return ann
+}
+
+// AddAnnotations writes the annotations that record a into ann, as
+// Annotations has them, without a map of their own: the function stamps
+// them onto every gated resource whose approval changes.
+func (a Approval) AddAnnotations(ann map[string]string) {
+	ann[v1alpha1.AnnotationApproved] = a.Spec.String()
+	ann[v1alpha1.AnnotationApprovedGeneration] = strconv.FormatInt(a.Generation, 10)
 }
 
 // nextGeneration is the generation obj will have once written over stored
