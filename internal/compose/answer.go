@@ -12,6 +12,7 @@ import (
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -261,7 +262,7 @@ func stampedMetadata(md, obj map[string]any, st stamp) (*structpb.Value, error) 
 		fs["annotations"] = stringsValue(st.annotations)
 	}
 	if st.gated {
-		fs["labels"] = stringsValue(st.labels(obj))
+		fs["labels"] = gatedLabelsValue(md)
 	}
 	return structpb.NewStructValue(&structpb.Struct{Fields: fs}), nil
 }
@@ -279,6 +280,46 @@ func stringsList(ss []string) *structpb.Value {
 		ps[i] = &vs[i]
 	}
 	return structpb.NewListValue(&structpb.ListValue{Values: ps})
+}
+
+// gatedLabelsValue is stringsValue(stamp.labels(obj)) for md, obj's
+// metadata, without the map of labels in between: unstructured's
+// GetLabels of obj (none when they do not all read as strings, a null read
+// as "") with the gated label.
+func gatedLabelsValue(md map[string]any) *structpb.Value {
+	labels, _ := md["labels"].(map[string]any)
+	n := len(labels) + 1
+	for _, v := range labels {
+		switch v.(type) {
+		case string, nil:
+			continue
+		}
+		// GetLabels reads none.
+		labels, n = nil, 1
+		break
+	}
+	if _, ok := labels[v1alpha1.LabelGated]; ok {
+		n--
+	}
+	fs := make(map[string]*structpb.Value, n)
+	vs := make([]structpb.Value, n)
+	ss := make([]structpb.Value_StringValue, n)
+	i := 0
+	put := func(k, v string) {
+		ss[i].StringValue = v
+		vs[i].Kind = &ss[i]
+		fs[k] = &vs[i]
+		i++
+	}
+	for k, v := range labels {
+		if k == v1alpha1.LabelGated {
+			continue
+		}
+		s, _ := v.(string)
+		put(k, s)
+	}
+	put(v1alpha1.LabelGated, "true")
+	return structpb.NewStructValue(&structpb.Struct{Fields: fs})
 }
 
 // stringsValue is m as a protobuf Struct of strings. Its values are

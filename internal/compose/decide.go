@@ -47,19 +47,22 @@ func (r *run) desiredMetaOf(resName string, obj map[string]any) childMeta {
 const stampedAnnotations = 10
 
 // metaWithRoom is metaOf with room for extra more annotations in ann.
+//
+// It reads the fields as unstructured's getters do (a field of another
+// type reads as its zero value) but from the maps directly: the getters
+// build a slice of field names for every call, and an XR composes
+// hundreds of resources.
 func (r *run) metaWithRoom(resName string, obj map[string]any, extra int) childMeta {
-	u := unstructured.Unstructured{Object: obj}
-	name := u.GetName()
+	md, _ := obj["metadata"].(map[string]any)
+	name, _ := md["name"].(string)
 	if name == "" {
 		name = resName
 	}
-	var ann map[string]string
-	if extra == 0 {
-		ann = u.GetAnnotations()
-	} else {
-		ann = annotationsWithRoom(obj, extra)
-	}
-	return childMeta{resName: resName, obj: &u, child: r.childOf(u.GetAPIVersion(), u.GetKind()), name: name, generation: u.GetGeneration(), ann: ann}
+	apiVersion, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	generation, _ := md["generation"].(int64) // composedIntegers made it one
+	return childMeta{resName: resName, obj: &unstructured.Unstructured{Object: obj}, child: r.childOf(apiVersion, kind), name: name,
+		generation: generation, ann: annotationsWithRoom(obj, extra)}
 }
 
 // annotationsWithRoom is unstructured's GetAnnotations of obj, in a map
