@@ -114,7 +114,7 @@ func (r *run) stampFromXR(dm childMeta, from int64, create bool, covered []mutat
 		found = true
 		var ships []v1alpha1.MutationBound
 		if !create {
-			if ships = mutation.BoundsFor(policy.Shippable(r.chainOf(i, from), dm.child, covered)); len(ships) == 0 {
+			if ships = mutation.BoundsFor(r.childBoundsOf(i, from, dm.child).Shippable(covered)); len(ships) == 0 {
 				continue // its chain let nothing through to this resource
 			}
 		}
