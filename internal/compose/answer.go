@@ -215,7 +215,7 @@ func patched(in *structpb.Struct, obj map[string]any, st *stamp) (*structpb.Stru
 	switch {
 	case st != nil:
 		m, _ := md.(map[string]any)
-		v, err := stampedMetadata(m, obj, *st)
+		v, err := stampedMetadata(m, *st)
 		if err != nil {
 			return nil, false, err
 		}
@@ -246,7 +246,7 @@ func patched(in *structpb.Struct, obj map[string]any, st *stamp) (*structpb.Stru
 // stampedMetadata encodes md, obj's metadata, with st applied: what
 // structpb.NewValue gives for md after answer.object, without building the
 // annotations and labels as maps of interfaces first.
-func stampedMetadata(md, obj map[string]any, st stamp) (*structpb.Value, error) {
+func stampedMetadata(md map[string]any, st stamp) (*structpb.Value, error) {
 	fs := make(map[string]*structpb.Value, len(md)+2)
 	for k, v := range md {
 		if k == "annotations" || (k == "labels" && st.gated) {

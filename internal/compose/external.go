@@ -76,13 +76,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	// changes, which reach the cloud only when an UpgradeAllowance grants the
 	// external Update; that trace starts at the UpgradeAllowance.
 	if !found && r.phase == policy.PhaseInitializing && !r.restrictAll && v1alpha1.GrantsVerb(r.set.PhaseBound(r.phase).ExternalVerbs(dm.child), verb) {
-		// What the gate may ship: a creation ships it all. Worked out here
-		// only, not for every resource an XR allowance covers.
-		var kindWide []v1alpha1.MutationBound
-		if !ch.create {
-			kindWide = mutation.BoundsFor(covered)
-		}
-		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(kindWide))
+		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(kindWide(ch, covered)))
 	} else if !found && r.rulesOf(dm.child).creationExternal {
 		// The XR's creation, until it is first Ready: the resource's
 		// creation, fields inserted into it, and values the pipeline
@@ -100,6 +94,16 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, up.base.Then(hop)).Shipping(mutation.BoundsFor(ch.upgrades)))
 	}
 	return out
+}
+
+// kindWide is what a kind-wide grant lets the gate ship of covered: all
+// of it, nil, for a creation. It is worked out only for such a grant, not
+// for every resource an XR allowance covers.
+func kindWide(ch change, covered []mutation.Mutation) []v1alpha1.MutationBound {
+	if ch.create {
+		return nil
+	}
+	return mutation.BoundsFor(covered)
 }
 
 // stampFromXR adds, through add, the External allowances the XR's
