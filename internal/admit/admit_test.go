@@ -59,7 +59,7 @@ func TestProtect(t *testing.T) {
 			obj: bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, "{}", v1alpha1.AnnotationRequestedPolicies, `["*"]`), want: "annotation kausality.io/requested-policies"},
 		"CrossplaneRecordsRequest": {reason: "Crossplane writes the request the function recorded.", user: crossplane,
 			obj: bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, "{}", v1alpha1.AnnotationRequestedPolicies, `["Observe"]`)},
-		"UserForgesApproval":  {reason: "The approval record blesses pending changes: only Kausality writes it.", user: bob, obj: bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, `{"spec.forProvider.region":"830f45bf08cb"}`), want: "annotation kausality.io/approved"},
+		"UserForgesApproval": {reason: "The approval record blesses pending changes: only Kausality writes it.", user: bob, obj: bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, `{"spec.forProvider.region":"830f45bf08cb"}`), want: "annotation kausality.io/approved"},
 		"UserForgesPreviousValue": {reason: "The value an abandoned change is answered with comes from the record the function keeps: no user may plant one.", user: bob,
 			obj: bucket(nil, v1alpha1.AnnotationTrace, "[]", v1alpha1.AnnotationApproved, "{}", v1alpha1.AnnotationPrevious, `{"spec.forProvider.size":99}`), want: "annotation kausality.io/previous"},
 		"UserForgesApprovedBefore": {reason: "What the approval goes back to when a change expires is written only with the approval.", user: bob,

@@ -55,6 +55,11 @@ func ProgressOf(carrier map[string]any) Progress {
 	if spec, ok := carrier["spec"].(map[string]any); ok {
 		if ps, ok := spec["managementPolicies"].([]any); ok {
 			p.HasGate = true
+			if len(ps) > 0 {
+				// Made once at its size: it is read twice for every
+				// gated resource of every run.
+				p.Gate = make([]string, 0, len(ps))
+			}
 			for _, v := range ps {
 				if s, ok := v.(string); ok {
 					p.Gate = append(p.Gate, s)

@@ -57,6 +57,10 @@ func ComposedGeneration(composed map[string]any) int64 {
 	md, _ := composed["metadata"].(map[string]any)
 	ann, _ := md["annotations"].(map[string]any)
 	s, _ := ann[v1alpha1.AnnotationComposedGeneration].(string)
+	if s == "" {
+		// Never composed: not worth ParseInt's error, which allocates.
+		return 0
+	}
 	g, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || g < 0 {
 		return 0

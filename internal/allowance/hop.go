@@ -190,7 +190,7 @@ const (
 // as the field of obj it came from: the annotation of a label, the path of
 // an attestation. Nil when the hop is within bounds.
 func (h Hop) SizeErrors() map[string]string {
-	out := map[string]string{}
+	var out map[string]string // made at the first error: the function asks of every hop it stamps
 	total := 0
 	for _, m := range []struct {
 		values map[string]string
@@ -202,11 +202,15 @@ func (h Hop) SizeErrors() map[string]string {
 		for k, v := range m.values {
 			total += len(k) + len(v)
 			if len(v) > MaxHopValue {
+				if out == nil {
+					out = map[string]string{}
+				}
 				out[m.field(k)] = fmt.Sprintf("%d bytes, more than the %d a trace label or attestation may hold: every allowance of the chain copies it", len(v), MaxHopValue)
 			}
 		}
 	}
 	if len(out) == 0 && total > MaxHopValues {
+		out = map[string]string{}
 		out["metadata.annotations["+v1alpha1.AnnotationTraceLabelPrefix+"*]"] = fmt.Sprintf("the trace labels and attestations hold %d bytes together, more than %d: every allowance of the chain copies them", total, MaxHopValues)
 	}
 	if len(out) == 0 {

@@ -12,6 +12,7 @@ import (
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
+	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -213,7 +214,7 @@ func patched(in *structpb.Struct, obj map[string]any, st *stamp) (*structpb.Stru
 	switch {
 	case st != nil:
 		m, _ := md.(map[string]any)
-		v, err := stampedMetadata(m, obj, *st)
+		v, err := stampedMetadata(m, *st)
 		if err != nil {
 			return nil, false, err
 		}
@@ -236,11 +237,7 @@ func patched(in *structpb.Struct, obj map[string]any, st *stamp) (*structpb.Stru
 	if sf == nil {
 		sf = map[string]*structpb.Value{}
 	}
-	ps := make([]*structpb.Value, len(st.policies))
-	for i, p := range st.policies {
-		ps[i] = structpb.NewStringValue(p)
-	}
-	sf["managementPolicies"] = structpb.NewListValue(&structpb.ListValue{Values: ps})
+	sf["managementPolicies"] = stringsList(st.policies)
 	fields["spec"] = structpb.NewStructValue(&structpb.Struct{Fields: sf})
 	return &structpb.Struct{Fields: fields}, true, nil
 }
@@ -248,7 +245,7 @@ func patched(in *structpb.Struct, obj map[string]any, st *stamp) (*structpb.Stru
 // stampedMetadata encodes md, obj's metadata, with st applied: what
 // structpb.NewValue gives for md after answer.object, without building the
 // annotations and labels as maps of interfaces first.
-func stampedMetadata(md, obj map[string]any, st stamp) (*structpb.Value, error) {
+func stampedMetadata(md map[string]any, st stamp) (*structpb.Value, error) {
 	fs := make(map[string]*structpb.Value, len(md)+2)
 	for k, v := range md {
 		if k == "annotations" || (k == "labels" && st.gated) {
@@ -264,9 +261,64 @@ func stampedMetadata(md, obj map[string]any, st stamp) (*structpb.Value, error) 
 		fs["annotations"] = stringsValue(st.annotations)
 	}
 	if st.gated {
-		fs["labels"] = stringsValue(st.labels(obj))
+		fs["labels"] = gatedLabelsValue(md)
 	}
 	return structpb.NewStructValue(&structpb.Struct{Fields: fs}), nil
+}
+
+// stringsList is ss as a protobuf list of strings, its values allocated
+// together as stringsValue's: every gated resource's answer carries its
+// gate as one.
+func stringsList(ss []string) *structpb.Value {
+	ps := make([]*structpb.Value, len(ss))
+	vs := make([]structpb.Value, len(ss))
+	strs := make([]structpb.Value_StringValue, len(ss))
+	for i, s := range ss {
+		strs[i].StringValue = s
+		vs[i].Kind = &strs[i]
+		ps[i] = &vs[i]
+	}
+	return structpb.NewListValue(&structpb.ListValue{Values: ps})
+}
+
+// gatedLabelsValue is stringsValue(stamp.labels(obj)) for md, obj's
+// metadata, without the map of labels in between: unstructured's
+// GetLabels of obj (none when they do not all read as strings, a null read
+// as "") with the gated label.
+func gatedLabelsValue(md map[string]any) *structpb.Value {
+	labels, _ := md["labels"].(map[string]any)
+	n := len(labels) + 1
+	for _, v := range labels {
+		switch v.(type) {
+		case string, nil:
+			continue
+		}
+		// GetLabels reads none.
+		labels, n = nil, 1
+		break
+	}
+	if _, ok := labels[v1alpha1.LabelGated]; ok {
+		n--
+	}
+	fs := make(map[string]*structpb.Value, n)
+	vs := make([]structpb.Value, n)
+	ss := make([]structpb.Value_StringValue, n)
+	i := 0
+	put := func(k, v string) {
+		ss[i].StringValue = v
+		vs[i].Kind = &ss[i]
+		fs[k] = &vs[i]
+		i++
+	}
+	for k, v := range labels {
+		if k == v1alpha1.LabelGated {
+			continue
+		}
+		s, _ := v.(string)
+		put(k, s)
+	}
+	put(v1alpha1.LabelGated, "true")
+	return structpb.NewStructValue(&structpb.Struct{Fields: fs})
 }
 
 // stringsValue is m as a protobuf Struct of strings. Its values are

@@ -32,12 +32,64 @@ type childMeta struct {
 }
 
 func (r *run) metaOf(resName string, obj map[string]any) childMeta {
-	u := unstructured.Unstructured{Object: obj}
-	name := u.GetName()
+	return r.metaWithRoom(resName, obj, 0)
+}
+
+// desiredMetaOf is metaOf for a desired resource, whose annotations finish
+// stamps: they are copied with room for what it adds.
+func (r *run) desiredMetaOf(resName string, obj map[string]any) childMeta {
+	return r.metaWithRoom(resName, obj, stampedAnnotations)
+}
+
+// stampedAnnotations is about how many annotations finish adds to a
+// gated resource's: its stamp's map is made at that size once rather than
+// grown while it is written.
+const stampedAnnotations = 10
+
+// metaWithRoom is metaOf with room for extra more annotations in ann.
+//
+// It reads the fields as unstructured's getters do (a field of another
+// type reads as its zero value) but from the maps directly: the getters
+// build a slice of field names for every call, and an XR composes
+// hundreds of resources.
+func (r *run) metaWithRoom(resName string, obj map[string]any, extra int) childMeta {
+	md, _ := obj["metadata"].(map[string]any)
+	name, _ := md["name"].(string)
 	if name == "" {
 		name = resName
 	}
-	return childMeta{resName: resName, obj: &u, child: r.childOf(u.GetAPIVersion(), u.GetKind()), name: name, generation: u.GetGeneration(), ann: u.GetAnnotations()}
+	apiVersion, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	generation, _ := md["generation"].(int64) // composedIntegers made it one
+	return childMeta{resName: resName, obj: &unstructured.Unstructured{Object: obj}, child: r.childOf(apiVersion, kind), name: name,
+		generation: generation, ann: annotationsWithRoom(obj, extra)}
+}
+
+// annotationsWithRoom is unstructured's GetAnnotations of obj, in a map
+// with room for extra more: nil when obj has none or they do not read as
+// strings, a null value read as "".
+func annotationsWithRoom(obj map[string]any, extra int) map[string]string {
+	md, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		// Absent, null or not an object: GetAnnotations finds none.
+		return nil
+	}
+	m, ok := md["annotations"].(map[string]any)
+	if !ok || m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m)+extra)
+	for k, v := range m {
+		switch s := v.(type) {
+		case string:
+			out[k] = s
+		case nil:
+			out[k] = ""
+		default:
+			return nil
+		}
+	}
+	return out
 }
 
 // childOf is the kind's Child as the policies' status resolved it
@@ -143,7 +195,7 @@ type item struct {
 // writes neither: what it withholds keeps its observed value in the
 // change's own copy of the spec (change.object).
 func (r *run) decide(resName string, observed, desired map[string]any) *item {
-	it := &item{resName: resName, observed: observed, desired: desired, dm: r.metaOf(resName, desired), ok: true}
+	it := &item{resName: resName, observed: observed, desired: desired, dm: r.desiredMetaOf(resName, desired), ok: true}
 	if observed != nil {
 		it.om = r.metaOf(resName, observed)
 		it.om.from = allowance.ComposedGeneration(observed)

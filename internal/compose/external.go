@@ -66,11 +66,8 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 		}
 	}
 	verb := v1alpha1.VerbUpdate
-	var kindWide []v1alpha1.MutationBound // what the gate may ship: a creation ships it all
 	if ch.create {
 		verb = v1alpha1.VerbCreate
-	} else {
-		kindWide = mutation.BoundsFor(covered)
 	}
 	found := r.stampFromXR(dm, om.from, ch.create, covered, gen, hop, add)
 	// Without an XR allowance, a kind-wide grant: creation during
@@ -79,7 +76,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	// changes, which reach the cloud only when an UpgradeAllowance grants the
 	// external Update; that trace starts at the UpgradeAllowance.
 	if !found && r.phase == policy.PhaseInitializing && !r.restrictAll && v1alpha1.GrantsVerb(r.set.PhaseBound(r.phase).ExternalVerbs(dm.child), verb) {
-		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(kindWide))
+		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, r.xrTrace.Then(hop)).Shipping(kindWide(ch, covered)))
 	} else if !found && r.rulesOf(dm.child).creationExternal {
 		// The XR's creation, until it is first Ready: the resource's
 		// creation, fields inserted into it, and values the pipeline
@@ -99,6 +96,16 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	return out
 }
 
+// kindWide is what a kind-wide grant lets the gate ship of covered: all
+// of it, nil, for a creation. It is worked out only for such a grant, not
+// for every resource an XR allowance covers.
+func kindWide(ch change, covered []mutation.Mutation) []v1alpha1.MutationBound {
+	if ch.create {
+		return nil
+	}
+	return mutation.BoundsFor(covered)
+}
+
 // stampFromXR adds, through add, the External allowances the XR's
 // unconsumed allowances that name the resource's external kind earn for
 // the change (covered, or its creation), and reports whether any names it.
@@ -111,7 +118,7 @@ func (r *run) stampFromXR(dm childMeta, from int64, create bool, covered []mutat
 		found = true
 		var ships []v1alpha1.MutationBound
 		if !create {
-			if ships = mutation.BoundsFor(policy.Shippable(r.chainOf(i, from), dm.child, covered)); len(ships) == 0 {
+			if ships = mutation.BoundsFor(r.childBoundsOf(i, from, dm.child).Shippable(covered)); len(ships) == 0 {
 				continue // its chain let nothing through to this resource
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
@@ -72,7 +71,7 @@ func (r *run) gate(cfg gate.Config, dm, om childMeta, observed, desired map[stri
 	}
 	if g.Approves || g.Withdraws {
 		// Otherwise admission keeps the stored approval.
-		maps.Copy(ann, g.Approved.Annotations())
+		g.Approved.AddAnnotations(ann)
 	}
 	if g.Err != nil {
 		reports = append(reports, withheldOf(dm, "open gate", "", metrics.ReasonGateError, g.Err.Error()))
@@ -147,8 +146,26 @@ func shutAtCreation(ch change, observed map[string]any, have []allowance.Allowan
 	if observed == nil || policy.Ready(observed) {
 		return false
 	}
-	_, created := (&unstructured.Unstructured{Object: observed}).GetAnnotations()[annotationExternalCreateSucceeded]
-	return !created
+	return !hasAnnotation(observed, annotationExternalCreateSucceeded)
+}
+
+// hasAnnotation reports whether unstructured's GetAnnotations of obj has
+// key, without copying them: they read only when every value is a string
+// or null.
+func hasAnnotation(obj map[string]any, key string) bool {
+	md, _ := obj["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	if _, ok := ann[key]; !ok {
+		return false
+	}
+	for _, v := range ann {
+		switch v.(type) {
+		case string, nil:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // annotationExternalCreateSucceeded is where crossplane-runtime's managed

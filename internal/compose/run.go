@@ -92,6 +92,8 @@ type memos struct {
 	children map[[2]string]policy.Child
 	rules    map[policy.Child]kindRules
 	viaXR    []allowance.Trace // throughXR's, by allowance index
+	// childBounds are childBoundsOf's, by allowance index, from and kind.
+	childBounds map[childBoundsKey]policy.ChildBounds
 }
 
 // findings are what the run reports on the XR: what it withheld and

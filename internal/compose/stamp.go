@@ -98,7 +98,7 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 		ann = policy.WithOwn(ann, own["annotations"])
 	}
 	if ann == nil {
-		ann = map[string]string{}
+		ann = make(map[string]string, stampedAnnotations)
 	}
 	ann[v1alpha1.AnnotationApplied] = ch.applied.String()
 	ann[v1alpha1.AnnotationComposedGeneration] = strconv.FormatInt(r.composedGeneration(om), 10)

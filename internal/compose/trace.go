@@ -8,6 +8,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // The traces the stamping stage writes: the chain of the change let
@@ -34,6 +35,30 @@ func (r *run) chainOf(i int, from int64) []allowance.Allowance {
 	}
 	r.chains[key] = out
 	return out
+}
+
+// childBoundsOf is policy.ChildBoundsOf the chain of the XR's i-th
+// allowance from generation from (chainOf) for child c, compiled once a
+// run for each: every composed resource of the kind under that allowance
+// asks it.
+func (r *run) childBoundsOf(i int, from int64, c policy.Child) policy.ChildBounds {
+	key := childBoundsKey{i: i, from: from, child: c}
+	if b, ok := r.childBounds[key]; ok {
+		return b
+	}
+	b := policy.ChildBoundsOf(r.chainOf(i, from), c)
+	if r.childBounds == nil {
+		r.childBounds = map[childBoundsKey]policy.ChildBounds{}
+	}
+	r.childBounds[key] = b
+	return b
+}
+
+// childBoundsKey is what childBoundsOf compiles bounds for.
+type childBoundsKey struct {
+	i     int
+	from  int64
+	child policy.Child
 }
 
 // throughXR is the trace of the XR's i-th allowance continued through the

@@ -100,14 +100,20 @@ func (a Approval) LateInitialized(prev, next map[string]any) Approval {
 // the approval before had) the stored one stays: it still describes the
 // leaves it names.
 func (a Approval) Annotations() map[string]string {
-	ann := map[string]string{
-		v1alpha1.AnnotationApproved:           a.Spec.String(),
-		v1alpha1.AnnotationApprovedGeneration: strconv.FormatInt(a.Generation, 10),
-	}
+	ann := make(map[string]string, 3)
+	a.AddAnnotations(ann)
+	return ann
+}
+
+// AddAnnotations writes the annotations that record a into ann, as
+// Annotations has them, without a map of their own: the function stamps
+// them onto every gated resource whose approval changes.
+func (a Approval) AddAnnotations(ann map[string]string) {
+	ann[v1alpha1.AnnotationApproved] = a.Spec.String()
+	ann[v1alpha1.AnnotationApprovedGeneration] = strconv.FormatInt(a.Generation, 10)
 	if len(a.Before) > 0 {
 		ann[v1alpha1.AnnotationApprovedBefore] = a.Before.String()
 	}
-	return ann
 }
 
 // nextGeneration is the generation obj will have once written over stored

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
@@ -69,7 +68,7 @@ func (c Config) Defaulted() Config {
 // Crossplane may change.
 func (c Config) For(mr map[string]any) Config {
 	c.Requested, c.RequestedErr = RequestedOf(mr)
-	written, _ := fieldpath.Pave(mr).GetStringArray(PathManagementPolicies)
+	written, _ := managementPolicies(mr)
 	if !slices.Contains(written, LateInitialize) && !Supported(append(slices.Clone(written), LateInitialize)) {
 		// An open gate Compute had to drop LateInitialize from ([Observe,
 		// Delete]): its closed part does not say whether the closed gate
@@ -148,7 +147,7 @@ func generation(obj map[string]any) int64 {
 // API server admits without the provider (docs/OPERATIONS.md).
 func (c Config) Overdue(stored map[string]any, as []allowance.Allowance, now time.Time) bool {
 	c = c.Defaulted()
-	ps, err := fieldpath.Pave(stored).GetStringArray(PathManagementPolicies)
+	ps, err := managementPolicies(stored)
 	if err != nil || !c.Opens(ps) {
 		return false
 	}

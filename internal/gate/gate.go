@@ -54,20 +54,48 @@ var supported = [][]string{
 
 // Supported reports whether crossplane-runtime's default resolver accepts the
 // set, in any order and with duplicates ignored.
+//
+// It compares sets of actions, not canonical lists: the function asks it
+// several times of every gated resource, and a set allocates nothing. Its
+// answer is that of comparing canonical(set) with supported.
 func Supported(set []string) bool {
-	c, err := canonical(set)
-	if err != nil {
+	s, all, ok := actionsOf(set)
+	switch {
+	case !ok:
 		return false
+	case all:
+		// "*" is supported on its own and combines with nothing.
+		return s == 0
 	}
-	if slices.Equal(c, []string{All}) {
-		return true
-	}
+	return slices.Contains(supportedSets, s)
+}
+
+// supportedSets are the sets of supported, for Supported.
+var supportedSets = func() []actions {
+	out := make([]actions, 0, len(supported))
 	for _, s := range supported {
-		if slices.Equal(s, c) {
-			return true
-		}
+		a, _, _ := actionsOf(s)
+		out = append(out, a)
 	}
-	return false
+	return out
+}()
+
+// actionsOf is the set of the actions in set other than "*", whether set
+// holds "*", and false when it holds something that is no management
+// action (canonical's error).
+func actionsOf(set []string) (s actions, all, ok bool) {
+	for _, a := range set {
+		if a == All {
+			all = true
+			continue
+		}
+		i := slices.Index(order, a)
+		if i < 0 {
+			return 0, false, false
+		}
+		s |= 1 << i
+	}
+	return s, all, true
 }
 
 // ValidateReadOnly checks a closed-gate set from the function input: it must

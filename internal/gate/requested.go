@@ -13,13 +13,19 @@ import (
 // Requested is the spec.managementPolicies a pipeline step before Kausality
 // asked for on a composed resource: nil when it asked for none, which a
 // managed resource reads as "*". The gate is never wider (Compute).
+//
+// It runs for every gated resource of every run, so it reads the maps
+// directly (managementPolicies) rather than parse the path each time.
 func Requested(desired map[string]any) ([]string, error) {
-	p := fieldpath.Pave(desired)
-	v, err := p.GetValue(PathManagementPolicies)
-	if err != nil || v == nil {
-		return nil, nil //nolint:nilerr // absent: the pipeline asked for none
+	spec, ok := desired["spec"].(map[string]any)
+	if !ok {
+		// No spec, a null or a non-object one: there is no such field.
+		return nil, nil
 	}
-	ps, err := p.GetStringArray(PathManagementPolicies)
+	if v, ok := spec["managementPolicies"]; !ok || v == nil {
+		return nil, nil
+	}
+	ps, err := managementPolicies(desired)
 	if err != nil {
 		return nil, errors.Wrapf(err, "cannot read %s", PathManagementPolicies)
 	}
@@ -27,6 +33,28 @@ func Requested(desired map[string]any) ([]string, error) {
 		return nil, errors.Wrapf(err, "invalid %s %v", PathManagementPolicies, ps)
 	}
 	return ps, nil
+}
+
+// managementPolicies is fieldpath's GetStringArray of
+// spec.managementPolicies in obj. The usual shape, a list of strings in a
+// spec object, is read from the maps directly: fieldpath parses the path
+// with a lexer goroutine on every call, which cost more than the rest of
+// reading a resource's gate. Any other shape is read through fieldpath,
+// for the same answer and error.
+func managementPolicies(obj map[string]any) ([]string, error) {
+	spec, _ := obj["spec"].(map[string]any)
+	if l, ok := spec["managementPolicies"].([]any); ok {
+		ps := make([]string, len(l))
+		for i, e := range l {
+			s, ok := e.(string)
+			if !ok {
+				return fieldpath.Pave(obj).GetStringArray(PathManagementPolicies)
+			}
+			ps[i] = s
+		}
+		return ps, nil
+	}
+	return fieldpath.Pave(obj).GetStringArray(PathManagementPolicies)
 }
 
 // FormatRequested is the kausality.io/requested-policies value that

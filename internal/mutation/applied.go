@@ -250,7 +250,10 @@ func hashOf(v any) string {
 	b := bytes.NewBuffer(small[:0])
 	writeCanonical(b, v)
 	sum := sha256.Sum256(b.Bytes())
-	return hex.EncodeToString(sum[:hashLen/2])
+	// Encoded on the stack: the string is the one allocation of a leaf.
+	var h [hashLen]byte
+	hex.Encode(h[:], sum[:hashLen/2])
+	return string(h[:])
 }
 
 // writeCanonical writes v as JSON with sorted keys and numbers in one form

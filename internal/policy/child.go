@@ -84,21 +84,38 @@ func MatchesExternal(t v1alpha1.Target, c Child) bool {
 // a pipeline step after Kausality cannot name a field no allowance let
 // through.
 func Shippable(chain []allowance.Allowance, c Child, ms []mutation.Mutation) []mutation.Mutation {
-	var bounds []mutation.Bounds
+	return ChildBoundsOf(chain, c).Shippable(ms)
+}
+
+// ChildBounds are the bounds the ControllerChild allowances of a chain
+// that name a child put on what ships to it (Shippable), compiled once:
+// the function asks them of every composed resource of that kind under the
+// same XR allowance. Nil bounds nothing. Read it, do not write it.
+type ChildBounds []mutation.Bounds
+
+// ChildBoundsOf compiles the ChildBounds of chain for c.
+func ChildBoundsOf(chain []allowance.Allowance, c Child) ChildBounds {
+	var bounds ChildBounds
 	for _, a := range chain {
 		if a.Relation != v1alpha1.RelationControllerChild || !MatchesChild(a.Target, c) {
 			continue
 		}
 		if len(a.Mutations) == 0 {
-			return ms
+			return nil
 		}
 		bounds = append(bounds, mutation.BoundsOf(a.Mutations))
 	}
-	if len(bounds) == 0 {
+	return bounds
+}
+
+// Shippable is the package's Shippable for the chain and child b was
+// compiled from.
+func (b ChildBounds) Shippable(ms []mutation.Mutation) []mutation.Mutation {
+	if len(b) == 0 {
 		return ms
 	}
 	return slices.DeleteFunc(slices.Clone(ms), func(m mutation.Mutation) bool {
-		return !slices.ContainsFunc(bounds, func(b mutation.Bounds) bool { return b.Covers(m) })
+		return !slices.ContainsFunc(b, func(bd mutation.Bounds) bool { return bd.Covers(m) })
 	})
 }
 
