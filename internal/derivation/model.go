@@ -218,53 +218,6 @@ func (m *Model) readStep(step string, in *ptInput) error {
 	return nil
 }
 
-// placedPatch is a resource's patch with a patch set expanded: the patch,
-// the set it came from ("" for none) and where it is in the input.
-type placedPatch struct {
-	ptPatch
-	set, at string
-}
-
-// patchSets are the step's patch sets by name. A patch set holding a
-// PatchSet patch is an error, as function-patch-and-transform has it.
-func patchSets(pss []ptPatchSet) (map[string][]ptPatch, error) {
-	sets := map[string][]ptPatch{}
-	for i, ps := range pss {
-		for j, p := range ps.Patches {
-			if p.Type == patchSet {
-				return nil, errors.Errorf("input.patchSets[%d] (%s).patches[%d]: a patch set cannot hold a PatchSet patch", i, ps.Name, j)
-			}
-		}
-		sets[ps.Name] = ps.Patches
-	}
-	return sets, nil
-}
-
-// expandPatches are a resource's patches in the order
-// function-patch-and-transform applies them: each PatchSet patch replaced
-// by its set's patches.
-func expandPatches(patches []ptPatch, sets map[string][]ptPatch, at string) ([]placedPatch, error) {
-	var out []placedPatch
-	for j, p := range patches {
-		pat := fmt.Sprintf("%s.patches[%d]", at, j)
-		if p.Type != patchSet {
-			out = append(out, placedPatch{ptPatch: p, at: pat})
-			continue
-		}
-		if p.PatchSetName == nil {
-			return nil, errors.Errorf("%s: a PatchSet patch needs patchSetName", pat)
-		}
-		ps, ok := sets[*p.PatchSetName]
-		if !ok {
-			return nil, errors.Errorf("%s: patch set %q does not exist", pat, *p.PatchSetName)
-		}
-		for k, sp := range ps {
-			out = append(out, placedPatch{ptPatch: sp, set: *p.PatchSetName, at: fmt.Sprintf("%s (patch set %s, patch %d)", pat, *p.PatchSetName, k)})
-		}
-	}
-	return out, nil
-}
-
 // fields reads a patch's source and target fields, canonical: the XR
 // fields (or environment fields) it reads and the field it writes. ok is
 // false for a patch that writes no composed resource.
@@ -361,80 +314,6 @@ func (m *Model) readEnvironmentPatch(f Flow, env envWrites, from []string) {
 	}
 	f.From, f.Via = unique(xr), strings.Join(via, ", ")
 	m.Flows = append(m.Flows, f)
-}
-
-// envWrite is a field of the environment the step's environment patches
-// write from the XR, and the XR fields it is written from.
-type envWrite struct {
-	to   fieldpath.Segments
-	from []string
-	// combined: a Combine wrote it, a string no field below To reads.
-	combined bool
-}
-
-// envWrites are what a step's environment patches write from the XR, in
-// patch order.
-type envWrites []envWrite
-
-// environmentWrites reads the step's environment patches that copy XR
-// fields into the environment (function-patch-and-transform runs them
-// before any resource's patches), so that a resource's patch from the
-// environment traces back to the XR.
-func environmentWrites(in *ptInput) (envWrites, error) {
-	if in.Environment == nil {
-		return nil, nil
-	}
-	var out envWrites
-	for i, p := range in.Environment.Patches {
-		typ := p.Type
-		if typ == "" {
-			typ = patchFromComposite
-		}
-		pp := placedPatch{ptPatch: p, at: fmt.Sprintf("input.environment.patches[%d]", i)}
-		switch typ {
-		case patchFromComposite, patchToEnvironment:
-			typ = patchFromComposite // both copy an XR field into the environment here
-		case patchCombineComposite:
-		case patchToComposite, patchFromEnvironment, patchCombineToXR:
-			continue // they write the XR from the environment
-		default:
-			return nil, errors.Errorf("%s: type %q is not an environment patch type function-patch-and-transform has", pp.at, typ)
-		}
-		from, to, _, err := pp.fields(typ)
-		if err != nil {
-			return nil, err
-		}
-		if slices.ContainsFunc(from, wildcard) {
-			continue // function-patch-and-transform cannot read it
-		}
-		segs, _ := fieldpath.Parse(to) // canonical: it parses
-		out = append(out, envWrite{to: segs, from: from, combined: typ == patchCombineComposite})
-	}
-	return out, nil
-}
-
-// sources are the XR fields whose values reach the environment field
-// path: those written to it or above it (the field below in the XR), and
-// those written below it.
-func (ws envWrites) sources(path string) []string {
-	segs, err := fieldpath.Parse(path)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, w := range ws {
-		switch {
-		case hasPrefix(segs, w.to) && !w.combined:
-			fs, err := fieldpath.Parse(w.from[0])
-			if err != nil {
-				continue
-			}
-			out = append(out, append(fs, segs[len(w.to):]...).String())
-		case hasPrefix(segs, w.to), hasPrefix(w.to, segs):
-			out = append(out, w.from...)
-		}
-	}
-	return out
 }
 
 // hasPrefix reports whether segs starts with prefix.
