@@ -32,20 +32,24 @@ type Approval struct {
 
 // approving is the approval of spec at generation gen that replaces a:
 // Before records a's hash of each leaf a had and spec changes or drops (a
-// leaf spec adds needs no record: restoring leaves it out). Approving
-// the same spec again keeps a's record, which still says what the cloud
-// had before.
+// leaf spec adds needs no record: restoring leaves it out), and replaces
+// whatever record a had. Approving the same spec again keeps a's record,
+// which still says what the cloud had before; a first approval (a
+// creation) has none.
 func (a Approval) approving(spec mutation.Applied, gen int64) Approval {
 	changed := a.Spec.Changed(spec)
 	if len(changed) == 0 {
 		return Approval{Spec: spec, Generation: gen, Before: a.Before}
 	}
 	var before mutation.Applied
+	if len(a.Spec) > 0 {
+		// Written even when empty: a record an older approval left must
+		// not describe leaves this one changed (a leaf it adds would
+		// otherwise go back to a value the cloud no longer has).
+		before = mutation.Applied{}
+	}
 	for _, k := range changed {
 		if h, ok := a.Spec[k]; ok {
-			if before == nil {
-				before = mutation.Applied{}
-			}
 			before[k] = h
 		}
 	}
@@ -96,8 +100,8 @@ func (a Approval) LateInitialized(prev, next map[string]any) Approval {
 }
 
 // Annotations are the approval's annotations, to set on the resource.
-// Without a record of what came before (nothing approved changed a leaf
-// the approval before had) the stored one stays: it still describes the
+// Without a record of what came before (the same spec approved again, a
+// creation, a withdrawal) the stored one stays: it still describes the
 // leaves it names.
 func (a Approval) Annotations() map[string]string {
 	ann := make(map[string]string, 3)
@@ -111,7 +115,7 @@ func (a Approval) Annotations() map[string]string {
 func (a Approval) AddAnnotations(ann map[string]string) {
 	ann[v1alpha1.AnnotationApproved] = a.Spec.String()
 	ann[v1alpha1.AnnotationApprovedGeneration] = strconv.FormatInt(a.Generation, 10)
-	if len(a.Before) > 0 {
+	if a.Before != nil {
 		ann[v1alpha1.AnnotationApprovedBefore] = a.Before.String()
 	}
 }

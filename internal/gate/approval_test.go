@@ -245,3 +245,35 @@ func TestNarrowedGateReopens(t *testing.T) {
 		t.Fatalf("gate = %v, want it open for Update again", d.Policies)
 	}
 }
+
+// TestApprovingReplacesWhatCameBefore: an approval that changes the spec
+// replaces the record of what came before, even when it only adds leaves,
+// so a record an older approval left never sends a leaf back to a value
+// the cloud no longer has; the same spec approved again keeps the record,
+// and a first approval has none.
+func TestApprovingReplacesWhatCameBefore(t *testing.T) {
+	old := Approval{Spec: mutation.Applied{"spec.a": "h1"}, Generation: 3, Before: mutation.Applied{"spec.b": "h0"}}
+	cases := map[string]struct {
+		reason string
+		from   Approval
+		spec   mutation.Applied
+		want   mutation.Applied
+	}{
+		"AddsALeaf":     {reason: "A leaf added: nothing came before it, and the old record goes.", from: old, spec: mutation.Applied{"spec.a": "h1", "spec.b": "h2"}, want: mutation.Applied{}},
+		"ChangesALeaf":  {reason: "A leaf changed: its old hash is what came before.", from: old, spec: mutation.Applied{"spec.a": "h9"}, want: mutation.Applied{"spec.a": "h1"}},
+		"SameSpec":      {reason: "Nothing changed: the record stays.", from: old, spec: mutation.Applied{"spec.a": "h1"}, want: old.Before},
+		"FirstApproval": {reason: "A creation's approval has nothing before it.", from: Approval{Spec: mutation.Applied{}}, spec: mutation.Applied{"spec.a": "h1"}, want: nil},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := tc.from.approving(tc.spec, 4)
+			if diff := cmp.Diff(tc.want, got.Before); diff != "" {
+				t.Errorf("%s\nBefore: -want +got:\n%s", tc.reason, diff)
+			}
+			_, written := got.Annotations()[v1alpha1.AnnotationApprovedBefore]
+			if written != (tc.want != nil) {
+				t.Errorf("%s\nannotation written %t, want %t", tc.reason, written, tc.want != nil)
+			}
+		})
+	}
+}
