@@ -175,9 +175,7 @@ func withRecord(rec mutation.Applied, p string, v any) mutation.Applied {
 			delete(out, k)
 		}
 	}
-	if v != nil {
-		maps.Copy(out, mutation.Record(p, v, skipManaged))
-	}
+	out.Add(p, v, skipManaged, nil)
 	return out
 }
 
