@@ -79,6 +79,14 @@ const (
 	// along with a later one nor keeps it shut (DESIGN §4a); it uses one
 	// only where its hash is what the approval holds.
 	AnnotationPrevious = "kausality.io/previous"
+	// AnnotationAbandoned records, on a gated managed resource, the value
+	// each spec field was set to by a change abandoned on it (its gate
+	// closed before the provider applied it; a JSON object of path to
+	// value, null for a field the change removed). While the pipeline
+	// still wants that value and no cause covers it, the function says
+	// why it is withheld: it did not reach the cloud. It is dropped once
+	// the pipeline wants another value or a cause lets the change through.
+	AnnotationAbandoned = "kausality.io/abandoned"
 	// AnnotationRequestedPolicies records, on a gated managed resource, the
 	// spec.managementPolicies the Composition's pipeline asked for before
 	// Kausality (a JSON array; absent: none, which means "*"). The gate is

@@ -78,6 +78,7 @@ var ProtectedAnnotations = []string{
 	v1alpha1.AnnotationApprovedGeneration,
 	v1alpha1.AnnotationApprovedBefore,
 	v1alpha1.AnnotationPrevious,
+	v1alpha1.AnnotationAbandoned,
 	v1alpha1.AnnotationRequestedPolicies,
 }
 

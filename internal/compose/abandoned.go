@@ -34,8 +34,10 @@ const errUnapplied = "its change did not reach the cloud before its gate closed;
 // new change that needs a cause. A value is used only where its hash is
 // what the approval holds: what the cloud has, as the gate last let it
 // through. It returns what is withheld this way, and the record's entries
-// still in flight.
+// still in flight; ch.abandoned becomes the record of abandoned changes
+// the resource keeps.
 func (r *run) revertAbandoned(it *item, ch *change) ([]withheld, mutation.Previous) {
+	ch.abandoned = keptAbandoned(ch.abandoned, it.desired, ch.passed)
 	prev, err := mutation.ParsePrevious(it.om.ann[v1alpha1.AnnotationPrevious])
 	if err != nil {
 		r.problem(errors.Wrapf(err, errFmtParsePrevious, v1alpha1.AnnotationPrevious, ref(it.observed)))
@@ -68,12 +70,59 @@ func (r *run) revertAbandoned(it *item, ch *change) ([]withheld, mutation.Previo
 				continue
 			}
 			ch.applied = withRecord(ch.applied, p, prev[p])
+			// What the abandoned change set, while the pipeline still
+			// wants it.
+			v, present := mutation.Value(it.observed, p)
+			if !present {
+				v = nil
+			}
+			if stillAbandonedValue(it.desired, p, v) {
+				if ch.abandoned == nil {
+					ch.abandoned = mutation.Previous{}
+				}
+				ch.abandoned[p] = v
+			}
 			m := changeAt(it.observed, p, prev[p])
 			reports = append(reports, withheldOf(it.dm, string(m.Verb), p, metrics.ReasonUnapplied, errUnapplied))
 			delete(out, p)
 		}
 	}
 	return reports, out
+}
+
+// keptAbandoned are the entries of the abandoned record rec the pipeline
+// still wants, in desired, and no change this run lets through (passed)
+// touches.
+func keptAbandoned(rec mutation.Previous, desired map[string]any, passed []mutation.Mutation) mutation.Previous {
+	out := maps.Clone(rec)
+	for p := range rec {
+		if passesUnder(passed, p) || !stillAbandoned(mutation.Previous{p: rec[p]}, desired, p) {
+			delete(out, p)
+		}
+	}
+	return out
+}
+
+// stillAbandoned reports whether the field at path p of desired, or a
+// field above or below it, holds the value an abandoned change of rec set
+// there.
+func stillAbandoned(rec mutation.Previous, desired map[string]any, p string) bool {
+	for q, v := range rec {
+		if (mutation.Under(p, q) || mutation.Under(q, p)) && stillAbandonedValue(desired, q, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// stillAbandonedValue reports whether desired holds v at path p (nil: has
+// nothing there).
+func stillAbandonedValue(desired map[string]any, p string, v any) bool {
+	cur, present := mutation.Value(desired, p)
+	if v == nil {
+		return !present
+	}
+	return present && maps.Equal(mutation.Record(p, cur, skipManaged), mutation.Record(p, v, skipManaged))
 }
 
 // recordPrevious is prev with, for each mutation ch lets through under an

@@ -19,10 +19,13 @@ import (
 // change's gate shut or ride along with one: the function answers the
 // instance with the class the cloud has, records it as what it let
 // through, and says why. Only a value the approval holds is taken, and a
-// change still in flight, or one applied, is left alone.
+// change still in flight, or one applied, is left alone. Until the
+// pipeline wants another class or a new cause lets the resize through, the
+// XR keeps saying why it is withheld (kausality.io/abandoned).
 func TestAbandonedChange(t *testing.T) {
 	const path = "spec.forProvider.instanceClass"
 	previous := func(class string) string { return `{"` + path + `":"` + class + `"}` }
+	const unapplied = "withheld Mutate " + path + ": its change did not reach the cloud"
 	live := allowance.Allowance{
 		Relation: v1alpha1.RelationExternal, Target: v1alpha1.Target{External: map[string]string{"kind": "RDSInstance", "provider": "provider-aws"}},
 		Verbs: []string{v1alpha1.VerbUpdate}, Generation: 3, Initiator: "hans@example.com",
@@ -37,9 +40,20 @@ func TestAbandonedChange(t *testing.T) {
 		wantClass    string
 		wantPrevious string // "" for none
 		wantWarning  string
+		// The class observed (and recorded as let through) and the one
+		// the pipeline wants; both db.t3.large when empty.
+		observedClass, desiredClass string
+		abandoned, wantAbandoned    string // records of abandoned changes, "" for none
+		caused                      bool   // the XR carries a new cause of the resize
 	}{
 		"Abandoned": {reason: "The resize's gate closed unapplied and the approval holds the small class again: the instance is answered with it, until a new cause.",
-			approvedAs: "db.t3.small", previous: previous("db.t3.small"), wantClass: "db.t3.small", wantWarning: "withheld Mutate " + path + ": its change did not reach the cloud"},
+			approvedAs: "db.t3.small", previous: previous("db.t3.small"), wantClass: "db.t3.small", wantWarning: unapplied, wantAbandoned: previous("db.t3.large")},
+		"StillSaid": {reason: "A run after the revert: the pipeline still wants the large class and nothing covers it, so the XR still says the resize did not reach the cloud.",
+			observedClass: "db.t3.small", approvedAs: "db.t3.small", abandoned: previous("db.t3.large"), wantClass: "db.t3.small", wantWarning: unapplied, wantAbandoned: previous("db.t3.large")},
+		"WantsAnother": {reason: "The pipeline now wants a medium class: that is a change of its own, withheld for want of a cause, and the abandoned record is dropped.",
+			observedClass: "db.t3.small", desiredClass: "db.t3.medium", approvedAs: "db.t3.small", abandoned: previous("db.t3.large"), wantClass: "db.t3.small", wantWarning: "withheld Mutate " + path + ": no "},
+		"NewCause": {reason: "A new allowance covers the resize: it goes through, and the abandoned record is dropped.",
+			observedClass: "db.t3.small", approvedAs: "db.t3.small", abandoned: previous("db.t3.large"), caused: true, wantClass: "db.t3.large", wantPrevious: previous("db.t3.small")},
 		"StillInFlight": {reason: "An allowance that may still open the gate ships the resize: it stays.",
 			approvedAs: "db.t3.small", previous: previous("db.t3.small"), allowances: []allowance.Allowance{live}, wantClass: "db.t3.large", wantPrevious: previous("db.t3.small")},
 		"Applied": {reason: "The approval holds the large class: the resize went through, and the record of what came before is dropped.",
@@ -49,17 +63,28 @@ func TestAbandonedChange(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			if tc.observedClass == "" {
+				tc.observedClass = "db.t3.large"
+			}
+			if tc.desiredClass == "" {
+				tc.desiredClass = "db.t3.large"
+			}
 			ann := map[string]string{
-				v1alpha1.AnnotationApplied:            appliedFor(t, "db.t3.large"),
+				v1alpha1.AnnotationApplied:            appliedFor(t, tc.observedClass),
 				v1alpha1.AnnotationApproved:           appliedFor(t, tc.approvedAs),
 				v1alpha1.AnnotationApprovedGeneration: "3",
 				v1alpha1.AnnotationPrevious:           tc.previous,
+				v1alpha1.AnnotationAbandoned:          tc.abandoned,
 			}
 			if tc.allowances != nil {
 				ann[v1alpha1.AnnotationAllowances] = allowance.Format(tc.allowances)
 			}
-			observed := observedRDS(t, "db.t3.large", 3, 3, ann, "[Observe, LateInitialize]")
-			rsp, err := newTestFunction().RunFunction(context.Background(), newRequest(t, xr(t, 2, 2, nil), observed, obj(t, rds("db.t3.large", "")), policyDB))
+			observed := observedRDS(t, tc.observedClass, 3, 3, ann, "[Observe, LateInitialize]")
+			var xrAnn map[string]string
+			if tc.caused {
+				xrAnn = map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}
+			}
+			rsp, err := newTestFunction().RunFunction(context.Background(), newRequest(t, xr(t, 2, 2, xrAnn), observed, obj(t, rds(tc.desiredClass, "")), policyDB))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,6 +96,9 @@ func TestAbandonedChange(t *testing.T) {
 			}
 			if got := u.GetAnnotations()[v1alpha1.AnnotationPrevious]; got != tc.wantPrevious {
 				t.Errorf("%s\n%s = %q, want %q", tc.reason, v1alpha1.AnnotationPrevious, got, tc.wantPrevious)
+			}
+			if got := u.GetAnnotations()[v1alpha1.AnnotationAbandoned]; got != tc.wantAbandoned {
+				t.Errorf("%s\n%s = %q, want %q", tc.reason, v1alpha1.AnnotationAbandoned, got, tc.wantAbandoned)
 			}
 			applied, err := mutation.ParseApplied(u.GetAnnotations()[v1alpha1.AnnotationApplied])
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
+	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/mutation"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
@@ -52,6 +53,9 @@ type change struct {
 	// still in flight after this run (revertAbandoned), before what it
 	// lets through is added (recordPrevious).
 	previous mutation.Previous
+	// abandoned is the resource's record of changes abandoned on it, as
+	// stored; revertAbandoned works out what it records after this run.
+	abandoned mutation.Previous
 }
 
 // body is the spec this change answers the resource with.
@@ -157,6 +161,10 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	if err != nil {
 		problems = append(problems, errors.Wrapf(err, errFmtParseApplied, v1alpha1.AnnotationApplied, ref(observed)).Error())
 	}
+	abandoned, err := mutation.ParsePrevious(om.ann[v1alpha1.AnnotationAbandoned])
+	if err != nil {
+		problems = append(problems, errors.Wrapf(err, errFmtParseAbandoned, v1alpha1.AnnotationAbandoned, ref(observed)).Error())
+	}
 	// What the pipeline wants, before anything is withheld, is what the
 	// applied record remembers for the fields let through.
 	prefix, want := content(dm.child, desired)
@@ -207,6 +215,11 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 			ch.reports = append(ch.reports, w)
 			ch.passed = append(ch.passed, m)
 		default:
+			if stillAbandoned(abandoned, desired, m.Path) {
+				// Its cause was spent on it already: say so, not only
+				// that none is left.
+				d.code, d.reason = metrics.ReasonUnapplied, errUnapplied
+			}
 			ch.reports = append(ch.reports, withheldOf(dm, string(m.Verb), m.Path, d.code, d.reason))
 			withheld = append(withheld, m)
 		}
@@ -214,7 +227,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	if err := keepObserved(dm.child, observed, desired, withheld, &ch); err != nil {
 		problems = append(problems, err.Error())
 	}
-	ch.wanted, ch.withheld, ch.owned, ch.owns = wanted, withheld, applied, owns
+	ch.wanted, ch.withheld, ch.owned, ch.owns, ch.abandoned = wanted, withheld, applied, owns, abandoned
 	return ch, problems
 }
 

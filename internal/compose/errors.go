@@ -26,6 +26,7 @@ const (
 	errFmtParseAllowancesGateClosed     = "cannot parse annotation %s on %s; its gate stays closed"
 	errFmtParseAnnotation               = "cannot parse annotation %s on %s"
 	errFmtParseApplied                  = "cannot parse annotation %s on %s; treating every change as propagation"
+	errFmtParseAbandoned                = "cannot parse annotation %s on %s; a change abandoned on it is reported as any other withheld change"
 	errFmtParsePrevious                 = "cannot parse annotation %s on %s; no change abandoned on it is answered with the value the cloud has"
 	errFmtSetPrevious                   = "cannot answer %s with the value %s had before its abandoned change"
 	errFmtParseNamespaceFreeze          = "cannot parse annotation %s on Namespace %s; treating it as frozen"

@@ -116,6 +116,11 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 			cfg.Requested = []string{}
 			cfg.RequestedErr = errors.Wrapf(cfg.RequestedErr, "the pipeline's desired %s", ref(it.desired))
 		}
+		if len(ch.abandoned) > 0 {
+			ann[v1alpha1.AnnotationAbandoned] = ch.abandoned.String()
+		} else {
+			delete(ann, v1alpha1.AnnotationAbandoned) // no step may forge one
+		}
 		if cfg.Requested != nil {
 			ann[v1alpha1.AnnotationRequestedPolicies] = gate.FormatRequested(cfg.Requested)
 		} else {

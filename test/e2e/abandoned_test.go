@@ -62,6 +62,21 @@ func TestV2ExpiredChangeDoesNotBlockTheNext(t *testing.T) {
 		return size == 1 && slices.Equal(gate(b), controlplane.ClosedGate) && c.Status == "False" && strings.Contains(c.Message, "did not reach the cloud"),
 			fmt.Sprintf("size %d — %s", size, cp.DescribeStore(ctx, key))
 	})
+	// It keeps saying so while Alice's resize is still wanted and nothing
+	// covers it, not only in the run that answered the bucket back: the
+	// provider's status write of the answered bucket makes Crossplane run
+	// the pipeline again.
+	fixture.Eventually(t, settleTimeout, "the provider synced the answered data bucket", func() (bool, string) {
+		b := storeBuckets(t, key)["data"]
+		c := controlplane.Condition(b, "Synced")
+		return c.Status == "True" && c.ObservedGeneration == b.GetGeneration(), cp.DescribeStore(ctx, key)
+	})
+	time.Sleep(5 * controlplane.Poll)
+	if xr, err := cp.Object(ctx, controlplane.StoreGVK, key); err != nil || xr == nil {
+		t.Fatalf("read the XStore: %v", err)
+	} else if c := controlplane.Condition(xr, v1alpha1.ConditionAllowed); c.Status != "False" || !strings.Contains(c.Message, "did not reach the cloud") {
+		t.Errorf("a while after the resize expired the XStore says %s %q, want that it did not reach the cloud", c.Status, c.Message)
+	}
 	if got := counts(data); got != [3]int{1, 0, 0} {
 		t.Fatalf("data bucket calls while the cloud refused = %v, want only its creation", got)
 	}
