@@ -153,7 +153,11 @@ var corpusOnce = sync.OnceValue(installCorpus)
 func installCorpus() error {
 	ctx := context.Background()
 	// The public pipelines' examples beside the five (app, access-keys,
-	// eks) have scenarios of their own.
+	// eks) have scenarios of their own. lb-controller is not run here:
+	// it composes provider-helm's Release and an XPodIdentity, which the
+	// recording provider does not serve; its pattern (a value raised
+	// during the creation, withheld after it) runs on real core as
+	// TestV2ValueRaisedDuringCreation (testdata/v2/raised.yaml).
 	var crds []string
 	for _, c := range corpusCases {
 		if err := cp.ApplyFile(ctx, filepath.Join(corpusDir, c.dir, "xrd.yaml")); err != nil {

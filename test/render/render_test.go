@@ -510,6 +510,7 @@ func TestBehaviour(t *testing.T) {
 	// patch-and-transform one does: the same checks hold.
 	checks["app/5-create-go-templating"] = checks["app/1-create"]
 	checks["app/6-allowed-image-go-templating"] = checks["app/2-allowed-image"]
+	maps.Copy(checks, lbControllerChecks)
 	for _, c := range allCases(t) {
 		check, ok := checks[c.ID()]
 		if !ok {
