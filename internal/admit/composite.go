@@ -111,7 +111,7 @@ func ParentFor(claim, old, xr *unstructured.Unstructured, child policy.Child) (*
 		oldObj = old.Object
 	}
 	changed := mutation.Diff("spec", oldSpec, xr.Object["spec"], mutation.WithSkip(CrossplaneField))
-	if _, claimed, _ := unstructured.NestedMap(xr.Object, "spec", "claimRef"); claimed || IsClaim(claim.Object) {
+	if _, claimed, _ := unstructured.NestedMap(xr.Object, "spec", "claimRef"); claimed || policy.IsClaim(claim.Object) {
 		as = allowance.Unconsumed(as, claim.Object)
 	} else {
 		as = allowance.UncomposedFor(allowance.OnComposite(as, claim.Object), oldObj)
@@ -181,29 +181,4 @@ func Composed(xr *unstructured.Unstructured) []*unstructured.Unstructured {
 		}
 	}
 	return out
-}
-
-// IsClaim reports whether obj is a Claim, by its shape: it points at its
-// composite (spec.resourceRef), which no composite does.
-func IsClaim(obj map[string]any) bool {
-	spec, _ := obj["spec"].(map[string]any)
-	_, ok := spec["resourceRef"].(map[string]any)
-	return ok
-}
-
-// IsComposite reports whether obj, not a Claim, is a composite, by the
-// fields Crossplane gives every XR (spec.crossplane in v2; a composition
-// reference, selector or revision reference in the legacy shape), for when
-// no policy tells.
-func IsComposite(obj map[string]any) bool {
-	if IsClaim(obj) {
-		return false
-	}
-	spec, _ := obj["spec"].(map[string]any)
-	for _, f := range []string{"crossplane", "compositionRef", "compositionSelector", "compositionRevisionRef"} {
-		if _, ok := spec[f]; ok {
-			return true
-		}
-	}
-	return false
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
@@ -23,7 +22,7 @@ import (
 // gated reports whether the resource's gate is Kausality's: not while it
 // is audited.
 func (r *run) gated(m childMeta) bool {
-	return m.child.Class.Gated() && !admit.IsComposite(m.obj.Object) && !admit.IsClaim(m.obj.Object) && r.rulesOf(m.child).external && !r.audited(m)
+	return m.child.Class.Gated() && !policy.IsComposite(m.obj.Object) && !policy.IsClaim(m.obj.Object) && r.rulesOf(m.child).external && !r.audited(m)
 }
 
 // audited reports whether the resource is in Audit mode (policy.ManagedMode,

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/internal/admit"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
@@ -208,7 +207,7 @@ func (r *run) overdue(dm childMeta) withheld {
 // its kind, so nothing Kausality does holds its changes back, and the XR
 // must say so rather than look protected.
 func (r *run) noteUnrestricted(dm childMeta) {
-	if dm.child.Class != policy.ClassManaged || admit.IsComposite(dm.obj.Object) || admit.IsClaim(dm.obj.Object) || len(r.set.Names()) == 0 {
+	if dm.child.Class != policy.ClassManaged || policy.IsComposite(dm.obj.Object) || policy.IsClaim(dm.obj.Object) || len(r.set.Names()) == 0 {
 		return
 	}
 	line := fmt.Sprintf("%s (%s %s) is a managed resource of a kind no AllowancePolicy for %s names (%s): Kausality does not gate it, so its changes reach the cloud without a cause; add its kind to a policy (kubectl kausality policy derive, policy check)",

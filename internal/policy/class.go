@@ -109,3 +109,28 @@ func Body(obj map[string]any) map[string]any {
 	}
 	return out
 }
+
+// IsClaim reports whether obj is a Claim, by its shape: it points at its
+// composite (spec.resourceRef), which no composite does.
+func IsClaim(obj map[string]any) bool {
+	spec, _ := obj["spec"].(map[string]any)
+	_, ok := spec["resourceRef"].(map[string]any)
+	return ok
+}
+
+// IsComposite reports whether obj, not a Claim, is a composite, by the
+// fields Crossplane gives every XR (spec.crossplane in v2; a composition
+// reference, selector or revision reference in the legacy shape), for when
+// no policy tells.
+func IsComposite(obj map[string]any) bool {
+	if IsClaim(obj) {
+		return false
+	}
+	spec, _ := obj["spec"].(map[string]any)
+	for _, f := range []string{"crossplane", "compositionRef", "compositionSelector", "compositionRevisionRef"} {
+		if _, ok := spec[f]; ok {
+			return true
+		}
+	}
+	return false
+}

@@ -89,7 +89,7 @@ func (h *Deletion) Handle(ctx context.Context, req admission.Request) admission.
 	if (req.DryRun != nil && *req.DryRun) || h.Kube == nil {
 		return admission.Allowed("")
 	}
-	if orphaning(req) && !admit.IsClaim(old.Object) {
+	if orphaning(req) && !policy.IsClaim(old.Object) {
 		// The garbage collector keeps what the composite composed: a
 		// Delete gate opened now would outlive the deletion it was for,
 		// and let anyone who may delete the kept resource delete its

@@ -121,12 +121,12 @@ func Frozen(ctx context.Context, r client.Reader, mr *unstructured.Unstructured)
 	// XRs), and a legacy composite's Claim.
 	for p, depth := xr, 0; p != nil && depth < maxDepth; depth++ {
 		if by, _ := allowance.FrozenBy(p.GetAnnotations()); by != "" {
-			if p.GetNamespace() != "" && p.GetNamespace() != mr.GetNamespace() || admit.IsClaim(p.Object) {
+			if p.GetNamespace() != "" && p.GetNamespace() != mr.GetNamespace() || policy.IsClaim(p.Object) {
 				return fmt.Sprintf("%s on %s %s/%s", by, p.GetKind(), p.GetNamespace(), p.GetName()), nil
 			}
 			return fmt.Sprintf("%s on %s %s", by, p.GetKind(), p.GetName()), nil
 		}
-		if admit.IsClaim(p.Object) {
+		if policy.IsClaim(p.Object) {
 			break
 		}
 		if p, err = Parent(ctx, r, p); err != nil {

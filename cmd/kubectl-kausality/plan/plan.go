@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kausality-io/kausality-crossplane/internal/admit"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/internal/preview"
 )
 
@@ -113,7 +113,7 @@ func Build(ctx context.Context, o Options) (preview.Plan, error) {
 	in.Notes = append(in.Notes, cluster.notes...)
 
 	xr := dr.result
-	if admit.IsClaim(dr.result.Object) {
+	if policy.IsClaim(dr.result.Object) {
 		var sim *preview.Admission
 		var notes []string
 		xr, sim, notes, err = syncClaim(ctx, o, dr.live, dr.result, cluster.policies)

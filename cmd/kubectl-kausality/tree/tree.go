@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kausality-io/kausality-crossplane/internal/admit"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/internal/report"
 )
 
@@ -40,14 +41,14 @@ type Node struct {
 // Unstructured is the object as read.
 func (n *Node) Unstructured() *unstructured.Unstructured { return n.obj }
 
-// RoleOf says what obj is in a chain, from its shape (admit.IsClaim,
-// admit.IsComposite): a Claim points at its composite, a composite has
+// RoleOf says what obj is in a chain, from its shape (policy.IsClaim,
+// policy.IsComposite): a Claim points at its composite, a composite has
 // Crossplane's fields, everything else is managed.
 func RoleOf(obj *unstructured.Unstructured) report.Role {
 	switch {
-	case admit.IsClaim(obj.Object):
+	case policy.IsClaim(obj.Object):
 		return report.RoleClaim
-	case admit.IsComposite(obj.Object):
+	case policy.IsComposite(obj.Object):
 		return report.RoleComposite
 	}
 	return report.RoleManaged
