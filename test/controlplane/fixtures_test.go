@@ -85,9 +85,10 @@ func TestFixturesDoNotOverwriteEachOther(t *testing.T) {
 }
 
 // TestReadmeInstall: the README's install block is what the suite runs,
-// and it installs Kausality's packages under the names the suite, the
-// Compositions and package/install expect, with the runtime configuration
-// the install manifest defines.
+// each command one it knows how to run, and it installs Kausality's
+// packages under the names the suite, the Compositions and
+// package/install expect, with the runtime configuration the install
+// manifest defines.
 func TestReadmeInstall(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
@@ -100,6 +101,9 @@ func TestReadmeInstall(t *testing.T) {
 	var got []string
 	for _, c := range cmds {
 		got = append(got, strings.Join(c, " "))
+		if ReadmeCommand(c) == "" {
+			t.Errorf("the suite does not know how to run the README's %q", strings.Join(c, " "))
+		}
 	}
 	want := []string{
 		"crossplane xpkg install function <registry>/function-kausality:<tag> " + FunctionKausality,

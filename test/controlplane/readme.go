@@ -93,10 +93,50 @@ func (c *ControlPlane) installFromReadme(ctx context.Context) error {
 	return nil
 }
 
-// runReadmeCommand runs one command of the README's install.
-func (c *ControlPlane) runReadmeCommand(ctx context.Context, words []string, kubeconfig string) error {
+// readmeKind is a kind of command the README's install may hold, by how
+// the suite runs it.
+type readmeKind int
+
+const (
+	readmeUnknown readmeKind = iota
+	readmeMakeXpkg
+	readmeCrossplane
+	readmeApply
+)
+
+// kindOf is how the suite runs words, a command of the README's install.
+func kindOf(words []string) readmeKind {
 	switch {
 	case len(words) == 2 && words[0] == "make" && words[1] == "xpkg":
+		return readmeMakeXpkg
+	case len(words) > 2 && words[0] == "crossplane" && words[1] == "xpkg" && (words[2] == "push" || words[2] == "install"):
+		return readmeCrossplane
+	case len(words) == 4 && words[0] == "kubectl" && words[1] == "apply" && words[2] == "-f":
+		return readmeApply
+	}
+	return readmeUnknown
+}
+
+// ReadmeCommand says how the suite runs words, a command of the README's
+// install, or "" when it does not know the command. The doc tests
+// (cmd/kubectl-kausality) count a README command as run only when this
+// names how, so the two cannot drift apart.
+func ReadmeCommand(words []string) string {
+	switch kindOf(words) {
+	case readmeMakeXpkg:
+		return "make e2e and make test build the packages first (their xpkg prerequisite); the suite checks they are there"
+	case readmeCrossplane:
+		return "the scenario suite runs it with the pinned crossplane CLI (test/controlplane/readme.go)"
+	case readmeApply:
+		return "the scenario suite applies the file as kubectl apply -f does (test/controlplane/readme.go)"
+	}
+	return ""
+}
+
+// runReadmeCommand runs one command of the README's install.
+func (c *ControlPlane) runReadmeCommand(ctx context.Context, words []string, kubeconfig string) error {
+	switch kindOf(words) {
+	case readmeMakeXpkg:
 		for _, p := range packages {
 			if p.readme {
 				if _, err := os.Stat(filepath.Join(c.Root, "_output", p.file)); err != nil {
@@ -105,7 +145,7 @@ func (c *ControlPlane) runReadmeCommand(ctx context.Context, words []string, kub
 			}
 		}
 		return nil
-	case len(words) > 2 && words[0] == "crossplane" && words[1] == "xpkg" && (words[2] == "push" || words[2] == "install"):
+	case readmeCrossplane:
 		args := slices.Clone(words[1:])
 		if i := slices.Index(args, "-f"); words[2] == "push" && i >= 0 && i+1 < len(args) {
 			// An earlier release's package, where the control plane runs one.
@@ -120,7 +160,7 @@ func (c *ControlPlane) runReadmeCommand(ctx context.Context, words []string, kub
 			return errors.Wrapf(err, "%s", out)
 		}
 		return nil
-	case len(words) == 4 && words[0] == "kubectl" && words[1] == "apply" && words[2] == "-f":
+	case readmeApply:
 		// The install manifest is the provider's: its release's.
 		return c.ApplyFile(ctx, filepath.Join(c.sources.ProviderSource, words[3]))
 	}
