@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -32,6 +35,10 @@ type tokens struct {
 	mu sync.Mutex
 	n  map[string]int // XR name → tokens
 	ev map[string]int // "XR/kind/resource" → events
+	// last is each object's previous state and writes what each update
+	// changed, per XR, so the log says which write each event was.
+	last   map[string]*unstructured.Unstructured
+	writes map[string][]string
 }
 
 // watch counts the events of gvk's objects in ns until ctx ends, charging
@@ -65,6 +72,11 @@ func (tk *tokens) watch(ctx context.Context, t *testing.T, gvk schema.GroupVersi
 			tk.mu.Lock()
 			tk.n[owner] += cost
 			tk.ev[owner+"/"+what]++
+			key := u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
+			if prev := tk.last[key]; prev != nil && e.Type == watch.Modified {
+				tk.writes[owner] = append(tk.writes[owner], what+": "+changed(prev, u))
+			}
+			tk.last[key] = u
 			tk.mu.Unlock()
 		}
 	}()
@@ -84,6 +96,104 @@ func (tk *tokens) take(xr string) (int, map[string]int) {
 	}
 	delete(tk.n, xr)
 	return n, ev
+}
+
+// takeWrites returns what each update counted for xr changed, and starts
+// over.
+func (tk *tokens) takeWrites(xr string) []string {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	w := tk.writes[xr]
+	delete(tk.writes, xr)
+	return w
+}
+
+// changed names what differs between two states of an object: the
+// top-level spec fields, the kausality.io and crossplane.io annotations,
+// the status conditions and the field managers whose entries changed.
+func changed(a, b *unstructured.Unstructured) string {
+	var out []string
+	as, _, _ := unstructured.NestedMap(a.Object, "spec")
+	bs, _, _ := unstructured.NestedMap(b.Object, "spec")
+	for k := range union(as, bs) {
+		if !equality.Semantic.DeepEqual(as[k], bs[k]) {
+			out = append(out, "spec."+k)
+		}
+	}
+	aa, ba := a.GetAnnotations(), b.GetAnnotations()
+	for k := range union(aa, ba) {
+		if aa[k] != ba[k] {
+			out = append(out, "annotation "+k)
+		}
+	}
+	ac, _, _ := unstructured.NestedSlice(a.Object, "status", "conditions")
+	bc, _, _ := unstructured.NestedSlice(b.Object, "status", "conditions")
+	if !equality.Semantic.DeepEqual(ac, bc) {
+		out = append(out, "conditions "+conditionsChanged(ac, bc))
+	}
+	am, bm := managers(a), managers(b)
+	for k := range union(am, bm) {
+		if am[k] != bm[k] {
+			out = append(out, "by "+k)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
+// conditionsChanged names the conditions that differ between a and b, with
+// what they became.
+func conditionsChanged(a, b []any) string {
+	byType := func(cs []any) map[string]map[string]any {
+		out := map[string]map[string]any{}
+		for _, c := range cs {
+			if m, ok := c.(map[string]any); ok {
+				out[fmt.Sprint(m["type"])] = m
+			}
+		}
+		return out
+	}
+	am, bm := byType(a), byType(b)
+	var out []string
+	for t := range union(am, bm) {
+		if !equality.Semantic.DeepEqual(am[t], bm[t]) {
+			var what []string
+			for k := range union(am[t], bm[t]) {
+				if !equality.Semantic.DeepEqual(am[t][k], bm[t][k]) {
+					what = append(what, k)
+				}
+			}
+			slices.Sort(what)
+			msg := fmt.Sprint(bm[t]["message"])
+			if len(msg) > 100 {
+				msg = msg[:100] + "…"
+			}
+			out = append(out, fmt.Sprintf("%s=%v(%s %q)", t, bm[t]["status"], strings.Join(what, "+"), msg))
+		}
+	}
+	slices.Sort(out)
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+// managers are an object's field managers (manager, operation and
+// subresource) with the time of their last write.
+func managers(u *unstructured.Unstructured) map[string]string {
+	out := map[string]string{}
+	for _, m := range u.GetManagedFields() {
+		out[m.Manager+"/"+string(m.Operation)+"/"+m.Subresource] = m.Time.String() + string(m.FieldsV1.Raw)
+	}
+	return out
+}
+
+func union[V any](a, b map[string]V) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
 }
 
 // TestV2CircuitBreakerBudget measures, side by side in one run, what
@@ -109,7 +219,7 @@ func TestV2CircuitBreakerBudget(t *testing.T) {
 	plainComp := gatedComp + "-plain"
 	applyWithoutKausality(t, filepath.Join(v2Dir, "composition.yaml"), plainComp)
 
-	tk := &tokens{n: map[string]int{}, ev: map[string]int{}}
+	tk := &tokens{n: map[string]int{}, ev: map[string]int{}, last: map[string]*unstructured.Unstructured{}, writes: map[string][]string{}}
 	for _, ns := range []string{gatedNS, plainNS} {
 		tk.watch(ctx, t, controlplane.MBucketGVK, "buckets", ns, false)
 		tk.watch(ctx, t, controlplane.StoreGVK, "xstores", ns, true)
@@ -142,7 +252,7 @@ func TestV2CircuitBreakerBudget(t *testing.T) {
 	for _, x := range xs {
 		n, ev := tk.take(x.key.String())
 		created[x.what] = n
-		t.Logf("creation of the XStore %s: %d breaker tokens (events %v)", x.what, n, ev)
+		t.Logf("creation of the XStore %s: %d breaker tokens (events %v); updates:\n  %s", x.what, n, ev, strings.Join(tk.takeWrites(x.key.String()), "\n  "))
 	}
 
 	resized := map[string]int{}
@@ -176,7 +286,7 @@ func TestV2CircuitBreakerBudget(t *testing.T) {
 	time.Sleep(3 * controlplane.Poll)
 	for _, x := range xs {
 		n, ev := tk.take(x.key.String())
-		t.Logf("resize of the XStore %s: reached the cloud after %s, %d breaker tokens (events %v)", x.what, took[x.what].Round(10*time.Millisecond), n, ev)
+		t.Logf("resize of the XStore %s: reached the cloud after %s, %d breaker tokens (events %v); updates:\n  %s", x.what, took[x.what].Round(10*time.Millisecond), n, ev, strings.Join(tk.takeWrites(x.key.String()), "\n  "))
 		if took[x.what] == 0 {
 			t.Errorf("the resize of the XStore %s did not reach the cloud within %s", x.what, settleTimeout)
 		}
