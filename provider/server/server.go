@@ -165,7 +165,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		// within it (e2e TestReplicasLeaderStopped), not controller-runtime's
 		// default two seconds. One GET of one Lease per waiting replica.
 		RetryPeriod:   ptr.To(leaderRetryPeriod),
-		WebhookServer: webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir}),
+		WebhookServer: newWebhookServer(o.WebhookHost, o.WebhookPort, o.CertDir),
 		// The gate controller reads managed resources (unstructured) from
 		// the cache too; controller-runtime would otherwise read them from
 		// the API server and cache them for nothing.
