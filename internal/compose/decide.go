@@ -98,8 +98,10 @@ type item struct {
 	// back, so it exists in Kubernetes behind a closed gate and not yet in
 	// the cloud.
 	pendingCreate *allowance.Allowance
-	// problems are its malformed annotations, one line each, for the XR's
-	// report; each is resolved towards withholding.
+	// problems are the malformed input deciding it met, one line each, for
+	// the XR's report; each is resolved towards withholding. What the
+	// run's shared lookups met first (its logic record, a roll-out's
+	// blockers and turn), then its own annotations.
 	problems []string
 }
 
@@ -118,25 +120,25 @@ func (r *run) decide(resName string, observed, desired map[string]any) *item {
 		}
 	}
 	if observed == nil {
-		it.ch, it.ok = r.create(it.dm, desired)
+		it.ch, it.ok, it.problems = r.create(it.dm, desired)
 		return it
 	}
-	var problems []string
-	it.ch, problems = r.update(it.dm, it.om, observed, desired, it.have)
-	it.problems = append(it.problems, problems...)
+	ch, lookups, problems := r.update(it.dm, it.om, observed, desired, it.have)
+	it.ch, it.problems = ch, slices.Concat(lookups, it.problems, problems)
 	it.pendingCreate = pendingCreate(it.have)
 	return it
 }
 
-// create decides a resource the pipeline wants and that does not exist yet.
-func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
+// create decides a resource the pipeline wants and that does not exist
+// yet. It returns what deciding it could not read (decision.problems).
+func (r *run) create(dm childMeta, desired map[string]any) (_ change, ok bool, problems []string) {
 	prefix, value := content(dm.child, desired)
 	d := r.permitAdded(dm.child)
 	var reports []withheld
 	if !d.ok {
 		w := withheldOf(dm, v1alpha1.VerbCreate, "", d.code, d.reason)
 		if !r.log {
-			return change{reports: []withheld{w}}, false
+			return change{reports: []withheld{w}}, false, d.problems
 		}
 		w.logOnly, w.audit = true, r.audit
 		reports = append(reports, w)
@@ -149,22 +151,16 @@ func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
 		upgrade:  d.upgrade,
 		creation: d.creation,
 		applied:  mutation.Record(prefix, value, skipManaged),
-	}, true
+	}, true, d.problems
 }
 
 // update decides each mutation from observed to desired, keeps the observed
 // value of those withheld, and records what was let through. It returns
-// the malformed input it met, one line each.
-func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []allowance.Allowance) (change, []string) {
-	var problems []string
-	applied, err := mutation.ParseApplied(om.ann[v1alpha1.AnnotationApplied])
-	if err != nil {
-		problems = append(problems, errors.Wrapf(err, errFmtParseApplied, v1alpha1.AnnotationApplied, ref(observed)).Error())
-	}
-	abandoned, err := mutation.ParsePrevious(om.ann[v1alpha1.AnnotationAbandoned])
-	if err != nil {
-		problems = append(problems, errors.Wrapf(err, errFmtParseAbandoned, v1alpha1.AnnotationAbandoned, ref(observed)).Error())
-	}
+// the malformed input it met, one line each: lookups, what the run's
+// shared lookups met (upgradeOf, decision.problems), and problems, what
+// the resource itself holds.
+func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []allowance.Allowance) (_ change, lookups, problems []string) {
+	applied, abandoned, problems := records(om.ann, observed)
 	// What the pipeline wants, before anything is withheld, is what the
 	// applied record remembers for the fields let through.
 	prefix, want := content(dm.child, desired)
@@ -177,7 +173,10 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	wanted := mutation.Record(prefix, want, skipManaged)
 	var ch change
 	var withheld []mutation.Mutation
-	up := r.upgradeOf(om.ann)
+	up, err := r.upgradeOf(om.ann)
+	if err != nil {
+		lookups = append(lookups, err.Error())
+	}
 	owns := applied.Owner()
 	opts := []mutation.DiffOption{mutation.WithOwned(owns), mutation.WithSkip(skipManaged)}
 	if policy.BuiltIn(dm.child.APIGroup) {
@@ -186,6 +185,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	for _, m := range mutation.Diff(prefix, was, want, opts...) {
 		v, present := mutation.Value(desired, m.Path)
 		d := r.permitMutation(dm.child, om.from, m, applied.Unchanged(m.Path, v, present), up)
+		lookups = append(lookups, d.problems...)
 		if !d.ok {
 			if p := pendingCovering(have, m, v, present); p != nil {
 				// Its chain, up to the XR, is what the trace continues.
@@ -228,7 +228,22 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 		problems = append(problems, err.Error())
 	}
 	ch.wanted, ch.withheld, ch.owned, ch.owns, ch.abandoned = wanted, withheld, applied, owns, abandoned
-	return ch, problems
+	return ch, lookups, problems
+}
+
+// records are the records of what was let through to a composed resource
+// (kausality.io/applied) and of the changes abandoned on it, as its
+// annotations ann hold them, and those it could not read.
+func records(ann map[string]string, observed map[string]any) (applied mutation.Applied, abandoned mutation.Previous, problems []string) {
+	applied, err := mutation.ParseApplied(ann[v1alpha1.AnnotationApplied])
+	if err != nil {
+		problems = append(problems, errors.Wrapf(err, errFmtParseApplied, v1alpha1.AnnotationApplied, ref(observed)).Error())
+	}
+	abandoned, err = mutation.ParsePrevious(ann[v1alpha1.AnnotationAbandoned])
+	if err != nil {
+		problems = append(problems, errors.Wrapf(err, errFmtParseAbandoned, v1alpha1.AnnotationAbandoned, ref(observed)).Error())
+	}
+	return applied, abandoned, problems
 }
 
 // keepObserved makes ch's spec (content, for a kind of c) desired's with

@@ -151,7 +151,7 @@ func (f *Function) runFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 
 	now := f.now().UTC()
 	run := &run{compiled: f.compiled, metrics: f.metrics, loaded: loaded{cfg: cfg, now: now, stampedAt: allowance.Timestamp(now), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}}}
-	run.load(req, observed)
+	run.problems = run.load(req, observed)
 	run.rolloutRequirements(rsp.Requirements)
 
 	out, items := run.decideAll(observed, desired)

@@ -66,7 +66,8 @@ func (r *run) pace(items []*item) []pacing {
 		return nil
 	}
 	vars := map[string]any{rollout.VarXR: policy.CELView(r.xr.Object), rollout.VarNow: r.now, rollout.VarObject: nil}
-	blocked := r.checkBlockers(p, vars)
+	blocked, problems := r.checkBlockers(p, vars)
+	r.problems = append(r.problems, problems...)
 	cel, inColl := r.collect(p, items, vars)
 	var out []pacing
 	for _, it := range items {
@@ -179,14 +180,14 @@ func (r *run) heldBack(it *item) change {
 }
 
 // checkBlockers puts each blocker, as load read it, into vars and names
-// the first that blocks now, or "".
-func (r *run) checkBlockers(p *plan, vars map[string]any) string {
-	why := ""
+// the first that blocks now, or "". It returns the blockers it could not
+// read or evaluate.
+func (r *run) checkBlockers(p *plan, vars map[string]any) (why string, problems []string) {
 	for _, b := range p.blockers {
 		read := r.blockers[p.prefix+b.Name]
 		objs, err := read.objs, read.err
 		if err != nil {
-			r.problem(errors.Wrapf(err, errFmtReadBlocker, b.Name))
+			problems = append(problems, errors.Wrapf(err, errFmtReadBlocker, b.Name).Error())
 			if why == "" {
 				why = fmt.Sprintf("blocker %s cannot be read", b.Name)
 			}
@@ -206,7 +207,7 @@ func (r *run) checkBlockers(p *plan, vars map[string]any) string {
 		vars[rollout.VarObject] = nil
 		switch {
 		case err != nil:
-			r.problem(errors.Wrapf(err, errFmtEvaluateWhenBlocker, b.Name))
+			problems = append(problems, errors.Wrapf(err, errFmtEvaluateWhenBlocker, b.Name).Error())
 			why = fmt.Sprintf("blocker %s (%s %s) exists and its when failed to evaluate", b.Name, b.Kind, b.MatchName)
 		case v.OK:
 			why = fmt.Sprintf("blocker %s (%s %s) exists", b.Name, b.Kind, b.MatchName)
@@ -215,7 +216,7 @@ func (r *run) checkBlockers(p *plan, vars map[string]any) string {
 			}
 		}
 	}
-	return why
+	return why, problems
 }
 
 // memberState is a composed resource's updated() and ready(): updated
