@@ -33,18 +33,17 @@ const errUnapplied = "its change did not reach the cloud before its gate closed;
 // records that value as the one let through, so the pipeline's value is a
 // new change that needs a cause. A value is used only where its hash is
 // what the approval holds: what the cloud has, as the gate last let it
-// through. It returns what is withheld this way, and the record's entries
-// still in flight; ch.abandoned becomes the record of abandoned changes
-// the resource keeps.
-func (r *run) revertAbandoned(it *item, ch *change) ([]withheld, mutation.Previous) {
+// through. It returns what is withheld this way, the record's entries
+// still in flight, and the malformed input it met; ch.abandoned becomes
+// the record of abandoned changes the resource keeps.
+func (r *run) revertAbandoned(it *item, ch *change) (reports []withheld, inFlight mutation.Previous, problems []string) {
 	ch.abandoned = keptAbandoned(ch.abandoned, it.desired, ch.passed)
 	prev, err := mutation.ParsePrevious(it.om.ann[v1alpha1.AnnotationPrevious])
 	if err != nil {
-		r.problem(errors.Wrapf(err, errFmtParsePrevious, v1alpha1.AnnotationPrevious, ref(it.observed)))
-		return nil, nil
+		return nil, nil, []string{errors.Wrapf(err, errFmtParsePrevious, v1alpha1.AnnotationPrevious, ref(it.observed)).Error()}
 	}
 	if len(prev) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	approval := gate.ApprovalOf(it.observed).Spec
 	spec := gate.SpecRecord(it.observed)
@@ -54,7 +53,6 @@ func (r *run) revertAbandoned(it *item, ch *change) ([]withheld, mutation.Previo
 	prog := allowance.ProgressOf(it.observed)
 	synced := prog.Reconciled && prog.HasApproved && prog.Observed >= prog.Approved
 	out := maps.Clone(prev)
-	var reports []withheld
 	for _, p := range slices.Sorted(maps.Keys(prev)) {
 		approved, now := under(approval, p), under(spec, p)
 		switch {
@@ -66,7 +64,7 @@ func (r *run) revertAbandoned(it *item, ch *change) ([]withheld, mutation.Previo
 			// Approved and not yet synced: the gate decides.
 		case maps.Equal(mutation.Record(p, prev[p], skipManaged), approved):
 			if err := ch.setSpec(it.desired, p, prev[p]); err != nil {
-				r.problem(err)
+				problems = append(problems, err.Error())
 				continue
 			}
 			ch.applied = withRecord(ch.applied, p, prev[p])
@@ -87,7 +85,7 @@ func (r *run) revertAbandoned(it *item, ch *change) ([]withheld, mutation.Previo
 			delete(out, p)
 		}
 	}
-	return reports, out
+	return reports, out, problems
 }
 
 // keptAbandoned are the entries of the abandoned record rec the pipeline

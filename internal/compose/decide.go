@@ -41,7 +41,7 @@ type change struct {
 	held    []mutation.Mutation
 	pending map[string]string
 	// reports are the changes it withholds (or, in Log mode, would have
-	// withheld), as the XR reports them; decideAll adds them to the run's.
+	// withheld), as the XR reports them (decideAll gathers them).
 	reports []withheld
 	// rewritten: this run kept observed values in the spec. spec is that
 	// spec, a copy (the pipeline's desired resource is never edited), and

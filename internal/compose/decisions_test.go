@@ -16,8 +16,7 @@ import (
 
 // TestDeleted: the decision about a composed resource the pipeline dropped
 // is a value: whether Crossplane may delete it, what is kept (as observed,
-// its gate closed), and what is reported; deciding changes nothing on the
-// run's reports.
+// its gate closed), and what is reported.
 func TestDeleted(t *testing.T) {
 	observed := func(t *testing.T) map[string]any {
 		return observedRDS(t, "db.t3.small", 1, 1, map[string]string{}, "[Observe, Update, LateInitialize]").AsMap()
@@ -74,9 +73,6 @@ func TestDeleted(t *testing.T) {
 			r := tc.r(t)
 			r.cfg.gate = r.cfg.gate.Defaulted()
 			d := r.deleted("rds", tc.observed(t))
-			if len(r.withheld) != 0 {
-				t.Errorf("%s\ndeciding reported %v on the run; a deletion carries what it reports", tc.reason, r.withheld)
-			}
 			if deletes := d.kept == nil; deletes != tc.want.deletes {
 				t.Errorf("%s\nCrossplane may delete it: %v, want %v", tc.reason, deletes, tc.want.deletes)
 			}
@@ -98,8 +94,7 @@ func TestDeleted(t *testing.T) {
 }
 
 // TestDecideReports: deciding a desired resource carries what it withholds
-// in its change, and whether keeping observed values rewrote its spec; only
-// decideAll adds the reports to the run's.
+// in its change, and whether keeping observed values rewrote its spec.
 func TestDecideReports(t *testing.T) {
 	desired := func(t *testing.T, class string) map[string]any {
 		return observedRDS(t, class, 1, 1, map[string]string{}, "[Observe, LateInitialize]").AsMap()
@@ -149,9 +144,6 @@ func TestDecideReports(t *testing.T) {
 			it := r.decide("rds", tc.observed, tc.desired)
 			if diff := cmp.Diff(before, tc.desired); diff != "" {
 				t.Errorf("%s\ndeciding wrote the pipeline's desired resource: -before +after:\n%s", tc.reason, diff)
-			}
-			if len(r.withheld) != 0 {
-				t.Errorf("%s\ndeciding reported %v on the run; the change carries what it reports", tc.reason, r.withheld)
 			}
 			var got []string
 			for _, w := range it.ch.reports {
@@ -256,7 +248,9 @@ func TestFinish(t *testing.T) {
 			it := r.decide("rds", observed, desired)
 			beforeObserved, beforeDesired, beforeWanted := runtimeCopy(observed), runtimeCopy(desired), maps.Clone(it.ch.wanted)
 
-			st, reports, ok := r.finish(it)
+			v := verdict{it: it, ch: it.ch}
+			r.finish(&v)
+			st, reports, ok := v.stamp, v.reports, it.ok
 
 			if diff := cmp.Diff(beforeWanted, it.ch.wanted); diff != "" {
 				t.Errorf("%s\nstamping edited the decision's record of what the pipeline wants: -before +after:\n%s", tc.reason, diff)

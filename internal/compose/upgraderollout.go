@@ -160,22 +160,22 @@ func rolloutHeld(u *v1alpha1.UpgradeAllowance) string {
 
 // reportsUpgraded reports whether the run sets v1alpha1.ConditionUpgraded:
 // while an upgrade is paced, while some composed resource records older
-// logic, and from then on. An XR behind reports its logic before any
+// logic (behind), and from then on. An XR behind reports its logic before any
 // UpgradeAllowance paces it, so the provider counts it in the roll-out's
 // first pass instead of after its next reconcile; once reported the
 // condition is kept current rather than left stale.
-func (r *run) reportsUpgraded() bool {
-	return r.paced() || r.behind || (r.xr != nil && policy.Condition(r.xr.Object, v1alpha1.ConditionUpgraded) != nil)
+func (r *run) reportsUpgraded(behind bool) bool {
+	return r.paced() || behind || (r.xr != nil && policy.Condition(r.xr.Object, v1alpha1.ConditionUpgraded) != nil)
 }
 
 // reportUpgraded sets v1alpha1.ConditionUpgraded (reportsUpgraded): True
 // once every composed resource records the current logic and has applied
-// it.
-func (r *run) reportUpgraded(rsp *fnv1.RunFunctionResponse) {
-	if !r.reportsUpgraded() {
+// it; behind: some has not.
+func (r *run) reportUpgraded(rsp *fnv1.RunFunctionResponse, behind bool) {
+	if !r.reportsUpgraded(behind) {
 		return
 	}
-	if r.behind {
+	if behind {
 		response.ConditionFalse(rsp, v1alpha1.ConditionUpgraded, ReasonUpgradeWaiting).
 			WithMessage(r.logicKey() + ": some composed resources have not applied the current logic yet").TargetComposite()
 		return
