@@ -53,6 +53,7 @@ func (r *run) revertAbandoned(it *item, ch *change) (reports []withheld, inFligh
 	prog := allowance.ProgressOf(it.observed)
 	synced := prog.Reconciled && prog.HasApproved && prog.Observed >= prog.Approved
 	out := maps.Clone(prev)
+	edited := false // ch's spec is its own copy, not the decision's
 	for _, p := range slices.Sorted(maps.Keys(prev)) {
 		approved, now := under(approval, p), under(spec, p)
 		switch {
@@ -63,29 +64,44 @@ func (r *run) revertAbandoned(it *item, ch *change) (reports []withheld, inFligh
 		case maps.Equal(now, approved):
 			// Approved and not yet synced: the gate decides.
 		case maps.Equal(mutation.Record(p, prev[p], skipManaged), approved):
-			if err := ch.setSpec(it.desired, p, prev[p]); err != nil {
+			if !edited && ch.rewritten {
+				// A spec the decision rewrote stays the decision's.
+				ch.spec = runtime.DeepCopyJSONValue(ch.spec)
+			}
+			edited = true
+			w, err := revertField(it, ch, p, prev[p])
+			if err != nil {
 				problems = append(problems, err.Error())
 				continue
 			}
-			ch.applied = withRecord(ch.applied, p, prev[p])
-			// What the abandoned change set, while the pipeline still
-			// wants it.
-			v, present := mutation.Value(it.observed, p)
-			if !present {
-				v = nil
-			}
-			if stillAbandonedValue(it.desired, p, v) {
-				if ch.abandoned == nil {
-					ch.abandoned = mutation.Previous{}
-				}
-				ch.abandoned[p] = v
-			}
-			m := changeAt(it.observed, p, prev[p])
-			reports = append(reports, withheldOf(it.dm, string(m.Verb), p, metrics.ReasonUnapplied, errUnapplied))
+			reports = append(reports, w)
 			delete(out, p)
 		}
 	}
 	return reports, out, problems
+}
+
+// revertField answers ch's resource with before, the value the field at
+// path p had before an abandoned change, records it as let through, and
+// keeps the abandoned value in ch.abandoned while the pipeline still
+// wants it. It returns what is withheld this way.
+func revertField(it *item, ch *change, p string, before any) (withheld, error) {
+	if err := ch.setSpec(it.desired, p, before); err != nil {
+		return withheld{}, err
+	}
+	ch.applied = withRecord(ch.applied, p, before)
+	v, present := mutation.Value(it.observed, p)
+	if !present {
+		v = nil
+	}
+	if stillAbandonedValue(it.desired, p, v) {
+		if ch.abandoned == nil {
+			ch.abandoned = mutation.Previous{}
+		}
+		ch.abandoned[p] = v
+	}
+	m := changeAt(it.observed, p, before)
+	return withheldOf(it.dm, string(m.Verb), p, metrics.ReasonUnapplied, errUnapplied), nil
 }
 
 // keptAbandoned are the entries of the abandoned record rec the pipeline

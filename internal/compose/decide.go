@@ -16,7 +16,8 @@ import (
 )
 
 // The deciding stage: what may change in each composed resource, as a
-// change that carries its own copy of what it keeps (stamp.go stamps it).
+// change that carries its own copy of what it keeps (verdict.go gives the
+// verdict on it).
 
 // change is what the function lets through to one composed resource.
 type change struct {
@@ -85,15 +86,17 @@ func (ch change) desiredRecord() mutation.Applied {
 	return ch.wanted
 }
 
-// item is one desired composed resource between deciding its change and
-// stamping its gate, so propagation control can see all of them at once.
+// item is one desired composed resource as decide left it: what would
+// change in it (ch), before propagation control paces the changes of all
+// of them at once (pace) and its verdict is given (verdictOf); neither
+// edits its change.
 type item struct {
 	resName           string
 	observed, desired map[string]any
 	dm, om            childMeta
 	have              []allowance.Allowance // its allowances as observed
-	ch                change
-	ok                bool // false: it must not be created
+	ch                change                // what would change, before propagation control
+	ok                bool                  // false: it must not be created
 	// pendingCreate is its pending Create allowance: its creation was held
 	// back, so it exists in Kubernetes behind a closed gate and not yet in
 	// the cloud.

@@ -154,26 +154,34 @@ func (f *Function) runFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	loadProblems := run.load(req, observed)
 	run.rolloutRequirements(rsp.Requirements)
 
+	// What would change in each resource first, then propagation
+	// control's batch of those changes, then each resource's verdict:
+	// whether a member of a collection counts as updated depends on every
+	// member's decision, so the batch cannot come before them.
 	out, items, decided := run.decideAll(observed, desired)
 	decided.problems = slices.Concat(loadProblems, decided.problems)
-	holds, paced := run.propagate(items)
-	vs := make([]verdict, len(items))
+	batch, paced := run.pace(items)
+	t := newTally(run)
 	for i, it := range items {
-		vs[i] = verdict{it: it, ch: it.ch}
-		run.finish(&vs[i])
+		var p pacing
+		if batch != nil {
+			p = batch[i]
+		}
+		v := run.verdictOf(it, p)
 		if it.ok {
 			n := resource.Name(it.resName)
-			out[n] = answer{DesiredComposed: desired[n], body: vs[i].ch.body(), stamp: vs[i].stamp}
+			out[n] = answer{DesiredComposed: desired[n], body: v.ch.body(), stamp: v.stamp}
 		}
+		t.add(run, &v)
 	}
-	found := run.assemble(decided, holds, paced, vs)
+	found := gather(decided, paced, t)
 
 	if err := setDesired(rsp, req, out); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errSetDesiredComposedResources))
 		return rsp, nil
 	}
 	run.report(rsp, &found)
-	run.record(&found, vs)
+	run.record(&found, t.counts)
 	log.Debug("Gated composed resources", "xr", ref(run.xr.Object), "generation", run.xr.GetGeneration(),
 		"allowances", len(run.allowances), "resources", len(out), "withheld", len(found.withheld))
 	return rsp, nil

@@ -18,6 +18,7 @@ var rank = map[string]int{
 
 // counted is what record counts for one composed resource.
 type counted struct {
+	resource        string // its composition resource name
 	outcome, reason string
 	child           policy.Child
 }
@@ -26,17 +27,17 @@ type counted struct {
 // to decide about: a change withheld, waiting for its roll-out turn, held
 // by propagation control, or let through. Resources with nothing to change
 // are not counted, so the rate of decisions follows changes, not
-// reconciles.
-func (r *run) record(f *findings, vs []verdict) {
+// reconciles. counts are the held and let through (tally.counts).
+func (r *run) record(f *findings, counts []counted) {
 	if r.metrics == nil {
 		return
 	}
 	seen := map[string]counted{}
-	put := func(res string, v counted) {
-		if had, ok := seen[res]; ok && rank[had.outcome] <= rank[v.outcome] {
+	put := func(v counted) {
+		if had, ok := seen[v.resource]; ok && rank[had.outcome] <= rank[v.outcome] {
 			return
 		}
-		seen[res] = v
+		seen[v.resource] = v
 	}
 	for _, w := range f.withheld {
 		outcome := metrics.OutcomeWithheld
@@ -47,23 +48,10 @@ func (r *run) record(f *findings, vs []verdict) {
 			// An UpgradeAllowance permits it; only its turn is to come.
 			outcome = metrics.OutcomePending
 		}
-		put(w.resource, counted{outcome: outcome, reason: w.code, child: w.child})
+		put(counted{resource: w.resource, outcome: outcome, reason: w.code, child: w.child})
 	}
-	byName := make(map[string]*item, len(vs))
-	for _, v := range vs {
-		byName[v.it.resName] = v.it
-	}
-	for _, h := range f.holds {
-		if it, ok := byName[h.resource]; ok {
-			put(h.resource, counted{outcome: metrics.OutcomeHeld, reason: h.code, child: it.dm.child})
-		}
-	}
-	for _, v := range vs {
-		ch := v.ch
-		if !v.it.ok || (!ch.create && len(ch.passed) == 0 && len(ch.released) == 0) {
-			continue
-		}
-		put(v.it.resName, counted{outcome: metrics.OutcomeLetThrough, reason: r.letThrough(v), child: v.it.dm.child})
+	for _, c := range counts {
+		put(c)
 	}
 	kind := r.xr.GetKind()
 	for _, v := range seen {
@@ -76,7 +64,7 @@ func (r *run) record(f *findings, vs []verdict) {
 }
 
 // letThrough is why the changes of a resource went through.
-func (r *run) letThrough(v verdict) string {
+func (r *run) letThrough(v *verdict) string {
 	switch {
 	case v.ch.upgrade != nil:
 		return metrics.ReasonUpgrade

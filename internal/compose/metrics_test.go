@@ -56,10 +56,9 @@ func TestRecordRanksOutcomes(t *testing.T) {
 			{resource: "b", code: metrics.ReasonNoAllowance, logOnly: true},
 			{resource: "c", code: metrics.ReasonRolloutHalted},
 		},
-		holds: []hold{{resource: "c", code: metrics.ReasonBlocker}, {resource: "d", code: metrics.ReasonWindow}},
 	}
-	vs := []verdict{{it: &item{resName: "c", ok: true}}, {it: &item{resName: "d", ok: true}}}
-	r.record(&f, vs)
+	counts := []counted{{resource: "c", outcome: metrics.OutcomeHeld, reason: metrics.ReasonBlocker}, {resource: "d", outcome: metrics.OutcomeHeld, reason: metrics.ReasonWindow}}
+	r.record(&f, counts)
 	for _, c := range []struct{ outcome, reason string }{
 		{metrics.OutcomeWithheld, metrics.ReasonNoAllowance},  // a: withheld outranks pending
 		{metrics.OutcomeLogOnly, metrics.ReasonNoAllowance},   // b

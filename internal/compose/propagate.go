@@ -32,42 +32,26 @@ func (h hold) String() string {
 	return s
 }
 
-// propagate holds back the changes propagateWhen does not let through yet
-// (DESIGN §6). A held resource keeps its observed spec and a closed gate;
-// its change is stamped as a pending allowance on it (stampExternal), so
-// that the XR's generation moving on cannot lose it. A held creation
-// whose turn came is released. It returns the holds, and the malformed
-// input pacing and holding back met.
-func (r *run) propagate(items []*item) (holds []hold, problems []string) {
-	paced, problems := r.pace(items)
-	for _, p := range paced {
-		if p.hold == nil {
-			if p.it.pendingCreate != nil {
-				p.it.ch.released = append(p.it.ch.released, *p.it.pendingCreate)
-			}
-			continue
-		}
-		holds = append(holds, *p.hold)
-		var err error
-		if p.it.ch, err = heldBack(p.it); err != nil {
-			problems = append(problems, err.Error())
-		}
-	}
-	return holds, problems
-}
-
-// pacing is propagation control's decision for one composed resource
-// whose change it paces: held back, and why, or (hold nil) let go now.
+// pacing is propagation control's word on one composed resource's change
+// (DESIGN §6): whether the propagation plan paces it at all and, if it
+// does, why it holds it back (hold) or, hold nil, that it goes now. A held
+// resource keeps its observed spec and a closed gate, and its change is
+// stamped on it as a pending allowance (heldBack, stampExternal), so that
+// the XR's generation moving on cannot lose it; a held creation whose turn
+// came is released (verdictOf).
 type pacing struct {
-	it   *item
-	hold *hold
+	paced bool
+	hold  *hold
 }
 
-// pace decides which of the paced changes go now, changing no item: every
-// rule reads the resources as the run decided them, before any is held. In
-// Log mode it paces nothing: changes flow as they would without Kausality.
-// It returns the blockers and rules it could not read or evaluate.
-func (r *run) pace(items []*item) (_ []pacing, problems []string) {
+// pace is propagation control's batch: the pacing of each item's change,
+// by index, or nil when it paces none. It changes no item: every rule
+// reads the resources as decide left them, before any is held, for
+// whether a member of a collection counts as updated depends on every
+// member's decision. In Log mode it paces nothing: changes flow as they
+// would without Kausality. It returns the blockers and rules it could not
+// read or evaluate.
+func (r *run) pace(items []*item) (batch []pacing, problems []string) {
 	p := r.cfg.plan
 	if p == nil || r.log {
 		return nil, nil
@@ -75,8 +59,8 @@ func (r *run) pace(items []*item) (_ []pacing, problems []string) {
 	vars := map[string]any{rollout.VarXR: policy.CELView(r.xr.Object), rollout.VarNow: r.now, rollout.VarObject: nil}
 	blocked, problems := r.checkBlockers(p, vars)
 	cel, inColl := r.collect(p, items, vars)
-	var out []pacing
-	for _, it := range items {
+	batch = make([]pacing, len(items))
+	for i, it := range items {
 		if !it.ok || (!it.ch.create && len(it.ch.passed) == 0 && it.pendingCreate == nil) {
 			continue // nothing to propagate
 		}
@@ -97,13 +81,12 @@ func (r *run) pace(items []*item) (_ []pacing, problems []string) {
 				problems = append(problems, err.Error())
 			}
 		}
-		if h.why == "" {
-			out = append(out, pacing{it: it})
-			continue
+		batch[i].paced = true
+		if h.why != "" {
+			batch[i].hold = &h
 		}
-		out = append(out, pacing{it: it, hold: &h})
 	}
-	return out, problems
+	return batch, problems
 }
 
 // collect is the CEL view of every item, as a member of a collection,
@@ -162,8 +145,8 @@ func (r *run) check(rules map[string]rollout.Rule, vars map[string]any, h *hold)
 }
 
 // heldBack is the item's change as propagation control holds it back: it
-// keeps from the cloud what the decision let through, a new decision
-// rather than an edit of the first. An update keeps the observed values
+// keeps from the cloud what the decision let through, a change of its own
+// rather than an edit of the decision's. An update keeps the observed values
 // (in the change's copy of the spec), and a creation creates the resource in
 // Kubernetes only, behind a closed gate; either is recorded as pending on
 // the resource, so its cause outlasts the XR's allowance or lifecycle
