@@ -33,18 +33,17 @@ const errUnapplied = "its change did not reach the cloud before its gate closed;
 // records that value as the one let through, so the pipeline's value is a
 // new change that needs a cause. A value is used only where its hash is
 // what the approval holds: what the cloud has, as the gate last let it
-// through. It returns what is withheld this way, and the record's entries
-// still in flight; ch.abandoned becomes the record of abandoned changes
-// the resource keeps.
-func (r *run) revertAbandoned(it *item, ch *change) ([]withheld, mutation.Previous) {
+// through. It returns what is withheld this way, the record's entries
+// still in flight, and the malformed input it met; ch.abandoned becomes
+// the record of abandoned changes the resource keeps.
+func (r *run) revertAbandoned(it *item, ch *change) (reports []withheld, inFlight mutation.Previous, problems []string) {
 	ch.abandoned = keptAbandoned(ch.abandoned, it.desired, ch.passed)
 	prev, err := mutation.ParsePrevious(it.om.ann[v1alpha1.AnnotationPrevious])
 	if err != nil {
-		r.problem(errors.Wrapf(err, errFmtParsePrevious, v1alpha1.AnnotationPrevious, ref(it.observed)))
-		return nil, nil
+		return nil, nil, []string{errors.Wrapf(err, errFmtParsePrevious, v1alpha1.AnnotationPrevious, ref(it.observed)).Error()}
 	}
 	if len(prev) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	approval := gate.ApprovalOf(it.observed).Spec
 	spec := gate.SpecRecord(it.observed)
@@ -54,7 +53,7 @@ func (r *run) revertAbandoned(it *item, ch *change) ([]withheld, mutation.Previo
 	prog := allowance.ProgressOf(it.observed)
 	synced := prog.Reconciled && prog.HasApproved && prog.Observed >= prog.Approved
 	out := maps.Clone(prev)
-	var reports []withheld
+	edited := false // ch's spec is its own copy, not the decision's
 	for _, p := range slices.Sorted(maps.Keys(prev)) {
 		approved, now := under(approval, p), under(spec, p)
 		switch {
@@ -65,29 +64,44 @@ func (r *run) revertAbandoned(it *item, ch *change) ([]withheld, mutation.Previo
 		case maps.Equal(now, approved):
 			// Approved and not yet synced: the gate decides.
 		case maps.Equal(mutation.Record(p, prev[p], skipManaged), approved):
-			if err := ch.setSpec(it.desired, p, prev[p]); err != nil {
-				r.problem(err)
+			if !edited && ch.rewritten {
+				// A spec the decision rewrote stays the decision's.
+				ch.spec = runtime.DeepCopyJSONValue(ch.spec)
+			}
+			edited = true
+			w, err := revertField(it, ch, p, prev[p])
+			if err != nil {
+				problems = append(problems, err.Error())
 				continue
 			}
-			ch.applied = withRecord(ch.applied, p, prev[p])
-			// What the abandoned change set, while the pipeline still
-			// wants it.
-			v, present := mutation.Value(it.observed, p)
-			if !present {
-				v = nil
-			}
-			if stillAbandonedValue(it.desired, p, v) {
-				if ch.abandoned == nil {
-					ch.abandoned = mutation.Previous{}
-				}
-				ch.abandoned[p] = v
-			}
-			m := changeAt(it.observed, p, prev[p])
-			reports = append(reports, withheldOf(it.dm, string(m.Verb), p, metrics.ReasonUnapplied, errUnapplied))
+			reports = append(reports, w)
 			delete(out, p)
 		}
 	}
-	return reports, out
+	return reports, out, problems
+}
+
+// revertField answers ch's resource with before, the value the field at
+// path p had before an abandoned change, records it as let through, and
+// keeps the abandoned value in ch.abandoned while the pipeline still
+// wants it. It returns what is withheld this way.
+func revertField(it *item, ch *change, p string, before any) (withheld, error) {
+	if err := ch.setSpec(it.desired, p, before); err != nil {
+		return withheld{}, err
+	}
+	ch.applied = withRecord(ch.applied, p, before)
+	v, present := mutation.Value(it.observed, p)
+	if !present {
+		v = nil
+	}
+	if stillAbandonedValue(it.desired, p, v) {
+		if ch.abandoned == nil {
+			ch.abandoned = mutation.Previous{}
+		}
+		ch.abandoned[p] = v
+	}
+	m := changeAt(it.observed, p, before)
+	return withheldOf(it.dm, string(m.Verb), p, metrics.ReasonUnapplied, errUnapplied), nil
 }
 
 // keptAbandoned are the entries of the abandoned record rec the pipeline

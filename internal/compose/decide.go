@@ -16,7 +16,8 @@ import (
 )
 
 // The deciding stage: what may change in each composed resource, as a
-// change that carries its own copy of what it keeps (stamp.go stamps it).
+// change that carries its own copy of what it keeps (verdict.go gives the
+// verdict on it).
 
 // change is what the function lets through to one composed resource.
 type change struct {
@@ -41,7 +42,7 @@ type change struct {
 	held    []mutation.Mutation
 	pending map[string]string
 	// reports are the changes it withholds (or, in Log mode, would have
-	// withheld), as the XR reports them; decideAll adds them to the run's.
+	// withheld), as the XR reports them (decideAll gathers them).
 	reports []withheld
 	// rewritten: this run kept observed values in the spec. spec is that
 	// spec, a copy (the pipeline's desired resource is never edited), and
@@ -85,21 +86,25 @@ func (ch change) desiredRecord() mutation.Applied {
 	return ch.wanted
 }
 
-// item is one desired composed resource between deciding its change and
-// stamping its gate, so propagation control can see all of them at once.
+// item is one desired composed resource as decide left it: what would
+// change in it (ch), before propagation control paces the changes of all
+// of them at once (pace) and its verdict is given (verdictOf); neither
+// edits its change.
 type item struct {
 	resName           string
 	observed, desired map[string]any
 	dm, om            childMeta
 	have              []allowance.Allowance // its allowances as observed
-	ch                change
-	ok                bool // false: it must not be created
+	ch                change                // what would change, before propagation control
+	ok                bool                  // false: it must not be created
 	// pendingCreate is its pending Create allowance: its creation was held
 	// back, so it exists in Kubernetes behind a closed gate and not yet in
 	// the cloud.
 	pendingCreate *allowance.Allowance
-	// problems are its malformed annotations, one line each, for the XR's
-	// report; each is resolved towards withholding.
+	// problems are the malformed input deciding it met, one line each, for
+	// the XR's report; each is resolved towards withholding. What the
+	// run's shared lookups met first (its logic record, a roll-out's
+	// blockers and turn), then its own annotations.
 	problems []string
 }
 
@@ -118,25 +123,25 @@ func (r *run) decide(resName string, observed, desired map[string]any) *item {
 		}
 	}
 	if observed == nil {
-		it.ch, it.ok = r.create(it.dm, desired)
+		it.ch, it.ok, it.problems = r.create(it.dm, desired)
 		return it
 	}
-	var problems []string
-	it.ch, problems = r.update(it.dm, it.om, observed, desired, it.have)
-	it.problems = append(it.problems, problems...)
+	ch, lookups, problems := r.update(it.dm, it.om, observed, desired, it.have)
+	it.ch, it.problems = ch, slices.Concat(lookups, it.problems, problems)
 	it.pendingCreate = pendingCreate(it.have)
 	return it
 }
 
-// create decides a resource the pipeline wants and that does not exist yet.
-func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
+// create decides a resource the pipeline wants and that does not exist
+// yet. It returns what deciding it could not read (decision.problems).
+func (r *run) create(dm childMeta, desired map[string]any) (_ change, ok bool, problems []string) {
 	prefix, value := content(dm.child, desired)
 	d := r.permitAdded(dm.child)
 	var reports []withheld
 	if !d.ok {
 		w := withheldOf(dm, v1alpha1.VerbCreate, "", d.code, d.reason)
 		if !r.log {
-			return change{reports: []withheld{w}}, false
+			return change{reports: []withheld{w}}, false, d.problems
 		}
 		w.logOnly, w.audit = true, r.audit
 		reports = append(reports, w)
@@ -149,22 +154,16 @@ func (r *run) create(dm childMeta, desired map[string]any) (change, bool) {
 		upgrade:  d.upgrade,
 		creation: d.creation,
 		applied:  mutation.Record(prefix, value, skipManaged),
-	}, true
+	}, true, d.problems
 }
 
 // update decides each mutation from observed to desired, keeps the observed
 // value of those withheld, and records what was let through. It returns
-// the malformed input it met, one line each.
-func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []allowance.Allowance) (change, []string) {
-	var problems []string
-	applied, err := mutation.ParseApplied(om.ann[v1alpha1.AnnotationApplied])
-	if err != nil {
-		problems = append(problems, errors.Wrapf(err, errFmtParseApplied, v1alpha1.AnnotationApplied, ref(observed)).Error())
-	}
-	abandoned, err := mutation.ParsePrevious(om.ann[v1alpha1.AnnotationAbandoned])
-	if err != nil {
-		problems = append(problems, errors.Wrapf(err, errFmtParseAbandoned, v1alpha1.AnnotationAbandoned, ref(observed)).Error())
-	}
+// the malformed input it met, one line each: lookups, what the run's
+// shared lookups met (upgradeOf, decision.problems), and problems, what
+// the resource itself holds.
+func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []allowance.Allowance) (_ change, lookups, problems []string) {
+	applied, abandoned, problems := records(om.ann, observed)
 	// What the pipeline wants, before anything is withheld, is what the
 	// applied record remembers for the fields let through.
 	prefix, want := content(dm.child, desired)
@@ -177,7 +176,10 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	wanted := mutation.Record(prefix, want, skipManaged)
 	var ch change
 	var withheld []mutation.Mutation
-	up := r.upgradeOf(om.ann)
+	up, err := r.upgradeOf(om.ann)
+	if err != nil {
+		lookups = append(lookups, err.Error())
+	}
 	owns := applied.Owner()
 	opts := []mutation.DiffOption{mutation.WithOwned(owns), mutation.WithSkip(skipManaged)}
 	if policy.BuiltIn(dm.child.APIGroup) {
@@ -186,6 +188,7 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 	for _, m := range mutation.Diff(prefix, was, want, opts...) {
 		v, present := mutation.Value(desired, m.Path)
 		d := r.permitMutation(dm.child, om.from, m, applied.Unchanged(m.Path, v, present), up)
+		lookups = append(lookups, d.problems...)
 		if !d.ok {
 			if p := pendingCovering(have, m, v, present); p != nil {
 				// Its chain, up to the XR, is what the trace continues.
@@ -228,7 +231,22 @@ func (r *run) update(dm, om childMeta, observed, desired map[string]any, have []
 		problems = append(problems, err.Error())
 	}
 	ch.wanted, ch.withheld, ch.owned, ch.owns, ch.abandoned = wanted, withheld, applied, owns, abandoned
-	return ch, problems
+	return ch, lookups, problems
+}
+
+// records are the records of what was let through to a composed resource
+// (kausality.io/applied) and of the changes abandoned on it, as its
+// annotations ann hold them, and those it could not read.
+func records(ann map[string]string, observed map[string]any) (applied mutation.Applied, abandoned mutation.Previous, problems []string) {
+	applied, err := mutation.ParseApplied(ann[v1alpha1.AnnotationApplied])
+	if err != nil {
+		problems = append(problems, errors.Wrapf(err, errFmtParseApplied, v1alpha1.AnnotationApplied, ref(observed)).Error())
+	}
+	abandoned, err = mutation.ParsePrevious(ann[v1alpha1.AnnotationAbandoned])
+	if err != nil {
+		problems = append(problems, errors.Wrapf(err, errFmtParseAbandoned, v1alpha1.AnnotationAbandoned, ref(observed)).Error())
+	}
+	return applied, abandoned, problems
 }
 
 // keepObserved makes ch's spec (content, for a kind of c) desired's with

@@ -1,23 +1,18 @@
 package compose
 
 import (
-	"maps"
-	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/gate"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // TestDeleted: the decision about a composed resource the pipeline dropped
 // is a value: whether Crossplane may delete it, what is kept (as observed,
-// its gate closed), and what is reported; deciding changes nothing on the
-// run's reports.
+// its gate closed), and what is reported.
 func TestDeleted(t *testing.T) {
 	observed := func(t *testing.T) map[string]any {
 		return observedRDS(t, "db.t3.small", 1, 1, map[string]string{}, "[Observe, Update, LateInitialize]").AsMap()
@@ -74,9 +69,6 @@ func TestDeleted(t *testing.T) {
 			r := tc.r(t)
 			r.cfg.gate = r.cfg.gate.Defaulted()
 			d := r.deleted("rds", tc.observed(t))
-			if len(r.withheld) != 0 {
-				t.Errorf("%s\ndeciding reported %v on the run; a deletion carries what it reports", tc.reason, r.withheld)
-			}
 			if deletes := d.kept == nil; deletes != tc.want.deletes {
 				t.Errorf("%s\nCrossplane may delete it: %v, want %v", tc.reason, deletes, tc.want.deletes)
 			}
@@ -98,8 +90,7 @@ func TestDeleted(t *testing.T) {
 }
 
 // TestDecideReports: deciding a desired resource carries what it withholds
-// in its change, and whether keeping observed values rewrote its spec; only
-// decideAll adds the reports to the run's.
+// in its change, and whether keeping observed values rewrote its spec.
 func TestDecideReports(t *testing.T) {
 	desired := func(t *testing.T, class string) map[string]any {
 		return observedRDS(t, class, 1, 1, map[string]string{}, "[Observe, LateInitialize]").AsMap()
@@ -150,9 +141,6 @@ func TestDecideReports(t *testing.T) {
 			if diff := cmp.Diff(before, tc.desired); diff != "" {
 				t.Errorf("%s\ndeciding wrote the pipeline's desired resource: -before +after:\n%s", tc.reason, diff)
 			}
-			if len(r.withheld) != 0 {
-				t.Errorf("%s\ndeciding reported %v on the run; the change carries what it reports", tc.reason, r.withheld)
-			}
 			var got []string
 			for _, w := range it.ch.reports {
 				got = append(got, w.String())
@@ -170,136 +158,6 @@ func TestDecideReports(t *testing.T) {
 			}
 			if got, _, _ := unstructured.NestedString(it.ch.object(tc.desired), "spec", "forProvider", "region"); tc.observed != nil && got != wantRegion {
 				t.Errorf("%s\nthe change answers with region %q, want %q", tc.reason, got, wantRegion)
-			}
-		})
-	}
-}
-
-// TestFinish: stamping works from the final decision alone. It returns the
-// stamp (annotations, the gated label, the managementPolicies the gate
-// formula sets) and what the gate keeps shut, and refuses a creation the
-// decision refused; it writes neither the observed nor the desired
-// resource.
-func TestFinish(t *testing.T) {
-	stored := func(t *testing.T) map[string]any {
-		ann := map[string]string{v1alpha1.AnnotationApplied: appliedFor(t, "db.t3.small"), v1alpha1.AnnotationApproved: appliedFor(t, "db.t3.small"),
-			v1alpha1.AnnotationApprovedGeneration: "1", v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-2"}
-		o := observedRDS(t, "db.t3.small", 1, 1, ann, "[Observe, LateInitialize]").AsMap()
-		composedIntegers(o)
-		return o
-	}
-	wanted := func(t *testing.T, class string) map[string]any { return obj(t, rds(class, "")).AsMap() }
-	bucket := func(*testing.T) map[string]any {
-		return map[string]any{"apiVersion": "s3.aws.crossplane.io/v1beta1", "kind": "Bucket", "metadata": map[string]any{"name": "b"}, "spec": map[string]any{"forProvider": map[string]any{"acl": "private"}}}
-	}
-	type want struct {
-		ok       bool
-		stamped  bool
-		gated    bool
-		policies []string // the gate's; nil: the pipeline's stay
-		external bool     // an External allowance is stamped for the gate controller
-		reports  []string
-	}
-	cases := map[string]struct {
-		reason            string
-		frozen            string
-		observed, desired func(*testing.T) map[string]any
-		want              want
-	}{
-		"UnrestrictedKind": {
-			reason:   "A kind no policy names is neither stamped nor gated.",
-			observed: bucket, desired: bucket,
-			want: want{ok: true},
-		},
-		"CreationRefused": {
-			reason:  "A creation the decision refused is not answered at all.",
-			desired: func(t *testing.T) map[string]any { return wanted(t, "db.t3.large") },
-			want:    want{},
-		},
-		"AllowedChangeOpensGate": {
-			reason:   "The XR's allowance covers the class: the gate opens and an External allowance carries the change to the gate controller.",
-			observed: stored,
-			desired:  func(t *testing.T) map[string]any { return wanted(t, "db.t3.large") },
-			want:     want{ok: true, stamped: true, gated: true, policies: []string{"Observe", "Update", "LateInitialize"}, external: true},
-		},
-		"WithheldChangeKeepsGateShut": {
-			reason:   "Nothing covers the region: nothing is let through, and the gate stays read-only.",
-			observed: stored,
-			desired: func(t *testing.T) map[string]any {
-				d := wanted(t, "db.t3.small")
-				_ = unstructured.SetNestedField(d, "us-east-1", "spec", "forProvider", "region")
-				return d
-			},
-			want: want{ok: true, stamped: true, gated: true, policies: gate.DefaultReadOnly},
-		},
-		"FrozenKeepsGateShut": {
-			reason:   "A frozen XR keeps the gate shut even for an allowed change, and says who froze it.",
-			frozen:   "alice@example.com",
-			observed: stored,
-			desired:  func(t *testing.T) map[string]any { return wanted(t, "db.t3.large") },
-			want: want{ok: true, stamped: true, gated: true, policies: gate.DefaultReadOnly, external: true,
-				reports: []string{"resource rds (RDSInstance db-rds): withheld open gate: XDatabase/db is frozen by alice@example.com"}},
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			r := permitRun(t, policy.PhaseSteady, true)
-			r.cfg.gate = r.cfg.gate.Defaulted()
-			r.frozen = tc.frozen
-			r.now = testNow
-			r.xrTrace = allowance.Trace{allowance.HopOf(r.xr, 2)}
-			var observed map[string]any
-			if tc.observed != nil {
-				observed = tc.observed(t)
-			}
-			desired := tc.desired(t)
-			it := r.decide("rds", observed, desired)
-			beforeObserved, beforeDesired, beforeWanted := runtimeCopy(observed), runtimeCopy(desired), maps.Clone(it.ch.wanted)
-
-			st, reports, ok := r.finish(it)
-
-			if diff := cmp.Diff(beforeWanted, it.ch.wanted); diff != "" {
-				t.Errorf("%s\nstamping edited the decision's record of what the pipeline wants: -before +after:\n%s", tc.reason, diff)
-			}
-
-			if ok != tc.want.ok {
-				t.Fatalf("%s\nok = %v, want %v", tc.reason, ok, tc.want.ok)
-			}
-			if (st != nil) != tc.want.stamped {
-				t.Fatalf("%s\nstamped = %v, want %v", tc.reason, st != nil, tc.want.stamped)
-			}
-			var got []string
-			for _, w := range reports {
-				got = append(got, w.String())
-			}
-			if diff := cmp.Diff(tc.want.reports, got); diff != "" {
-				t.Errorf("%s\nreports: -want +got:\n%s", tc.reason, diff)
-			}
-			if diff := cmp.Diff(beforeDesired, desired); diff != "" {
-				t.Errorf("%s\nstamping wrote the desired resource: -before +after:\n%s", tc.reason, diff)
-			}
-			if diff := cmp.Diff(beforeObserved, observed); observed != nil && diff != "" {
-				t.Errorf("%s\nstamping wrote the observed resource: -before +after:\n%s", tc.reason, diff)
-			}
-			if st == nil {
-				return
-			}
-			if st.gated != tc.want.gated {
-				t.Errorf("%s\ngated = %v, want %v", tc.reason, st.gated, tc.want.gated)
-			}
-			if diff := cmp.Diff(tc.want.policies, st.policies); diff != "" {
-				t.Errorf("%s\nmanagementPolicies: -want +got:\n%s", tc.reason, diff)
-			}
-			as, err := allowance.Parse(st.annotations[v1alpha1.AnnotationAllowances])
-			if err != nil {
-				t.Fatalf("%s\nthe stamped allowances do not parse: %v", tc.reason, err)
-			}
-			external := slices.ContainsFunc(as, func(a allowance.Allowance) bool { return a.Relation == v1alpha1.RelationExternal && !a.Consumed })
-			if external != tc.want.external {
-				t.Errorf("%s\nan unconsumed External allowance is stamped: %v, want %v (%s)", tc.reason, external, tc.want.external, st.annotations[v1alpha1.AnnotationAllowances])
-			}
-			if st.annotations[v1alpha1.AnnotationApplied] == "" || st.annotations[v1alpha1.AnnotationTrace] == "" {
-				t.Errorf("%s\nthe stamp lacks the applied record or the trace: %v", tc.reason, st.annotations)
 			}
 		})
 	}

@@ -49,16 +49,22 @@ func (r *run) deleted(resName string, observed map[string]any) deletion {
 		// an earlier run): the deletion may go.
 		return deletion{}
 	}
-	if up := r.upgradeOf(m.ann); up != nil {
+	var problems []string
+	up, err := r.upgradeOf(m.ann)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	if up != nil {
 		d.reason, d.code = upgradeReason(up), metrics.ReasonLogicChanged
 		if up.bound.AllowsChild(m.child, v1alpha1.VerbDelete) {
-			ok, why := r.turn(up)
+			ok, why, ps := r.turn(up)
+			problems = append(problems, ps...)
 			if ok {
 				kept, err := r.dropped(m, observed, up, have, perr)
 				if err != nil {
-					return deletion{kept: kept, problems: []string{err.Error()}}
+					problems = append(problems, err.Error())
 				}
-				return deletion{kept: kept}
+				return deletion{kept: kept, problems: problems}
 			}
 			d.reason, d.code = why, up.turnCode
 		}
@@ -66,7 +72,7 @@ func (r *run) deleted(resName string, observed map[string]any) deletion {
 	w := withheldOf(m, v1alpha1.VerbDelete, "", d.code, d.reason)
 	// Emit the resource as observed so Crossplane keeps it; close its gate.
 	kept := keptAsObserved(m, observed)
-	del := deletion{kept: kept, withheld: &w}
+	del := deletion{kept: kept, withheld: &w, problems: problems}
 	if r.gated(m) {
 		if err := setManagementPolicies(kept.Object, r.gateOf(observed).Closed()); err != nil {
 			del.problems = append(del.problems, errors.Wrapf(err, errFmtSetField, gate.PathManagementPolicies, ref(observed)).Error())

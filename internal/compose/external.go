@@ -23,13 +23,14 @@ import (
 //
 // An allowance whose verbs the pipeline's request (requested, nil: "*")
 // does not ask for would open nothing (gate.Compute): it is not stamped.
-func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch change, requested []string) []allowance.Allowance {
+// problems are what the resource's hop leaves out (mrHop).
+func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch change, requested []string) (_ []allowance.Allowance, problems []string) {
 	if len(ch.passed) == 0 && len(ch.held) == 0 && len(ch.released) == 0 {
-		return have
+		return have, nil
 	}
 	out := slices.Clone(have)
 	gen := allowance.NextGeneration(om.generation)
-	hop := r.mrHop(dm, gen, ch)
+	hop, problems := r.mrHop(dm, gen, ch)
 	for _, p := range ch.released {
 		if i := slices.IndexFunc(out, p.Same); i >= 0 {
 			out[i] = out[i].Released(r.now)
@@ -37,7 +38,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 		}
 	}
 	if len(ch.passed) == 0 && len(ch.held) == 0 {
-		return out
+		return out, problems
 	}
 	covered := ch.covered
 	if len(ch.held) > 0 {
@@ -93,7 +94,7 @@ func (r *run) stampExternal(dm, om childMeta, have []allowance.Allowance, ch cha
 	if up := ch.upgrade; up != nil && v1alpha1.GrantsVerb(up.bound.ExternalVerbs(dm.child), verb) {
 		add(allowance.ExternalGrant(dm.child.APIGroup, dm.child.Kind, verb, gen, up.base.Then(hop)).Shipping(mutation.BoundsFor(ch.upgrades)))
 	}
-	return out
+	return out, problems
 }
 
 // kindWide is what a kind-wide grant lets the gate ship of covered: all

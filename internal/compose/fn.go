@@ -151,54 +151,47 @@ func (f *Function) runFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 
 	now := f.now().UTC()
 	run := &run{compiled: f.compiled, metrics: f.metrics, loaded: loaded{cfg: cfg, now: now, stampedAt: allowance.Timestamp(now), xr: &unstructured.Unstructured{Object: oxr.Resource.Object}}}
-	run.load(req, observed)
+	loadProblems := run.load(req, observed)
 	run.rolloutRequirements(rsp.Requirements)
 
-	out, items := run.decideAll(observed, desired)
-	run.usedCreation = slices.ContainsFunc(items, func(it *item) bool { return it.ch.creation })
-	run.propagate(items)
-	for _, it := range items {
-		st, reports, ok := run.finish(it)
-		run.withheld = append(run.withheld, reports...)
-		if st != nil && st.closing == nil && run.olderLogic(st.annotations) {
-			run.behind = true
+	// What would change in each resource first, then propagation
+	// control's batch of those changes, then each resource's verdict:
+	// whether a member of a collection counts as updated depends on every
+	// member's decision, so the batch cannot come before them.
+	out, items, decided := run.decideAll(observed, desired)
+	decided.problems = slices.Concat(loadProblems, decided.problems)
+	batch, paced := run.pace(items)
+	t := newTally(run)
+	for i, it := range items {
+		var p pacing
+		if batch != nil {
+			p = batch[i]
 		}
-		if ok {
+		v := run.verdictOf(it, p)
+		if it.ok {
 			n := resource.Name(it.resName)
-			b := it.ch.body()
-			if st != nil {
-				b = st.body
-			}
-			out[n] = answer{DesiredComposed: desired[n], body: b, stamp: st}
+			out[n] = answer{DesiredComposed: desired[n], body: v.ch.body(), stamp: v.stamp}
 		}
+		t.add(run, &v)
 	}
-	if run.reportsUpgraded() {
-		// Upgraded, for the other XRs of a roll-out, means applied: each
-		// resource observed at the generation it was let through, its
-		// allowances used up, as propagation control counts members.
-		for _, it := range items {
-			have, _ := it.answered()
-			if applied, _ := run.memberState(it, have); !applied {
-				run.behind = true
-			}
-		}
-	}
+	found := gather(decided, paced, t)
 
 	if err := setDesired(rsp, req, out); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errSetDesiredComposedResources))
 		return rsp, nil
 	}
-	run.report(rsp)
-	run.record(items)
+	run.report(rsp, &found)
+	run.record(&found, t.counts)
 	log.Debug("Gated composed resources", "xr", ref(run.xr.Object), "generation", run.xr.GetGeneration(),
-		"allowances", len(run.allowances), "resources", len(out), "withheld", len(run.withheld))
+		"allowances", len(run.allowances), "resources", len(out), "withheld", len(found.withheld))
 	return rsp, nil
 }
 
 // decideAll decides every composed resource, in name order: one the
 // pipeline still wants becomes an item to pace and stamp; one it dropped
-// is deleted or kept, as observed, in out.
-func (r *run) decideAll(observed map[resource.Name]resource.ObservedComposed, desired map[resource.Name]*resource.DesiredComposed) (map[resource.Name]answer, []*item) {
+// is deleted or kept, as observed, in out. It returns what deciding
+// found, resource by resource.
+func (r *run) decideAll(observed map[resource.Name]resource.ObservedComposed, desired map[resource.Name]*resource.DesiredComposed) (map[resource.Name]answer, []*item, findings) {
 	names := make([]string, 0, len(desired)+len(observed))
 	for n := range desired {
 		names = append(names, string(n))
@@ -212,6 +205,7 @@ func (r *run) decideAll(observed map[resource.Name]resource.ObservedComposed, de
 
 	out := make(map[resource.Name]answer, len(desired))
 	items := make([]*item, 0, len(desired))
+	var f findings
 	for _, n := range names {
 		name := resource.Name(n)
 		var obs map[string]any
@@ -221,15 +215,15 @@ func (r *run) decideAll(observed map[resource.Name]resource.ObservedComposed, de
 		d, ok := desired[name]
 		if ok {
 			it := r.decide(n, obs, d.Resource.Object)
-			r.problems = append(r.problems, it.problems...)
-			r.withheld = append(r.withheld, it.ch.reports...)
+			f.problems = append(f.problems, it.problems...)
+			f.withheld = append(f.withheld, it.ch.reports...)
 			items = append(items, it)
 			continue
 		}
 		del := r.deleted(n, obs)
-		r.problems = append(r.problems, del.problems...)
+		f.problems = append(f.problems, del.problems...)
 		if del.withheld != nil {
-			r.withheld = append(r.withheld, *del.withheld)
+			f.withheld = append(f.withheld, *del.withheld)
 		}
 		if del.kept != nil {
 			// As ready as it is: a kept resource the pipeline no longer
@@ -241,7 +235,7 @@ func (r *run) decideAll(observed map[resource.Name]resource.ObservedComposed, de
 			out[name] = answer{DesiredComposed: &resource.DesiredComposed{Resource: del.kept, Ready: ready}}
 		}
 	}
-	return out, items
+	return out, items, f
 }
 
 // integers turns every whole float64 in obj into int64, in place, so that

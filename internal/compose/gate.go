@@ -48,9 +48,10 @@ func (r *run) audited(m childMeta) bool {
 
 // gate stamps the External allowances the change earns onto a gated
 // resource and prunes consumed ones. It returns what the gate keeps shut,
-// as reported, and the managementPolicies the gate formula sets.
-func (r *run) gate(cfg gate.Config, dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) ([]withheld, []string) {
-	as := r.stampExternal(dm, om, have, ch, cfg.Requested)
+// as reported, the managementPolicies the gate formula sets, and what the
+// resource's hop leaves out (mrHop).
+func (r *run) gate(cfg gate.Config, dm, om childMeta, observed, desired map[string]any, ann map[string]string, ch change, have []allowance.Allowance) (reports []withheld, policies, problems []string) {
+	as, problems := r.stampExternal(dm, om, have, ch, cfg.Requested)
 	if prev := recordPrevious(ch.previous, observed, ch, have, as); len(prev) > 0 {
 		ann[v1alpha1.AnnotationPrevious] = prev.String()
 	} else {
@@ -61,7 +62,6 @@ func (r *run) gate(cfg gate.Config, dm, om childMeta, observed, desired map[stri
 		// sizes its record.
 		return appliedSpec(desired, observed, ch.owns, ch.desiredRecord(), mutation.SizeHint(om.ann[v1alpha1.AnnotationApproved]))
 	}, as, r.now, r.frozen)
-	var reports []withheld
 	if len(g.Withheld) > 0 {
 		reports = append(reports, withheldOf(dm, "open gate", "", metrics.ReasonFrozen, fmt.Sprintf("%s is frozen by %s", ref(r.xr.Object), r.frozen)))
 	}
@@ -90,12 +90,13 @@ func (r *run) gate(cfg gate.Config, dm, om childMeta, observed, desired map[stri
 		}
 	}
 	ann[v1alpha1.AnnotationAllowances] = allowance.Format(kept)
-	ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
+	trace, hopProblems := r.traceFor(dm, om, ch)
+	ann[v1alpha1.AnnotationTrace] = trace
 	// The logic record stays put while anything of the change is kept
 	// back, the gate's own holds included.
 	ch.reports = slices.Concat(ch.reports, reports)
 	r.stampLogic(ann, om, ch)
-	return reports, g.Policies
+	return reports, g.Policies, append(problems, hopProblems...)
 }
 
 // appliedSpec is the record of the spec Crossplane's server-side apply of

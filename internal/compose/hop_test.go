@@ -27,12 +27,12 @@ func TestMRHopLabels(t *testing.T) {
 			obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "s3.aws.m.upbound.io/v1beta1", "kind": "Bucket"}}
 			obj.SetName("db-logs")
 			r := &run{}
-			h := r.mrHop(childMeta{resName: "logs", obj: obj, name: "db-logs", ann: tc.ann}, 2, change{})
+			h, problems := r.mrHop(childMeta{resName: "logs", obj: obj, name: "db-logs", ann: tc.ann}, 2, change{})
 			if diff := cmp.Diff(tc.wantLabels, h.Labels); diff != "" {
 				t.Errorf("labels: -want +got:\n%s", diff)
 			}
-			if len(r.problems) != tc.wantProblems {
-				t.Errorf("problems = %v, want %d", r.problems, tc.wantProblems)
+			if len(problems) != tc.wantProblems {
+				t.Errorf("problems = %v, want %d", problems, tc.wantProblems)
 			}
 		})
 	}

@@ -17,18 +17,19 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 )
 
-// load reads the policies, upgrade allowances and XR annotations. Every
-// problem is reported and resolved towards withholding.
-func (r *run) load(req *fnv1.RunFunctionRequest, observed map[resource.Name]resource.ObservedComposed) {
-	r.loadNamespace(req)
-	r.loadPolicies(req)
-	r.loadUpgrades(req)
-	r.loadInputs(req)
-	r.loadXR()
+// load reads the policies, upgrade allowances and XR annotations. It
+// returns the malformed input it met, one line each, every one resolved
+// towards withholding.
+func (r *run) load(req *fnv1.RunFunctionRequest, observed map[resource.Name]resource.ObservedComposed) []string {
+	problems := slices.Concat(r.loadNamespace(req), r.loadPolicies(req), r.loadUpgrades(req), r.loadInputs(req), r.loadXR())
 	r.loadBlockers(req)
 	if ann := composedLogic(observed); ann != nil {
-		r.added = r.upgradeOf(ann)
+		var err error
+		if r.added, err = r.upgradeOf(ann); err != nil {
+			problems = append(problems, err.Error())
+		}
 	}
+	return problems
 }
 
 // blockerRead is one blocker's required resource as Crossplane returned
@@ -60,11 +61,13 @@ func (r *run) loadBlockers(req *fnv1.RunFunctionRequest) {
 	}
 }
 
-func (r *run) loadPolicies(req *fnv1.RunFunctionRequest) {
+// loadPolicies reads the AllowancePolicies and what they say of the XR:
+// its phase, mode and drift policy. It returns what it could not read.
+func (r *run) loadPolicies(req *fnv1.RunFunctionRequest) (problems []string) {
 	ups, ok, err := required(req, RequirementPolicies)
 	switch {
 	case err != nil:
-		r.problem(errors.Wrap(err, errReadRequiredAllowancePolicies))
+		problems = append(problems, errors.Wrap(err, errReadRequiredAllowancePolicies).Error())
 		r.restrictAll = true
 	case !ok:
 		// Crossplane has not resolved the requirement yet; it calls again.
@@ -72,19 +75,19 @@ func (r *run) loadPolicies(req *fnv1.RunFunctionRequest) {
 	}
 	var aps []v1alpha1.AllowancePolicy
 	for _, err := range decodeAll(ups, func(p *v1alpha1.AllowancePolicy) { aps = append(aps, *p) }) {
-		r.problem(err)
+		problems = append(problems, err.Error())
 		r.restrictAll = true
 	}
 	r.kinds = policy.KindsOf(aps)
 	r.all = aps
 	set, errs := r.compiled.policies.For(r.xr.GetAPIVersion(), r.xr.GetKind(), aps)
 	for _, err := range errs {
-		r.problem(err)
+		problems = append(problems, err.Error())
 		r.restrictAll = true
 	}
 	r.set = set
 	if r.phase, err = set.Phase(r.xr.Object); err != nil {
-		r.problem(errors.Wrapf(err, errFmtTellLifecyclePhase, ref(r.xr.Object)))
+		problems = append(problems, errors.Wrapf(err, errFmtTellLifecyclePhase, ref(r.xr.Object)).Error())
 		r.phase = policy.PhaseSteady
 	}
 	// The policy's initializing phase (before Crossplane first reports the
@@ -93,64 +96,70 @@ func (r *run) loadPolicies(req *fnv1.RunFunctionRequest) {
 	r.creating = r.phase != policy.PhaseDeleting && !policy.Created(r.xr.Object)
 	mode, err := set.Mode(r.ns)
 	if err != nil {
-		r.problem(errors.Wrapf(err, errFmtReadMode, ref(r.xr.Object)))
+		problems = append(problems, errors.Wrapf(err, errFmtReadMode, ref(r.xr.Object)).Error())
 	}
 	if w := policy.IgnoredMode(r.xr.Object); w != "" {
-		r.problem(errors.New(w))
+		problems = append(problems, w)
 	}
 	r.audit = mode == v1alpha1.ModeAudit
 	nsMode, _, _ := policy.NamespaceMode(r.ns)
 	r.auditable = nsMode == v1alpha1.ModeAudit || slices.ContainsFunc(r.all, func(p v1alpha1.AllowancePolicy) bool { return p.Spec.Mode == v1alpha1.ModeAudit })
 	r.log = r.cfg.mode == v1beta1.ModeLog || mode == v1alpha1.ModeLog || r.audit
 	r.drift = set.Drift()
+	return problems
 }
 
 // loadNamespace reads the Namespace whose mode and freeze apply to the XR.
 // Until Crossplane supplies it (or when crossplane render is not given it)
 // the policies' mode applies, which is Enforce unless every policy says Log.
-func (r *run) loadNamespace(req *fnv1.RunFunctionRequest) {
+func (r *run) loadNamespace(req *fnv1.RunFunctionRequest) (problems []string) {
 	nss, _, err := required(req, RequirementNamespace)
 	if err != nil {
-		r.problem(errors.Wrap(err, errReadRequiredNamespace))
+		problems = append(problems, errors.Wrap(err, errReadRequiredNamespace).Error())
 	}
 	if len(nss) == 1 {
 		r.ns = nss[0].Object
 	}
+	return problems
 }
 
-func (r *run) loadUpgrades(req *fnv1.RunFunctionRequest) {
+// loadUpgrades reads the UpgradeAllowances, the XR's Composition
+// revision and the Functions its pipeline runs. It returns what it could
+// not read.
+func (r *run) loadUpgrades(req *fnv1.RunFunctionRequest) (problems []string) {
 	uus, _, err := required(req, RequirementUpgrades)
 	if err != nil {
-		r.problem(errors.Wrap(err, errReadRequiredUpgradeAllowances))
+		problems = append(problems, errors.Wrap(err, errReadRequiredUpgradeAllowances).Error())
 	}
 	for _, err := range decodeAll(uus, func(u *v1alpha1.UpgradeAllowance) { r.upgrades = append(r.upgrades, *u) }) {
-		r.problem(err)
+		problems = append(problems, err.Error())
 	}
 	r.revision = rollout.Revision(r.xr.Object)
 	crs, _, err := required(req, RequirementRevision)
 	if err != nil {
-		r.problem(errors.Wrap(err, errReadRequiredCompositionRevision))
+		problems = append(problems, errors.Wrap(err, errReadRequiredCompositionRevision).Error())
 	}
 	var cr map[string]any
 	if len(crs) == 1 {
 		cr = crs[0].Object
 	}
 	r.rev = policy.RevisionOf(r.revision, cr)
-	r.loadFunctions(req, cr)
+	return append(problems, r.loadFunctions(req, cr)...)
 }
 
 // loadXR reads the XR's unconsumed allowances, its trace and its freeze.
-func (r *run) loadXR() {
+// It returns what it could not read.
+func (r *run) loadXR() (problems []string) {
 	ann := r.xr.GetAnnotations()
 	if as, err := allowance.Parse(ann[v1alpha1.AnnotationAllowances]); err != nil {
-		r.problem(errors.Wrapf(err, errFmtParseXRAllowances, v1alpha1.AnnotationAllowances, ref(r.xr.Object)))
+		problems = append(problems, errors.Wrapf(err, errFmtParseXRAllowances, v1alpha1.AnnotationAllowances, ref(r.xr.Object)).Error())
 	} else {
 		r.allowances = allowance.OnComposite(as, r.xr.Object)
 		allowance.Sort(r.allowances)
 	}
 	t, err := allowance.ParseTrace(ann[v1alpha1.AnnotationTrace])
 	if err != nil {
-		r.problem(errors.Wrapf(err, errFmtParseAnnotation, v1alpha1.AnnotationTrace, ref(r.xr.Object)))
+		problems = append(problems, errors.Wrapf(err, errFmtParseAnnotation, v1alpha1.AnnotationTrace, ref(r.xr.Object)).Error())
 	}
 	// Admission writes the XR's own hop into its trace; without admission
 	// (under crossplane render) the function adds it, so every composed
@@ -159,16 +168,17 @@ func (r *run) loadXR() {
 	r.xrTrace = t.With(allowance.HopOf(r.xr, r.xr.GetGeneration()))
 	r.frozen, err = allowance.FrozenBy(ann)
 	if err != nil {
-		r.problem(errors.Wrapf(err, errFmtParseXRFreeze, v1alpha1.AnnotationFreeze, ref(r.xr.Object)))
+		problems = append(problems, errors.Wrapf(err, errFmtParseXRFreeze, v1alpha1.AnnotationFreeze, ref(r.xr.Object)).Error())
 	}
 	if r.frozen == "" && r.ns != nil {
 		ns := unstructured.Unstructured{Object: r.ns}
 		by, err := allowance.FrozenBy(ns.GetAnnotations())
 		if err != nil {
-			r.problem(errors.Wrapf(err, errFmtParseNamespaceFreeze, v1alpha1.AnnotationFreeze, ns.GetName()))
+			problems = append(problems, errors.Wrapf(err, errFmtParseNamespaceFreeze, v1alpha1.AnnotationFreeze, ns.GetName()).Error())
 		}
 		if by != "" {
 			r.frozen = by + " on Namespace " + ns.GetName()
 		}
 	}
+	return problems
 }

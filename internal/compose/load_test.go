@@ -90,20 +90,20 @@ func TestLoad(t *testing.T) {
 			}
 			integers(oxr.Resource.Object)
 			r := &run{compiled: newCompiled(), loaded: loaded{now: testNow, xr: &unstructured.Unstructured{Object: oxr.Resource.Object}}}
-			r.load(req, nil)
+			problems := r.load(req, nil)
 
 			got := want{restrictAll: r.restrictAll, log: r.log, allowances: len(r.allowances), frozen: r.frozen}
-			if len(r.problems) > 1 {
-				t.Errorf("%s\nproblems: %v, want at most one", tc.reason, r.problems)
+			if len(problems) > 1 {
+				t.Errorf("%s\nproblems: %v, want at most one", tc.reason, problems)
 			}
-			if len(r.problems) == 1 {
+			if len(problems) == 1 {
 				got.problem = tc.want.problem
-				if tc.want.problem == "" || !strings.Contains(r.problems[0], tc.want.problem) {
-					t.Errorf("%s\nproblem %q, want one naming %q", tc.reason, r.problems[0], tc.want.problem)
+				if tc.want.problem == "" || !strings.Contains(problems[0], tc.want.problem) {
+					t.Errorf("%s\nproblem %q, want one naming %q", tc.reason, problems[0], tc.want.problem)
 				}
 			}
 			if got != tc.want {
-				t.Errorf("%s\nloaded %+v, want %+v (problems %v)", tc.reason, got, tc.want, r.problems)
+				t.Errorf("%s\nloaded %+v, want %+v (problems %v)", tc.reason, got, tc.want, problems)
 			}
 			if len(r.xrTrace) == 0 || r.xrTrace.Last().Kind != "XDatabase" {
 				t.Errorf("%s\nthe XR's trace %v does not end with the XR's own hop", tc.reason, r.xrTrace)

@@ -16,8 +16,9 @@ var rank = map[string]int{
 	metrics.OutcomeLetThrough: 4,
 }
 
-// verdict is what record counts for one composed resource.
-type verdict struct {
+// counted is what record counts for one composed resource.
+type counted struct {
+	resource        string // its composition resource name
 	outcome, reason string
 	child           policy.Child
 }
@@ -26,19 +27,19 @@ type verdict struct {
 // to decide about: a change withheld, waiting for its roll-out turn, held
 // by propagation control, or let through. Resources with nothing to change
 // are not counted, so the rate of decisions follows changes, not
-// reconciles.
-func (r *run) record(items []*item) {
+// reconciles. counts are the held and let through (tally.counts).
+func (r *run) record(f *findings, counts []counted) {
 	if r.metrics == nil {
 		return
 	}
-	seen := map[string]verdict{}
-	put := func(res string, v verdict) {
-		if had, ok := seen[res]; ok && rank[had.outcome] <= rank[v.outcome] {
+	seen := map[string]counted{}
+	put := func(v counted) {
+		if had, ok := seen[v.resource]; ok && rank[had.outcome] <= rank[v.outcome] {
 			return
 		}
-		seen[res] = v
+		seen[v.resource] = v
 	}
-	for _, w := range r.withheld {
+	for _, w := range f.withheld {
 		outcome := metrics.OutcomeWithheld
 		switch {
 		case w.logOnly:
@@ -47,23 +48,10 @@ func (r *run) record(items []*item) {
 			// An UpgradeAllowance permits it; only its turn is to come.
 			outcome = metrics.OutcomePending
 		}
-		put(w.resource, verdict{outcome: outcome, reason: w.code, child: w.child})
+		put(counted{resource: w.resource, outcome: outcome, reason: w.code, child: w.child})
 	}
-	byName := make(map[string]*item, len(items))
-	for _, it := range items {
-		byName[it.resName] = it
-	}
-	for _, h := range r.holds {
-		if it, ok := byName[h.resource]; ok {
-			put(h.resource, verdict{outcome: metrics.OutcomeHeld, reason: h.code, child: it.dm.child})
-		}
-	}
-	for _, it := range items {
-		ch := it.ch
-		if !it.ok || (!ch.create && len(ch.passed) == 0 && len(ch.released) == 0) {
-			continue
-		}
-		put(it.resName, verdict{outcome: metrics.OutcomeLetThrough, reason: r.letThrough(it), child: it.dm.child})
+	for _, c := range counts {
+		put(c)
 	}
 	kind := r.xr.GetKind()
 	for _, v := range seen {
@@ -76,15 +64,15 @@ func (r *run) record(items []*item) {
 }
 
 // letThrough is why the changes of a resource went through.
-func (r *run) letThrough(it *item) string {
+func (r *run) letThrough(v *verdict) string {
 	switch {
-	case it.ch.upgrade != nil:
+	case v.ch.upgrade != nil:
 		return metrics.ReasonUpgrade
-	case len(it.ch.released) > 0:
+	case len(v.ch.released) > 0:
 		return metrics.ReasonReleased
-	case it.ch.chosen != nil:
+	case v.ch.chosen != nil:
 		return metrics.ReasonAllowance
-	case !r.restricted(it.dm.child):
+	case !r.restricted(v.it.dm.child):
 		return metrics.ReasonUnrestricted
 	}
 	return metrics.ReasonPolicyPermitted

@@ -48,19 +48,17 @@ func TestRunFunctionCountsDecisions(t *testing.T) {
 func TestRecordRanksOutcomes(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.NewFunction(reg)
-	r := &run{metrics: m, loaded: loaded{restrictAll: true, xr: &unstructured.Unstructured{Object: map[string]any{"kind": "XDatabase"}}},
-		findings: findings{
-			withheld: []withheld{
-				{resource: "a", code: metrics.ReasonUpgradeTurn},
-				{resource: "a", code: metrics.ReasonNoAllowance},
-				{resource: "b", code: metrics.ReasonNoAllowance, logOnly: true},
-				{resource: "c", code: metrics.ReasonRolloutHalted},
-			},
-			holds: []hold{{resource: "c", code: metrics.ReasonBlocker}, {resource: "d", code: metrics.ReasonWindow}},
+	r := &run{metrics: m, loaded: loaded{restrictAll: true, xr: &unstructured.Unstructured{Object: map[string]any{"kind": "XDatabase"}}}}
+	f := findings{
+		withheld: []withheld{
+			{resource: "a", code: metrics.ReasonUpgradeTurn},
+			{resource: "a", code: metrics.ReasonNoAllowance},
+			{resource: "b", code: metrics.ReasonNoAllowance, logOnly: true},
+			{resource: "c", code: metrics.ReasonRolloutHalted},
 		},
 	}
-	items := []*item{{resName: "c", ok: true}, {resName: "d", ok: true}}
-	r.record(items)
+	counts := []counted{{resource: "c", outcome: metrics.OutcomeHeld, reason: metrics.ReasonBlocker}, {resource: "d", outcome: metrics.OutcomeHeld, reason: metrics.ReasonWindow}}
+	r.record(&f, counts)
 	for _, c := range []struct{ outcome, reason string }{
 		{metrics.OutcomeWithheld, metrics.ReasonNoAllowance},  // a: withheld outranks pending
 		{metrics.OutcomeLogOnly, metrics.ReasonNoAllowance},   // b

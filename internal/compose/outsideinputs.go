@@ -42,27 +42,28 @@ func inputRequirements(rs *fnv1.Requirements, ins []v1beta1.InputRef) {
 // then a logic change, named after the input (DESIGN §3d). An input
 // Crossplane has not resolved yet, or that does not exist, is left out, so
 // what it changes counts as a change without a cause; one that is missing
-// is reported.
-func (r *run) loadInputs(req *fnv1.RunFunctionRequest) {
+// is reported: it returns what it could not read.
+func (r *run) loadInputs(req *fnv1.RunFunctionRequest) (problems []string) {
 	if len(r.cfg.inputs) == 0 {
-		return
+		return nil
 	}
 	r.logic.Inputs = map[string]string{}
 	for i, in := range r.cfg.inputs {
 		us, ok, err := required(req, requirementInput(i))
 		switch {
 		case err != nil:
-			r.problem(errors.Wrapf(err, errFmtReadInput, in.Kind, in.Name))
+			problems = append(problems, errors.Wrapf(err, errFmtReadInput, in.Kind, in.Name).Error())
 			continue
 		case !ok:
 			continue
 		case len(us) != 1:
-			r.problem(errors.Errorf(errFmtInputMissing, in.Kind, in.Name))
+			problems = append(problems, errors.Errorf(errFmtInputMissing, in.Kind, in.Name).Error())
 			continue
 		}
 		r.logic.Inputs[logic.InputKey(in.Kind, in.Namespace, in.Name)] = strconv.FormatInt(generation(us[0].Object), 10)
 	}
 	r.inputs = logic.FormatFunctions(r.logic.Inputs)
+	return problems
 }
 
 // generation reads metadata.generation, which arrives as a float64 when

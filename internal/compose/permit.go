@@ -22,6 +22,9 @@ type decision struct {
 	creation bool
 	reason   string
 	code     string // the reason's class, a metrics.Reason* constant
+	// problems are what deciding it could not read: a roll-out's blockers
+	// or turn record, returned by the decision that first asks (turn).
+	problems []string
 }
 
 // kindRules are what the policies say of one composed kind, whatever the
@@ -173,10 +176,11 @@ func (r *run) permitMutation(c policy.Child, from int64, m mutation.Mutation, un
 // taking lets an upgrade's change through when it is the XR's turn to take
 // it (turn), and withholds it until then.
 func (r *run) taking(up *upgrade) decision {
-	if ok, why := r.turn(up); !ok {
-		return decision{reason: why, code: up.turnCode}
+	ok, why, problems := r.turn(up)
+	if !ok {
+		return decision{reason: why, code: up.turnCode, problems: problems}
 	}
-	return decision{ok: true, upgrade: up}
+	return decision{ok: true, upgrade: up, problems: problems}
 }
 
 // permitAdded decides creating a composed resource of kind c: as

@@ -32,44 +32,35 @@ func (h hold) String() string {
 	return s
 }
 
-// propagate holds back the changes propagateWhen does not let through yet
-// (DESIGN §6). A held resource keeps its observed spec and a closed gate;
-// its change is stamped as a pending allowance on it (stampExternal), so
-// that the XR's generation moving on cannot lose it. A held creation
-// whose turn came is released.
-func (r *run) propagate(items []*item) {
-	for _, p := range r.pace(items) {
-		if p.hold == nil {
-			if p.it.pendingCreate != nil {
-				p.it.ch.released = append(p.it.ch.released, *p.it.pendingCreate)
-			}
-			continue
-		}
-		r.holds = append(r.holds, *p.hold)
-		p.it.ch = r.heldBack(p.it)
-	}
-}
-
-// pacing is propagation control's decision for one composed resource
-// whose change it paces: held back, and why, or (hold nil) let go now.
+// pacing is propagation control's word on one composed resource's change
+// (DESIGN §6): whether the propagation plan paces it at all and, if it
+// does, why it holds it back (hold) or, hold nil, that it goes now. A held
+// resource keeps its observed spec and a closed gate, and its change is
+// stamped on it as a pending allowance (heldBack, stampExternal), so that
+// the XR's generation moving on cannot lose it; a held creation whose turn
+// came is released (verdictOf).
 type pacing struct {
-	it   *item
-	hold *hold
+	paced bool
+	hold  *hold
 }
 
-// pace decides which of the paced changes go now, changing no item: every
-// rule reads the resources as the run decided them, before any is held. In
-// Log mode it paces nothing: changes flow as they would without Kausality.
-func (r *run) pace(items []*item) []pacing {
+// pace is propagation control's batch: the pacing of each item's change,
+// by index, or nil when it paces none. It changes no item: every rule
+// reads the resources as decide left them, before any is held, for
+// whether a member of a collection counts as updated depends on every
+// member's decision. In Log mode it paces nothing: changes flow as they
+// would without Kausality. It returns the blockers and rules it could not
+// read or evaluate.
+func (r *run) pace(items []*item) (batch []pacing, problems []string) {
 	p := r.cfg.plan
 	if p == nil || r.log {
-		return nil
+		return nil, nil
 	}
 	vars := map[string]any{rollout.VarXR: policy.CELView(r.xr.Object), rollout.VarNow: r.now, rollout.VarObject: nil}
-	blocked := r.checkBlockers(p, vars)
+	blocked, problems := r.checkBlockers(p, vars)
 	cel, inColl := r.collect(p, items, vars)
-	var out []pacing
-	for _, it := range items {
+	batch = make([]pacing, len(items))
+	for i, it := range items {
 		if !it.ok || (!it.ch.create && len(it.ch.passed) == 0 && it.pendingCreate == nil) {
 			continue // nothing to propagate
 		}
@@ -86,15 +77,16 @@ func (r *run) pace(items []*item) []pacing {
 		h := hold{resource: it.resName, kind: it.dm.child.Kind, name: it.dm.name, why: blocked, code: metrics.ReasonBlocker}
 		if h.why == "" {
 			vars[rollout.VarItem] = cel[it]
-			r.check(rules, vars, &h)
+			if err := r.check(rules, vars, &h); err != nil {
+				problems = append(problems, err.Error())
+			}
 		}
-		if h.why == "" {
-			out = append(out, pacing{it: it})
-			continue
+		batch[i].paced = true
+		if h.why != "" {
+			batch[i].hold = &h
 		}
-		out = append(out, pacing{it: it, hold: &h})
 	}
-	return out
+	return batch, problems
 }
 
 // collect is the CEL view of every item, as a member of a collection,
@@ -103,7 +95,7 @@ func (r *run) pace(items []*item) []pacing {
 func (r *run) collect(p *plan, items []*item, vars map[string]any) (map[*item]map[string]any, map[string][]collection) {
 	cel := map[*item]map[string]any{}
 	for _, it := range items {
-		updated, ready := r.memberState(it, it.have)
+		updated, ready := r.memberState(it, &it.ch, it.have)
 		obj := it.observed
 		if obj == nil {
 			obj = it.desired
@@ -128,8 +120,8 @@ func (r *run) collect(p *plan, items []*item, vars map[string]any) (map[*item]ma
 
 // check evaluates the rules that pace one resource, by name, and says in h
 // why the first that does not hold keeps its change back; a rule that
-// fails to evaluate holds it too.
-func (r *run) check(rules map[string]rollout.Rule, vars map[string]any, h *hold) {
+// fails to evaluate holds it too, and its error is returned.
+func (r *run) check(rules map[string]rollout.Rule, vars map[string]any, h *hold) error {
 	keys := make([]string, 0, len(rules))
 	for k := range rules {
 		keys = append(keys, k)
@@ -138,28 +130,29 @@ func (r *run) check(rules map[string]rollout.Rule, vars map[string]any, h *hold)
 	for _, k := range keys {
 		v, err := rules[k].Check(vars, r.now)
 		if err != nil {
-			r.problem(errors.Wrapf(err, errFmtEvaluatePropagateWhen, k, h.resource))
 			h.why, h.code = fmt.Sprintf("propagateWhen %q of %s failed to evaluate", v.Failed, k), metrics.ReasonEvalFailed
-			return
+			return errors.Wrapf(err, errFmtEvaluatePropagateWhen, k, h.resource)
 		}
 		if !v.OK {
 			h.why, h.opens, h.code = fmt.Sprintf("propagateWhen %q of %s is false", v.Failed, k), v.Opens, metrics.ReasonPropagateWhen
 			if !v.Opens.IsZero() {
 				h.code = metrics.ReasonWindow
 			}
-			return
+			return nil
 		}
 	}
+	return nil
 }
 
 // heldBack is the item's change as propagation control holds it back: it
-// keeps from the cloud what the decision let through, a new decision
-// rather than an edit of the first. An update keeps the observed values
+// keeps from the cloud what the decision let through, a change of its own
+// rather than an edit of the decision's. An update keeps the observed values
 // (in the change's copy of the spec), and a creation creates the resource in
 // Kubernetes only, behind a closed gate; either is recorded as pending on
 // the resource, so its cause outlasts the XR's allowance or lifecycle
-// phase.
-func (r *run) heldBack(it *item) change {
+// phase. The error says why it kept the whole spec as observed
+// (keepObserved).
+func heldBack(it *item) (change, error) {
 	ch := it.ch
 	if ch.create {
 		ch.held, ch.passed, ch.covered = ch.passed, nil, nil
@@ -167,26 +160,24 @@ func (r *run) heldBack(it *item) change {
 		if len(ch.pending) == 0 {
 			ch.pending = map[string]string{"spec": allowance.Absent}
 		}
-		return ch
+		return ch, nil
 	}
 	ch.pending = allowance.ValuesOf(it.desired, ch.covered, skipManaged)
-	if err := keepObserved(it.dm.child, it.observed, ch.object(it.desired), ch.passed, &ch); err != nil {
-		r.problem(err)
-	}
+	err := keepObserved(it.dm.child, it.observed, ch.object(it.desired), ch.passed, &ch)
 	ch.held = ch.covered
 	ch.passed, ch.covered, ch.upgrades, ch.released, ch.upgrade = nil, nil, nil, nil, nil
-	return ch
+	return ch, err
 }
 
 // checkBlockers puts each blocker, as load read it, into vars and names
-// the first that blocks now, or "".
-func (r *run) checkBlockers(p *plan, vars map[string]any) string {
-	why := ""
+// the first that blocks now, or "". It returns the blockers it could not
+// read or evaluate.
+func (r *run) checkBlockers(p *plan, vars map[string]any) (why string, problems []string) {
 	for _, b := range p.blockers {
 		read := r.blockers[p.prefix+b.Name]
 		objs, err := read.objs, read.err
 		if err != nil {
-			r.problem(errors.Wrapf(err, errFmtReadBlocker, b.Name))
+			problems = append(problems, errors.Wrapf(err, errFmtReadBlocker, b.Name).Error())
 			if why == "" {
 				why = fmt.Sprintf("blocker %s cannot be read", b.Name)
 			}
@@ -206,7 +197,7 @@ func (r *run) checkBlockers(p *plan, vars map[string]any) string {
 		vars[rollout.VarObject] = nil
 		switch {
 		case err != nil:
-			r.problem(errors.Wrapf(err, errFmtEvaluateWhenBlocker, b.Name))
+			problems = append(problems, errors.Wrapf(err, errFmtEvaluateWhenBlocker, b.Name).Error())
 			why = fmt.Sprintf("blocker %s (%s %s) exists and its when failed to evaluate", b.Name, b.Kind, b.MatchName)
 		case v.OK:
 			why = fmt.Sprintf("blocker %s (%s %s) exists", b.Name, b.Kind, b.MatchName)
@@ -215,21 +206,22 @@ func (r *run) checkBlockers(p *plan, vars map[string]any) string {
 			}
 		}
 	}
-	return why
+	return why, problems
 }
 
 // memberState is a composed resource's updated() and ready(): updated
 // means applied in the cloud, not merely written: nothing let through,
-// withheld or held this run, no allowance of have (its allowances, as
-// stored or as answered) that ships its spec left unconsumed (pending, or
-// open and not yet applied), and its provider has observed its generation
-// and is Synced.
-func (r *run) memberState(it *item, have []allowance.Allowance) (updated, ready bool) {
+// withheld or held this run (by ch, its change as decided or as its
+// verdict answers it), no allowance of have (its allowances, as stored or
+// as answered) that ships its spec left unconsumed (pending, or open and
+// not yet applied), and its provider has observed its generation and is
+// Synced.
+func (r *run) memberState(it *item, ch *change, have []allowance.Allowance) (updated, ready bool) {
 	if it.observed == nil {
 		return false, false
 	}
 	ready = policy.ConditionTrue(it.observed, "Ready")
-	if !it.ok || len(it.ch.passed) > 0 || len(it.ch.withheld) > 0 || len(it.ch.held) > 0 {
+	if !it.ok || len(ch.passed) > 0 || len(ch.withheld) > 0 || len(ch.held) > 0 {
 		return false, ready
 	}
 	for _, a := range allowance.Unconsumed(have, it.observed) {

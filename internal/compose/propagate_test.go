@@ -434,7 +434,10 @@ func TestHeldBack(t *testing.T) {
 	it := &item{resName: "b", observed: observed, desired: desired, ok: true,
 		ch: change{passed: []mutation.Mutation{size}, covered: []mutation.Mutation{size}}}
 
-	held := (&run{}).heldBack(it)
+	held, err := heldBack(it)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	if len(it.ch.passed) != 1 || len(it.ch.held) != 0 {
 		t.Errorf("the decision held back was edited: passed %v held %v", it.ch.passed, it.ch.held)

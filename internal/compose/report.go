@@ -86,24 +86,24 @@ func (ch change) withholds() bool {
 	return slices.ContainsFunc(ch.reports, func(w withheld) bool { return !w.logOnly })
 }
 
-// report turns what the run withheld and every input problem into results and
-// XR conditions.
-func (r *run) report(rsp *fnv1.RunFunctionResponse) {
-	for _, p := range r.problems {
+// report turns what the run found (f: what it withheld, held back and
+// every input problem) into results and XR conditions.
+func (r *run) report(rsp *fnv1.RunFunctionResponse, f *findings) {
+	for _, p := range f.problems {
 		response.Warning(rsp, errors.New(p)).TargetCompositeAndClaim()
 	}
-	if len(r.problems) > 0 {
-		response.ConditionFalse(rsp, ConditionAnnotations, ReasonMalformed).WithMessage(strings.Join(r.problems, "; ")).TargetCompositeAndClaim()
+	if len(f.problems) > 0 {
+		response.ConditionFalse(rsp, ConditionAnnotations, ReasonMalformed).WithMessage(strings.Join(f.problems, "; ")).TargetCompositeAndClaim()
 	} else {
 		response.ConditionTrue(rsp, ConditionAnnotations, ReasonAnnotationsValid).TargetComposite()
 	}
-	lines := make([]string, 0, len(r.withheld))
-	for _, w := range r.withheld {
+	lines := make([]string, 0, len(f.withheld))
+	for _, w := range f.withheld {
 		lines = append(lines, w.String())
 		response.Warning(rsp, errors.New(w.String())).TargetCompositeAndClaim()
 	}
 	switch {
-	case len(r.withheld) == 0:
+	case len(f.withheld) == 0:
 		// The Claim too: Crossplane keeps a condition it once copied to
 		// the Claim (status.claimConditionTypes), so a Claim that was told
 		// a change was withheld must also be told when nothing is.
@@ -120,33 +120,34 @@ func (r *run) report(rsp *fnv1.RunFunctionResponse) {
 		// watches: a fleet waiting for its turns is left at the default
 		// TTL, since hundreds of XRs polling every WithheldTTL slow down
 		// the batch under way.
-		if !r.waitsForTurnsOnly() {
+		if !r.waitsForTurnsOnly(f) {
 			if rsp.Meta == nil {
 				rsp.Meta = &fnv1.ResponseMeta{}
 			}
 			rsp.Meta.Ttl = durationpb.New(WithheldTTL)
 		}
 	}
-	r.reportPropagation(rsp)
-	r.reportUpgraded(rsp)
-	r.reportCreated(rsp)
-	r.reportRestricted(rsp)
+	r.reportPropagation(rsp, f)
+	r.reportUpgraded(rsp, f.behind)
+	r.reportCreated(rsp, f)
+	r.reportRestricted(rsp, f.unrestricted)
 }
 
 // reportRestricted says, on an XR some policy is for, whether every
-// managed resource it composes is of a kind a policy names.
-func (r *run) reportRestricted(rsp *fnv1.RunFunctionResponse) {
+// managed resource it composes is of a kind a policy names (unrestricted:
+// a line for each that is not).
+func (r *run) reportRestricted(rsp *fnv1.RunFunctionResponse, unrestricted []string) {
 	if r.xr == nil || r.restrictAll || len(r.set.Names()) == 0 {
 		return
 	}
-	if len(r.unrestricted) == 0 {
+	if len(unrestricted) == 0 {
 		response.ConditionTrue(rsp, v1alpha1.ConditionRestricted, ReasonAllRestricted).TargetComposite()
 		return
 	}
-	for _, l := range r.unrestricted {
+	for _, l := range unrestricted {
 		response.Warning(rsp, errors.New(l)).TargetCompositeAndClaim()
 	}
-	response.ConditionFalse(rsp, v1alpha1.ConditionRestricted, ReasonUnrestricted).WithMessage(strings.Join(r.unrestricted, "; ")).TargetComposite()
+	response.ConditionFalse(rsp, v1alpha1.ConditionRestricted, ReasonUnrestricted).WithMessage(strings.Join(unrestricted, "; ")).TargetComposite()
 }
 
 // reportCreated ends the XR's creation, for good, at the first run that
@@ -154,12 +155,12 @@ func (r *run) reportRestricted(rsp *fnv1.RunFunctionResponse) {
 // False again later; the creation must not come back with it). While the
 // creation goes on, Crossplane is asked back soon, so that it ends once the
 // XR is Ready although nothing it watches changes then.
-func (r *run) reportCreated(rsp *fnv1.RunFunctionResponse) {
+func (r *run) reportCreated(rsp *fnv1.RunFunctionResponse, f *findings) {
 	if r.xr == nil || r.phase == policy.PhaseDeleting {
 		return
 	}
-	shut := slices.ContainsFunc(r.withheld, func(w withheld) bool { return w.verb == v1alpha1.VerbCreate && !w.logOnly })
-	if policy.Created(r.xr.Object) || (policy.Ready(r.xr.Object) && !r.usedCreation && !r.restrictAll && !shut) {
+	shut := slices.ContainsFunc(f.withheld, func(w withheld) bool { return w.verb == v1alpha1.VerbCreate && !w.logOnly })
+	if policy.Created(r.xr.Object) || (policy.Ready(r.xr.Object) && !f.usedCreation && !r.restrictAll && !shut) {
 		response.ConditionTrue(rsp, v1alpha1.ConditionCreated, ReasonCreated).
 			WithMessage("the XR was Ready with nothing left to add; what the pipeline adds from now on is a change that needs a cause").TargetComposite()
 		return
@@ -175,19 +176,19 @@ func (r *run) reportCreated(rsp *fnv1.RunFunctionResponse) {
 // reportPropagation sets the Propagated condition and asks Crossplane to
 // come back soon while a batch applies, and when a closed maintenance
 // window opens while only windows hold changes back.
-func (r *run) reportPropagation(rsp *fnv1.RunFunctionResponse) {
+func (r *run) reportPropagation(rsp *fnv1.RunFunctionResponse, f *findings) {
 	if r.cfg.plan == nil && r.frozen == "" && !r.paced() {
 		return
 	}
 	waiting := r.waiting()
-	lines := make([]string, 0, len(r.holds)+len(waiting)+1)
+	lines := make([]string, 0, len(f.holds)+len(waiting)+1)
 	lines = append(lines, waiting...)
 	if r.frozen != "" {
 		lines = append(lines, fmt.Sprintf("frozen by %s: no gate opens until the freeze lifts, and held changes then apply", r.frozen))
 	}
 	var opens time.Time
 	windowsOnly := true
-	for _, h := range r.holds {
+	for _, h := range f.holds {
 		lines = append(lines, h.String())
 		switch {
 		case h.opens.IsZero():
@@ -205,17 +206,17 @@ func (r *run) reportPropagation(rsp *fnv1.RunFunctionResponse) {
 	default:
 		response.ConditionFalse(rsp, ConditionPropagated, ReasonHeld).WithMessage(strings.Join(lines, "; ")).TargetCompositeAndClaim()
 	}
-	if r.waitsForTurnsOnly() {
+	if r.waitsForTurnsOnly(f) {
 		return
 	}
 	ttl := WithheldTTL
-	if len(r.holds) > 0 && windowsOnly && r.frozen == "" {
+	if len(f.holds) > 0 && windowsOnly && r.frozen == "" {
 		ttl = max(opens.Sub(r.now), time.Second)
 	}
 	if rsp.Meta == nil {
 		rsp.Meta = &fnv1.ResponseMeta{}
 	}
-	if cur := rsp.GetMeta().GetTtl(); cur == nil || ttl < cur.AsDuration() || len(r.withheld) == 0 {
+	if cur := rsp.GetMeta().GetTtl(); cur == nil || ttl < cur.AsDuration() || len(f.withheld) == 0 {
 		rsp.Meta.Ttl = durationpb.New(ttl)
 	}
 }
@@ -225,11 +226,11 @@ func (r *run) reportPropagation(rsp *fnv1.RunFunctionResponse) {
 // nothing is held or frozen, and every change withheld waits for a turn
 // (a halted roll-out waits for its blockers, which Crossplane does not
 // watch).
-func (r *run) waitsForTurnsOnly() bool {
-	if len(r.holds) > 0 || r.frozen != "" || len(r.withheld) == 0 {
+func (r *run) waitsForTurnsOnly(f *findings) bool {
+	if len(f.holds) > 0 || r.frozen != "" || len(f.withheld) == 0 {
 		return false
 	}
-	return !slices.ContainsFunc(r.withheld, func(w withheld) bool { return !w.logOnly && w.code != metrics.ReasonUpgradeTurn })
+	return !slices.ContainsFunc(f.withheld, func(w withheld) bool { return !w.logOnly && w.code != metrics.ReasonUpgradeTurn })
 }
 
 // WithheldTTL is how soon Crossplane runs the pipeline again while a change

@@ -74,13 +74,14 @@ func TestReport(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		r      run
+		f      findings
 		want   *fnv1.RunFunctionResponse
 	}{
 		"AllAllowed": {reason: "Nothing withheld, nothing malformed: both conditions True; KausalityAllowed reaches the Claim too, replacing a False Crossplane keeps showing there.", want: &fnv1.RunFunctionResponse{Conditions: []*fnv1.Condition{
 			cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAnnotationsValid, "", fnv1.Target_TARGET_COMPOSITE),
 			cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAllAllowed, "", fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
 		}}},
-		"Withheld": {reason: "A withheld change is a warning and a False condition the Claim sees too, and Crossplane comes back soon: what releases it (an UpgradeAllowance, a policy) is nothing it watches.", r: run{findings: findings{withheld: []withheld{w}, problems: []string{"bad annotation"}}},
+		"Withheld": {reason: "A withheld change is a warning and a False condition the Claim sees too, and Crossplane comes back soon: what releases it (an UpgradeAllowance, a policy) is nothing it watches.", f: findings{withheld: []withheld{w}, problems: []string{"bad annotation"}},
 			want: &fnv1.RunFunctionResponse{
 				Meta:    &fnv1.ResponseMeta{Ttl: durationpb.New(WithheldTTL)},
 				Results: []*fnv1.Result{warn("bad annotation"), warn(w.String())},
@@ -88,14 +89,14 @@ func TestReport(t *testing.T) {
 					cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_FALSE, ReasonMalformed, "bad annotation", fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
 					cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_FALSE, ReasonWithheld, w.String(), fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
 				}}},
-		"WaitsForTurn": {reason: "A change waiting only for its turn in a roll-out leaves Crossplane's default TTL: the provider gives the turn by writing the XR, which Crossplane watches, and a fleet polling every WithheldTTL slows the batch under way.", r: run{findings: findings{withheld: []withheld{turn}}},
+		"WaitsForTurn": {reason: "A change waiting only for its turn in a roll-out leaves Crossplane's default TTL: the provider gives the turn by writing the XR, which Crossplane watches, and a fleet polling every WithheldTTL slows the batch under way.", f: findings{withheld: []withheld{turn}},
 			want: &fnv1.RunFunctionResponse{
 				Results: []*fnv1.Result{warn(turn.String())},
 				Conditions: []*fnv1.Condition{
 					cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAnnotationsValid, "", fnv1.Target_TARGET_COMPOSITE),
 					cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_FALSE, ReasonWithheld, turn.String(), fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
 				}}},
-		"Halted": {reason: "A roll-out halted by a blocker waits for an object Crossplane does not watch: come back soon.", r: run{findings: findings{withheld: []withheld{halted}}},
+		"Halted": {reason: "A roll-out halted by a blocker waits for an object Crossplane does not watch: come back soon.", f: findings{withheld: []withheld{halted}},
 			want: &fnv1.RunFunctionResponse{
 				Meta:    &fnv1.ResponseMeta{Ttl: durationpb.New(WithheldTTL)},
 				Results: []*fnv1.Result{warn(halted.String())},
@@ -103,7 +104,7 @@ func TestReport(t *testing.T) {
 					cond(ConditionAnnotations, fnv1.Status_STATUS_CONDITION_TRUE, ReasonAnnotationsValid, "", fnv1.Target_TARGET_COMPOSITE),
 					cond(ConditionAllowed, fnv1.Status_STATUS_CONDITION_FALSE, ReasonWithheld, halted.String(), fnv1.Target_TARGET_COMPOSITE_AND_CLAIM),
 				}}},
-		"Log": {reason: "In Log mode the condition stays True and says what would have been withheld.", r: run{loaded: loaded{log: true}, findings: findings{withheld: []withheld{w}}},
+		"Log": {reason: "In Log mode the condition stays True and says what would have been withheld.", r: run{loaded: loaded{log: true}}, f: findings{withheld: []withheld{w}},
 			want: &fnv1.RunFunctionResponse{
 				Results: []*fnv1.Result{warn(w.String())},
 				Conditions: []*fnv1.Condition{
@@ -114,7 +115,7 @@ func TestReport(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			rsp := &fnv1.RunFunctionResponse{}
-			tc.r.report(rsp)
+			tc.r.report(rsp, &tc.f)
 			if diff := cmp.Diff(tc.want, rsp, protocmp.Transform()); diff != "" {
 				t.Errorf("%s\nreport: -want, +got:\n%s", tc.reason, diff)
 			}

@@ -13,15 +13,14 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
-// run is the state of one RunFunction call, in three parts: what the
-// request says (loaded, read once by load and never written after), what
-// the run works out once and looks up many times (memos), and what it
-// reports (findings). Decisions are values passed between the stages
-// (item, change, deletion, answer); none of them is kept here.
+// run is the state of one RunFunction call, in two parts: what the
+// request says (loaded, read once by load and never written after), and
+// what the run works out once and looks up many times (memos). Decisions
+// and findings are values the stages return (item, change, deletion,
+// verdict, findings, answer); none of them is kept here.
 type run struct {
 	loaded
 	memos
-	findings
 
 	compiled *compiled         // the function's, read through by every run
 	metrics  *metrics.Function // where its decisions are counted; nil: nowhere
@@ -95,22 +94,3 @@ type memos struct {
 	// childBounds are childBoundsOf's, by allowance index, from and kind.
 	childBounds map[childBoundsKey]policy.ChildBounds
 }
-
-// findings are what the run reports on the XR: what it withheld and
-// held back, malformed input, and how far an upgrade got.
-type findings struct {
-	withheld []withheld
-	holds    []hold   // changes propagation control holds back
-	problems []string // malformed input, one line each
-	// behind: some composed resource still records older logic (its
-	// upgrade is withheld, held, or waits for its turn).
-	behind bool
-	// usedCreation: this run let something through as part of the XR's
-	// creation (loaded.creating).
-	usedCreation bool
-	// unrestricted are the composed managed resources of kinds no policy
-	// for the XR names, one line each.
-	unrestricted []string
-}
-
-func (r *run) problem(err error) { r.problems = append(r.problems, err.Error()) }

@@ -37,10 +37,6 @@ type stamp struct {
 	// gate (gate.Config.Overdue): the answer is it, its spec, labels and
 	// annotations unchanged, with policies as the gate.
 	closing map[string]any
-	// body is the spec the resource is answered with: the change's, with
-	// the fields of changes abandoned on it as the cloud has them
-	// (revertAbandoned).
-	body body
 }
 
 // body is the spec a composed resource is answered with (change.object):
@@ -61,22 +57,25 @@ func (s stamp) labels(obj map[string]any) map[string]string {
 	return labels
 }
 
-// finish works out the stamp the change earns for one decided composed
-// resource (nil: none) and what its gate keeps shut, as reported, and
-// returns false when it must not be created at all.
-func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
+// finish completes v, the verdict on one composed resource whose change
+// (v.ch) propagation control has paced: the records the change leaves on
+// the resource (applied, superseded, previous, abandoned), its stamp (nil:
+// none), what its gate keeps shut, and what the XR reports of it. A
+// resource whose creation is refused is not answered: nothing is stamped.
+func (r *run) finish(v *verdict) {
+	it, ch := v.it, &v.ch
 	if !it.ok {
-		return nil, nil, false
+		return
 	}
-	dm, om, observed, ch := it.dm, it.om, it.observed, it.ch
-	have, superseded := it.answered()
+	dm, om, observed := it.dm, it.om, it.observed
+	have, superseded := v.answered()
 	gated := r.gated(dm)
 	var abandoned []withheld
 	if !ch.create {
 		ch.superseded = superseded
 		ch.applied = nextApplied(ch.owned, ch.wanted, append(slices.Clone(ch.withheld), ch.held...))
 		if gated {
-			abandoned, ch.previous = r.revertAbandoned(it, &ch)
+			abandoned, ch.previous, v.problems = r.revertAbandoned(it, ch)
 		}
 	}
 	desired := ch.object(it.desired)
@@ -85,8 +84,8 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 	// gate left to the pipeline.
 	restricted := r.restricted(dm.child) || r.audited(dm)
 	if !restricted && !gated {
-		r.noteUnrestricted(dm)
-		return nil, nil, true
+		v.unrestricted = r.unrestrictedLine(dm)
+		return
 	}
 	// dm.ann is metaOf's copy of desired's annotations: stamp that, with
 	// the pipeline's own annotations of a kind without a gate as this run
@@ -101,7 +100,7 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 	}
 	ann[v1alpha1.AnnotationApplied] = ch.applied.String()
 	ann[v1alpha1.AnnotationComposedGeneration] = strconv.FormatInt(r.composedGeneration(om), 10)
-	var policies []string
+	var policies, problems []string
 	switch {
 	case gated:
 		// The gate is never wider than what the steps before asked for
@@ -125,30 +124,36 @@ func (r *run) finish(it *item) (_ *stamp, reports []withheld, ok bool) {
 		} else {
 			delete(ann, v1alpha1.AnnotationRequestedPolicies) // no step may forge one
 		}
-		reports, policies = r.gate(cfg, dm, om, observed, desired, ann, ch, have)
-		reports = append(abandoned, reports...)
+		var reports []withheld
+		reports, policies, problems = r.gate(cfg, dm, om, observed, desired, ann, *ch, have)
+		v.reports = abandoned
+		v.reports = append(v.reports, reports...)
+		v.problems = append(v.problems, problems...)
 		if !cfg.Opens(policies) && cfg.Overdue(observed, it.have, r.now) {
-			return &stamp{gated: true, policies: policies, closing: observed, body: ch.body()}, append(reports, r.overdue(dm)), true
+			v.stamp = &stamp{gated: true, policies: policies, closing: observed}
+			v.reports = append(v.reports, r.overdue(dm))
+			return
 		}
 	case restricted:
 		// Without a policy for its cloud resource the pipeline owns this
 		// resource's managementPolicies; Kausality still records what it
 		// let through.
-		ann[v1alpha1.AnnotationTrace] = r.traceFor(dm, om, ch)
-		r.stampLogic(ann, om, ch)
+		ann[v1alpha1.AnnotationTrace], problems = r.traceFor(dm, om, *ch)
+		v.problems = append(v.problems, problems...)
+		r.stampLogic(ann, om, *ch)
 	}
-	return &stamp{annotations: ann, gated: gated, policies: policies, body: ch.body()}, reports, true
+	v.stamp = &stamp{annotations: ann, gated: gated, policies: policies}
 }
 
-// answered is the resource's allowances as this run answers them: the
+// answered is the resource's allowances as the verdict answers them: the
 // stored ones, with the pending ones its desired state no longer wants
 // marked consumed (supersede), and those superseded; a creation has none
 // to supersede.
-func (it *item) answered() (have, superseded []allowance.Allowance) {
-	if it.ch.create {
-		return it.have, nil
+func (v *verdict) answered() (have, superseded []allowance.Allowance) {
+	if v.ch.create {
+		return v.it.have, nil
 	}
-	return supersede(it.have, it.ch.wanted, it.ch.released)
+	return supersede(v.it.have, v.ch.wanted, v.ch.released)
 }
 
 // supersede marks consumed the pending allowances of have whose change
@@ -202,19 +207,17 @@ func (r *run) overdue(dm childMeta) withheld {
 		fmt.Sprintf("its gate stayed open longer than maxGateOpen (%s) and the provider has not closed it: this run closes only the gate, which the API server admits without the provider; the resource's other changes wait for the next run", r.cfg.gate.Defaulted().MaxOpen))
 }
 
-// noteUnrestricted records a composed managed resource that is neither
-// restricted nor gated although some policy is for its XR: no policy names
-// its kind, so nothing Kausality does holds its changes back, and the XR
-// must say so rather than look protected.
-func (r *run) noteUnrestricted(dm childMeta) {
+// unrestrictedLine is what the XR says of a composed managed resource that
+// is neither restricted nor gated although some policy is for its XR: no
+// policy names its kind, so nothing Kausality does holds its changes back,
+// and the XR must say so rather than look protected. "" for any other
+// resource.
+func (r *run) unrestrictedLine(dm childMeta) string {
 	if dm.child.Class != policy.ClassManaged || policy.IsComposite(dm.obj.Object) || policy.IsClaim(dm.obj.Object) || len(r.set.Names()) == 0 {
-		return
+		return ""
 	}
-	line := fmt.Sprintf("%s (%s %s) is a managed resource of a kind no AllowancePolicy for %s names (%s): Kausality does not gate it, so its changes reach the cloud without a cause; add its kind to a policy (kubectl kausality policy derive, policy check)",
+	return fmt.Sprintf("%s (%s %s) is a managed resource of a kind no AllowancePolicy for %s names (%s): Kausality does not gate it, so its changes reach the cloud without a cause; add its kind to a policy (kubectl kausality policy derive, policy check)",
 		dm.resName, dm.child.Kind, dm.child.APIGroup, ref(r.xr.Object), strings.Join(r.set.Names(), ", "))
-	if !slices.Contains(r.unrestricted, line) {
-		r.unrestricted = append(r.unrestricted, line)
-	}
 }
 
 // nextApplied is the record after this run: what the pipeline wanted for the

@@ -74,8 +74,9 @@ func (r *run) throughXR(i int) allowance.Trace {
 	return r.viaXR[i]
 }
 
-// mrHop is the composed resource's own hop for the change let through.
-func (r *run) mrHop(dm childMeta, gen int64, ch change) allowance.Hop {
+// mrHop is the composed resource's own hop for the change let through,
+// and the trace labels it leaves out, one line each for the XR's report.
+func (r *run) mrHop(dm childMeta, gen int64, ch change) (_ allowance.Hop, problems []string) {
 	h := allowance.HopOf(dm.obj, gen)
 	h.Name = dm.name
 	h.Timestamp = r.stampedAt
@@ -90,25 +91,26 @@ func (r *run) mrHop(dm childMeta, gen int64, ch change) allowance.Hop {
 		// A pipeline step set them: the resource's hop goes without its
 		// labels rather than carry them into every later write.
 		for _, f := range slices.Sorted(maps.Keys(errs)) {
-			r.problem(errors.Errorf("composed resource %s: %s: %s; its trace labels are left out", dm.resName, f, errs[f]))
+			problems = append(problems, errors.Errorf("composed resource %s: %s: %s; its trace labels are left out", dm.resName, f, errs[f]).Error())
 		}
 		h.Labels = nil
 	}
-	return h
+	return h, problems
 }
 
 // traceFor is the composed resource's trace annotation: the chain of the
-// change let through now, or the observed chain when nothing changed.
-func (r *run) traceFor(dm, om childMeta, ch change) string {
+// change let through now, or the observed chain when nothing changed; and
+// what its hop leaves out (mrHop).
+func (r *run) traceFor(dm, om childMeta, ch change) (string, []string) {
 	// A held update keeps the chain of the spec it keeps; a held creation
 	// is traced as the creation it is.
 	if len(ch.passed) == 0 && (!ch.create || len(ch.held) == 0) {
 		if t, ok := om.ann[v1alpha1.AnnotationTrace]; ok {
 			if _, err := allowance.ParseTrace(t); err == nil {
-				return t
+				return t, nil
 			}
 		}
-		return allowance.FormatTrace(nil)
+		return allowance.FormatTrace(nil), nil
 	}
 	base := r.xrTrace
 	switch {
@@ -117,7 +119,8 @@ func (r *run) traceFor(dm, om childMeta, ch change) string {
 	case ch.upgrade != nil:
 		base = ch.upgrade.base
 	}
-	return allowance.FormatTraceThen(base, r.mrHop(dm, allowance.NextGeneration(om.generation), ch))
+	hop, problems := r.mrHop(dm, allowance.NextGeneration(om.generation), ch)
+	return allowance.FormatTraceThen(base, hop), problems
 }
 
 // xrHop is the XR's own hop, the last of its trace.

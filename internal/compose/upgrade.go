@@ -38,15 +38,16 @@ type upgrade struct {
 // loadFunctions reads the package each Function of the pipeline runs:
 // the Functions and FunctionRevisions Crossplane supplies, narrowed to the
 // steps of the CompositionRevision's pipeline when it has one (under
-// crossplane render it may not; then every Function supplied counts).
-func (r *run) loadFunctions(req *fnv1.RunFunctionRequest, cr map[string]any) {
+// crossplane render it may not; then every Function supplied counts). It
+// returns what it could not read.
+func (r *run) loadFunctions(req *fnv1.RunFunctionRequest, cr map[string]any) (problems []string) {
 	fns, _, err := required(req, RequirementFunctions)
 	if err != nil {
-		r.problem(errors.Wrap(err, errReadRequiredFunctions))
+		problems = append(problems, errors.Wrap(err, errReadRequiredFunctions).Error())
 	}
 	revs, _, err := required(req, RequirementFunctionRevisions)
 	if err != nil {
-		r.problem(errors.Wrap(err, errReadRequiredFunctionRevisions))
+		problems = append(problems, errors.Wrap(err, errReadRequiredFunctionRevisions).Error())
 	}
 	var steps map[string]bool
 	if pipeline, err := fieldpath.Pave(cr).GetValue("spec.pipeline"); err == nil {
@@ -68,6 +69,7 @@ func (r *run) loadFunctions(req *fnv1.RunFunctionRequest, cr map[string]any) {
 	}
 	r.logic = logic.Logic{Revision: r.revision, Functions: out}
 	r.functions = logic.FormatFunctions(out)
+	return problems
 }
 
 // packageOf is the package a Function runs: its active FunctionRevision's
@@ -96,17 +98,17 @@ func packageOf(f *unstructured.Unstructured, revs []*unstructured.Unstructured) 
 
 // upgradeOf is the logic change of a composed resource whose annotations
 // record the logic that last produced it, or nil when nothing changed.
-// Resources produced by the same logic share one, worked out once a run.
-func (r *run) upgradeOf(ann map[string]string) *upgrade {
+// Resources produced by the same logic share one, worked out once a run;
+// err is the record it could not read, returned by the call that works
+// the upgrade out and by no later one, so that the XR reports it once.
+func (r *run) upgradeOf(ann map[string]string) (_ *upgrade, err error) {
 	key := ann[v1alpha1.AnnotationCompositionRevision] + "\x00" + ann[v1alpha1.AnnotationFunctionVersions] + "\x00" + ann[v1alpha1.AnnotationInputVersions]
 	if up, ok := r.upgradesBy[key]; ok {
-		return up
+		return up, nil
 	}
+	// Unreadable, it is compared by the revision alone: only Kausality
+	// writes it.
 	prev, err := logic.Of(ann)
-	if err != nil {
-		// Only Kausality writes it: compare the revision alone.
-		r.problem(err)
-	}
 	var up *upgrade
 	if cs := logic.Changes(prev, r.logic); len(cs) > 0 {
 		pu := policy.Upgrade{Revision: r.rev, Changes: cs}
@@ -117,7 +119,7 @@ func (r *run) upgradeOf(ann map[string]string) *upgrade {
 		r.upgradesBy = map[string]*upgrade{}
 	}
 	r.upgradesBy[key] = up
-	return up
+	return up, err
 }
 
 // upgradeTrace is the chain of a change the new logic made on its own: the

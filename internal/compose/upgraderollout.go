@@ -55,10 +55,12 @@ func (r *run) logicKey() string {
 // turn reports whether it is the XR's turn to take the upgrade up, and why
 // not: the first UpgradeAllowance naming it that has a rollout decides. A
 // blocker halts it; otherwise the turn the provider recorded on the XR
-// decides (hasTurn). Worked out once per upgrade and run.
-func (r *run) turn(up *upgrade) (bool, string) {
+// decides (hasTurn). Worked out once per upgrade and run; problems are the
+// blockers and turn record it could not read, returned by the call that
+// works it out and by no later one, so that the XR reports them once.
+func (r *run) turn(up *upgrade) (ok bool, why string, problems []string) {
 	if up.turnDecided {
-		return up.turnOK, up.turnWhy
+		return up.turnOK, up.turnWhy, nil
 	}
 	up.turnDecided, up.turnOK = true, true
 	for i := range up.by {
@@ -69,7 +71,7 @@ func (r *run) turn(up *upgrade) (bool, string) {
 			// through (the UpgradeAllowance's Ready condition says why).
 			up.turnOK, up.turnWhy, up.turnCode = false, err.Error(), metrics.ReasonRolloutInvalid
 			r.metrics.Turn(u.GetName(), metrics.TurnFailed, 0, -1)
-			return false, up.turnWhy
+			return false, up.turnWhy, nil
 		}
 		if !ok {
 			continue
@@ -80,48 +82,61 @@ func (r *run) turn(up *upgrade) (bool, string) {
 			if err != nil {
 				up.turnOK, up.turnWhy, up.turnCode = false, err.Error(), metrics.ReasonRolloutInvalid
 				r.metrics.Turn(u.GetName(), metrics.TurnFailed, updated, total)
-				return false, up.turnWhy
+				return false, up.turnWhy, nil
 			}
-			if why := r.checkBlockers(p, map[string]any{}); why != "" {
+			why, ps := r.checkBlockers(p, map[string]any{})
+			problems = ps
+			if why != "" {
 				up.turnOK, up.turnCode = false, metrics.ReasonRolloutHalted
 				r.metrics.Turn(u.GetName(), metrics.TurnHalted, updated, total)
 				up.turnWhy = fmt.Sprintf("the roll-out of UpgradeAllowance %s is halted: %s", u.GetName(), why)
 				up.turnWait = up.turnWhy
-				return false, up.turnWhy
+				return false, up.turnWhy, problems
 			}
 		}
-		if r.hasTurn(u) {
+		has, err := r.hasTurn(u)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		if has {
 			r.metrics.Turn(u.GetName(), metrics.TurnTaken, updated, total)
-			return true, ""
+			return true, "", problems
 		}
 		up.turnOK, up.turnCode = false, metrics.ReasonUpgradeTurn
 		r.metrics.Turn(u.GetName(), metrics.TurnWaiting, updated, total)
-		held := rolloutHeld(u)
-		// The messages name no counts of the fleet: every waiting XR
-		// carries them in its conditions, and a count that changed with
-		// each XR that moved would rewrite every waiting XR's status, and
-		// wake it, on every step of the roll-out. The counts are the
-		// UpgradeAllowance's status.rollout.
-		up.turnWait = fmt.Sprintf("waits for its turn in the roll-out of UpgradeAllowance %s: %s", u.GetName(), held)
-		up.turnWhy = fmt.Sprintf("the upgrade (%s) rolls out across the composites of revision %s under UpgradeAllowance %s and it is not this one's turn: %s",
-			logic.Describe(up.changes), r.revision, u.GetName(), held)
-		return false, up.turnWhy
+		up.turnWait, up.turnWhy = waitingFor(u, up, r.revision)
+		return false, up.turnWhy, problems
 	}
-	return true, ""
+	return true, "", nil
+}
+
+// waitingFor is what an XR waiting for its turn in u's roll-out of up
+// (of revision) reports: its line in the Propagated condition and why a
+// change is withheld.
+func waitingFor(u *v1alpha1.UpgradeAllowance, up *upgrade, revision string) (wait, why string) {
+	held := rolloutHeld(u)
+	// The messages name no counts of the fleet: every waiting XR
+	// carries them in its conditions, and a count that changed with
+	// each XR that moved would rewrite every waiting XR's status, and
+	// wake it, on every step of the roll-out. The counts are the
+	// UpgradeAllowance's status.rollout.
+	wait = fmt.Sprintf("waits for its turn in the roll-out of UpgradeAllowance %s: %s", u.GetName(), held)
+	why = fmt.Sprintf("the upgrade (%s) rolls out across the composites of revision %s under UpgradeAllowance %s and it is not this one's turn: %s",
+		logic.Describe(up.changes), revision, u.GetName(), held)
+	return wait, why
 }
 
 // hasTurn reports whether the provider recorded on the XR that it is its
 // turn in u's roll-out, at u's current generation and under the logic this
 // run composes with. Only the provider writes the record (admission), and
 // a record for another generation or logic holds the XR back; an
-// unreadable one is reported and holds it back too.
-func (r *run) hasTurn(u *v1alpha1.UpgradeAllowance) bool {
+// unreadable one holds it back too, and is returned to be reported.
+func (r *run) hasTurn(u *v1alpha1.UpgradeAllowance) (bool, error) {
 	turns, err := rollout.ParseTurns(r.xr.GetAnnotations()[v1alpha1.AnnotationRolloutTurns])
 	if err != nil {
-		r.problem(errors.Wrapf(err, errFmtRolloutTurns, ref(r.xr.Object), v1alpha1.AnnotationRolloutTurns))
-		return false
+		return false, errors.Wrapf(err, errFmtRolloutTurns, ref(r.xr.Object), v1alpha1.AnnotationRolloutTurns)
 	}
-	return turns.Has(u.GetName(), u.GetGeneration(), r.logicKey())
+	return turns.Has(u.GetName(), u.GetGeneration(), r.logicKey()), nil
 }
 
 // rolloutCounts are how many composites u's roll-out has brought the
@@ -145,22 +160,22 @@ func rolloutHeld(u *v1alpha1.UpgradeAllowance) string {
 
 // reportsUpgraded reports whether the run sets v1alpha1.ConditionUpgraded:
 // while an upgrade is paced, while some composed resource records older
-// logic, and from then on. An XR behind reports its logic before any
+// logic (behind), and from then on. An XR behind reports its logic before any
 // UpgradeAllowance paces it, so the provider counts it in the roll-out's
 // first pass instead of after its next reconcile; once reported the
 // condition is kept current rather than left stale.
-func (r *run) reportsUpgraded() bool {
-	return r.paced() || r.behind || (r.xr != nil && policy.Condition(r.xr.Object, v1alpha1.ConditionUpgraded) != nil)
+func (r *run) reportsUpgraded(behind bool) bool {
+	return r.paced() || behind || (r.xr != nil && policy.Condition(r.xr.Object, v1alpha1.ConditionUpgraded) != nil)
 }
 
 // reportUpgraded sets v1alpha1.ConditionUpgraded (reportsUpgraded): True
 // once every composed resource records the current logic and has applied
-// it.
-func (r *run) reportUpgraded(rsp *fnv1.RunFunctionResponse) {
-	if !r.reportsUpgraded() {
+// it; behind: some has not.
+func (r *run) reportUpgraded(rsp *fnv1.RunFunctionResponse, behind bool) {
+	if !r.reportsUpgraded(behind) {
 		return
 	}
-	if r.behind {
+	if behind {
 		response.ConditionFalse(rsp, v1alpha1.ConditionUpgraded, ReasonUpgradeWaiting).
 			WithMessage(r.logicKey() + ": some composed resources have not applied the current logic yet").TargetComposite()
 		return
