@@ -110,7 +110,7 @@ func revertField(it *item, ch *change, p string, before any) (withheld, error) {
 func keptAbandoned(rec mutation.Previous, desired map[string]any, passed []mutation.Mutation) mutation.Previous {
 	out := maps.Clone(rec)
 	for p := range rec {
-		if passesUnder(passed, p) || !stillAbandoned(mutation.Previous{p: rec[p]}, desired, p) {
+		if passesUnder(passed, p) || !stillAbandonedValue(desired, p, rec[p]) {
 			delete(out, p)
 		}
 	}
