@@ -214,6 +214,26 @@ spec:
 		}
 		return measure.Sum(m, "controller_runtime_reconcile_total", `controller="rollouts"`)
 	}
+	// Steady: two whole passes leave the UpgradeAllowance as it was. Until
+	// then a pass may still count a composite whose reported status the
+	// provider's cache had not yet received, and record the new count.
+	version := func() string {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(v1alpha1.SchemeGroupVersion.WithKind("UpgradeAllowance"))
+		if err := kube.Get(ctx, client.ObjectKey{Name: run}, u); err != nil {
+			t.Fatal(err)
+		}
+		return u.GetResourceVersion()
+	}
+	fixture.Eventually(t, time.Minute, "the roll-out to be steady", func() (bool, string) {
+		v, n := version(), passes()
+		for deadline := time.Now().Add(20 * time.Second); passes() < n+2; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return false, "fewer than two passes in 20s"
+			}
+		}
+		return version() == v, "the UpgradeAllowance changed during two passes"
+	})
 	api0, passes0, cpu0 := apiserverMetrics(t), passes(), p.CPU()
 	time.Sleep(window)
 	api1, passes1, cpu1 := apiserverMetrics(t), passes(), p.CPU()

@@ -40,6 +40,9 @@ type Call struct {
 	// Size is the size written by a Create or Update; zero for Observe and
 	// Delete.
 	Size int64
+	// Spec is what a Create or Update of a resource wrote (its
+	// spec.forProvider); nil for Buckets and other verbs.
+	Spec map[string]any
 }
 
 // Cloud is a concurrency-safe fake external system: buckets by name, plus a
@@ -245,6 +248,19 @@ func (c *Cloud) CountObject(verb, kind, name string) int {
 	return n
 }
 
+// Created returns what the Create of the resource of kind named name
+// wrote, and whether there was one.
+func (c *Cloud) Created(kind, name string) (map[string]any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, call := range c.calls {
+		if call.Verb == VerbCreate && call.Kind == kind && call.Name == name {
+			return runtime.DeepCopyJSON(call.Spec), true
+		}
+	}
+	return nil, false
+}
+
 // PutObject overwrites what the Cloud holds of the resource of kind named
 // name without recording a call: a change made in the cloud's console,
 // behind Crossplane's back (drift).
@@ -269,7 +285,7 @@ func (c *Cloud) writeObject(verb, kind, name string, s map[string]any) error {
 	if c.failingLocked(name) {
 		return errFailing
 	}
-	c.calls = append(c.calls, Call{Verb: verb, Kind: kind, Name: name})
+	c.calls = append(c.calls, Call{Verb: verb, Kind: kind, Name: name, Spec: runtime.DeepCopyJSON(s)})
 	c.objects[objectKey(kind, name)] = runtime.DeepCopyJSON(s)
 	return nil
 }
