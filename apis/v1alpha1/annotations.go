@@ -132,8 +132,9 @@ const (
 	// UpgradeAllowance paces an upgrade across XRs, its message starting
 	// with the logic's key; the provider counts the fleet from it.
 	ConditionUpgraded = "KausalityUpgraded"
-	// ConditionGateOpen is a gated managed resource's gate, as the gate
-	// controller last decided it, and why.
+	// ConditionGateOpen says why the gate controller keeps a gated managed
+	// resource's gate shut against an allowance, or revoked it (status
+	// False); a gate that does what its allowances say has none.
 	ConditionGateOpen = "GateOpen"
 )
 

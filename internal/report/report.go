@@ -48,7 +48,9 @@ type Object struct {
 	Open     []string `json:"open,omitempty"`
 	Pending  []string `json:"pending,omitempty"`
 	Consumed int      `json:"consumed,omitempty"`
-	// GateMessage is what the gate controller last said about the gate.
+	// GateMessage is why the gate controller keeps the gate shut against
+	// an allowance, or revoked it; empty while the gate does what its
+	// allowances say.
 	GateMessage string `json:"gateMessage,omitempty"`
 	// Frozen names who froze the object itself ("" when nobody did).
 	Frozen string `json:"frozen,omitempty"`

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -18,10 +18,9 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,8 +31,8 @@ import (
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
 )
 
-// ConditionGate is the condition the controller sets on every gated
-// managed resource: True while the gate is open.
+// ConditionGate is the condition the controller sets on a gated managed
+// resource while it keeps the gate shut against an allowance (see notice).
 const ConditionGate xpv2.ConditionType = v1alpha1.ConditionGateOpen
 
 // Reasons of the GateOpen condition and of the controller's Events.
@@ -84,6 +83,11 @@ type Options struct {
 
 // A Reconciler keeps the gate of the managed resources of one kind.
 type Reconciler struct {
+	// mu guards seenOpen: the gates this process saw open, by resource,
+	// and the allowances that held each open.
+	mu       sync.Mutex
+	seenOpen map[types.NamespacedName]string
+
 	kube    client.Client
 	reader  client.Reader
 	gvk     schema.GroupVersionKind
@@ -105,7 +109,7 @@ func NewReconciler(kube client.Client, reader client.Reader, gvk schema.GroupVer
 	if o.DeletionGrace == 0 {
 		o.DeletionGrace = DefaultDeletionGrace
 	}
-	return &Reconciler{kube: kube, reader: reader, gvk: gvk, opts: o, events: rec, metrics: m, log: log.WithValues("kind", gvk.String())}
+	return &Reconciler{seenOpen: map[types.NamespacedName]string{}, kube: kube, reader: reader, gvk: gvk, opts: o, events: rec, metrics: m, log: log.WithValues("kind", gvk.String())}
 }
 
 // Reconcile brings one managed resource's gate and consumption marks in
@@ -114,9 +118,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	mr := &unstructured.Unstructured{}
 	mr.SetGroupVersionKind(r.gvk)
 	if err := r.kube.Get(ctx, req.NamespacedName, mr); err != nil {
+		if kerrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(errors.Wrapf(err, errFmtGet, r.gvk.Kind, req.NamespacedName))
 	}
 	if mr.GetLabels()[v1alpha1.LabelGated] != "true" || mr.GetDeletionTimestamp() != nil {
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	ref := fmt.Sprintf("%s %s", r.gvk.Kind, client.ObjectKeyFromObject(mr))
@@ -128,8 +136,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		// Keep the annotation as it is (nothing is lost) but fail closed.
 		msg := errors.Wrapf(err, errFmtParseAnnotation, v1alpha1.AnnotationAllowances, ref).Error()
-		return ctrl.Result{}, r.apply(ctx, mr, current, cfg.Closed(), nil, nil, xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg}, corev1.EventTypeWarning)
+		note := &xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonInvalid, Message: msg}
+		return ctrl.Result{}, r.apply(ctx, mr, cfg, current, change{want: cfg.Closed(), note: note, noteType: corev1.EventTypeWarning})
 	}
+	parsed := as
 	as, revoked, recheck, err := r.revokeRefused(ctx, mr, as, now)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -140,12 +150,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if d.Changed || len(revoked) > 0 {
 		marks = d.Allowances
 	}
-	cond, eventType := r.condition(d, mr)
+	note, noteType := r.notice(d)
 	var approval map[string]string
 	if d.Approves || d.Withdraws {
 		approval = d.Approved.Annotations()
 	}
-	if err := r.apply(ctx, mr, current, d.Policies, marks, approval, cond, eventType); err != nil {
+	c := change{want: d.Policies, marks: marks, approval: approval, note: note, noteType: noteType, decision: d, before: parsed}
+	if err := r.apply(ctx, mr, cfg, current, c); err != nil {
 		if kerrors.IsConflict(errors.Cause(err)) {
 			// Crossplane or the provider wrote first; look again soon, and
 			// quietly: a conflict is the normal race, not an error.
@@ -215,97 +226,39 @@ func (r *Reconciler) revokeRefused(ctx context.Context, mr *unstructured.Unstruc
 	return out, revoked, recheck, nil
 }
 
-// condition is the GateOpen condition for a decision, and the Event type
-// announcing it.
-func (r *Reconciler) condition(d gate.Decision, current *unstructured.Unstructured) (xpv2.Condition, string) {
-	switch {
-	case d.Err != nil:
-		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonUnsupported, Message: d.Err.Error()}, corev1.EventTypeWarning
-	case len(d.Held) > 0 && len(d.Uncovered) > 0:
-		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonUncovered,
-			Message: fmt.Sprintf("gate kept closed for %s: %s changed since generation %d was let through to the cloud and no open allowance covers it",
-				describe(d.Held), strings.Join(d.Uncovered, ", "), d.Approved.Generation)}, corev1.EventTypeWarning
-	case len(d.Open) > 0:
-		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionTrue, Reason: ReasonOpened,
-			Message: fmt.Sprintf("gate open for %s: %s", strings.Join(d.Verbs, ", "), describe(d.Open))}, corev1.EventTypeNormal
-	case len(d.Withheld) > 0:
-		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonFrozen,
-			Message: fmt.Sprintf("gate closed by a freeze; withheld: %s", describe(d.Withheld))}, corev1.EventTypeWarning
-	case len(d.Moot) > 0:
-		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonNotRequested,
-			Message: fmt.Sprintf("gate kept to %v, what the Composition asks for: %s opens nothing", d.Policies, describe(d.Moot))}, corev1.EventTypeNormal
-	case len(d.Expired) > 0:
-		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonExpired,
-			Message: fmt.Sprintf("gate closed after %s: %s", r.opts.Gate.MaxOpen, describe(d.Expired))}, corev1.EventTypeWarning
-	}
-	// Allowances consumed since the condition was last written closed the
-	// gate, whoever marked them (this controller, or admission settling a
-	// write).
-	prev := gateCondition(current)
-	var consumed []allowance.Allowance
-	for _, a := range d.Allowances {
-		// Consumed since the condition was written: stamped after it, or
-		// for the very generation the condition saw open.
-		since := a.Generation > prev.ObservedGeneration || (prev.Status == corev1.ConditionTrue && a.Generation == prev.ObservedGeneration)
-		if a.Consumed && a.Relation == v1alpha1.RelationExternal && since {
-			consumed = append(consumed, a)
-		}
-	}
-	// A Delete allowance is used up only by the deletion, and this
-	// controller leaves deleted resources alone: one consumed here was
-	// revoked (revokeRefused), whichever reconcile wrote the mark.
-	if revoked := slices.DeleteFunc(slices.Clone(consumed), func(a allowance.Allowance) bool { return !a.OpensDelete() }); len(revoked) > 0 {
-		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonDeletionRefused,
-			Message: fmt.Sprintf("Delete gate revoked: the deletion it was opened for did not happen within %s (another admission check refused it): %s", r.opts.DeletionGrace, describe(revoked))}, corev1.EventTypeWarning
-	}
-	if len(consumed) > 0 {
-		return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonConsumed,
-			Message: fmt.Sprintf("gate closed: consumed %s", describe(consumed))}, corev1.EventTypeNormal
-	}
-	if prev.Status == corev1.ConditionFalse {
-		// Still closed: keep saying why it closed (Consumed, Expired).
-		return prev, corev1.EventTypeNormal
-	}
-	return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: ReasonClosed, Message: "gate closed: no unconsumed External allowance"}, corev1.EventTypeNormal
+// change is what one reconcile writes and tells.
+type change struct {
+	// want is the gate; marks, when not nil, the allowances annotation;
+	// approval the approval annotations to add.
+	want     []string
+	marks    []allowance.Allowance
+	approval map[string]string
+	// note is the GateOpen condition to keep, nil for none; noteType the
+	// type of the Event announcing a new one.
+	note     *xpv2.Condition
+	noteType string
+	// decision and the allowances it was made over (before) tell the
+	// gate's transitions.
+	decision gate.Decision
+	before   []allowance.Allowance
 }
 
-// gateCondition is the managed resource's GateOpen condition.
-func gateCondition(mr *unstructured.Unstructured) xpv2.Condition {
-	cs := &xpv2.ConditionedStatus{}
-	_ = fieldpath.Pave(mr.Object).GetValueInto("status", cs) // absent status: no conditions
-	return cs.GetCondition(ConditionGate)
-}
-
-// describe names allowances by verbs, generation and initiator.
-func describe(as []allowance.Allowance) string {
-	parts := make([]string, 0, len(as))
-	for _, a := range as {
-		p := fmt.Sprintf("%s at generation %d", strings.Join(a.Verbs, "+"), a.Generation)
-		if a.Initiator != "" {
-			p += " initiated by " + a.Initiator
-		}
-		parts = append(parts, p)
-	}
-	return strings.Join(parts, "; ")
-}
-
-// apply writes the gate and consumption marks, then the condition, and
-// reports a transition as an Event and in the metrics.
-func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, current, want []string, marks []allowance.Allowance, approval map[string]string, cond xpv2.Condition, eventType string) error {
-	changedGate := !slices.Equal(current, want)
-	if changedGate || marks != nil {
+// apply writes the gate and consumption marks, then the condition if it
+// changed, and reports transitions as Events and in the metrics.
+func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, cfg gate.Config, current []string, c change) error {
+	if !slices.Equal(current, c.want) || c.marks != nil {
 		// The approval rides on a write the gate needs anyway: an open
 		// gate's is already recorded by the write that opened it.
 		ann := mr.GetAnnotations()
 		if ann == nil {
 			ann = map[string]string{}
 		}
-		maps.Copy(ann, approval)
-		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, want); err != nil {
+		maps.Copy(ann, c.approval)
+		if err := fieldpath.Pave(mr.Object).SetValue(gate.PathManagementPolicies, c.want); err != nil {
 			return errors.Wrapf(err, errFmtSet, gate.PathManagementPolicies)
 		}
-		if marks != nil {
-			ann[v1alpha1.AnnotationAllowances] = allowance.Format(marks)
+		if c.marks != nil {
+			ann[v1alpha1.AnnotationAllowances] = allowance.Format(c.marks)
 		}
 		mr.SetAnnotations(ann)
 		// Update, not patch: the resourceVersion makes a concurrent writer
@@ -314,34 +267,11 @@ func (r *Reconciler) apply(ctx context.Context, mr *unstructured.Unstructured, c
 			return errors.Wrapf(err, errFmtUpdateGate, mr.GetKind(), mr.GetName())
 		}
 	}
-
-	cs := &xpv2.ConditionedStatus{}
-	_ = fieldpath.Pave(mr.Object).GetValueInto("status", cs) // absent status: no conditions
-	prev := cs.GetCondition(ConditionGate)
-	cond.LastTransitionTime = metav1.NewTime(r.opts.Now())
-	if prev.Status == cond.Status {
-		cond.LastTransitionTime = prev.LastTransitionTime
-	}
-	cond.ObservedGeneration = mr.GetGeneration()
-	if prev.Equal(cond) {
-		return nil
-	}
-	cs.SetConditions(cond)
-	conds, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cs)
+	noted, err := r.writeNote(ctx, mr, c.note)
 	if err != nil {
-		return errors.Wrap(err, errConvertConditions)
+		return err
 	}
-	if err := fieldpath.Pave(mr.Object).SetValue("status.conditions", conds["conditions"]); err != nil {
-		return errors.Wrap(err, errSetStatusConditions)
-	}
-	if err := r.kube.Status().Update(ctx, mr); err != nil {
-		return errors.Wrapf(err, errFmtUpdateCondition, ConditionGate, mr.GetKind(), mr.GetName())
-	}
-	if prev.Reason != cond.Reason || prev.Status != cond.Status || prev.Message != cond.Message {
-		r.events.Eventf(mr, nil, eventType, string(cond.Reason), "Gate", "%s", cond.Message)
-		r.metrics.transition(r.gvk, prev, cond, r.opts.Now())
-		r.log.Debug("gate transition", "name", mr.GetName(), "reason", cond.Reason, "policies", want)
-	}
+	r.tell(mr, cfg.Opens(current), cfg.Opens(c.want), c, noted)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/test"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -203,12 +204,15 @@ func synced(status corev1.ConditionStatus, g int64) xpv2.Condition {
 	return xpv2.Condition{Type: "Synced", Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(fixed.Add(-time.Hour)), ObservedGeneration: g}
 }
 
-func gateOpen(g int64, at time.Time, msg string) xpv2.Condition {
-	return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionTrue, Reason: ReasonOpened, Message: msg, LastTransitionTime: metav1.NewTime(at), ObservedGeneration: g}
-}
-
 func gateClosed(reason xpv2.ConditionReason, g int64, at time.Time, msg string) xpv2.Condition {
 	return xpv2.Condition{Type: ConditionGate, Status: corev1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(at), ObservedGeneration: g}
+}
+
+// gateCondition is the managed resource's GateOpen condition.
+func gateCondition(mr *unstructured.Unstructured) xpv2.Condition {
+	cs := &xpv2.ConditionedStatus{}
+	_ = fieldpath.Pave(mr.Object).GetValueInto("status", cs)
+	return cs.GetCondition(ConditionGate)
 }
 
 // normalize round-trips an object through JSON, as the fake client stores
@@ -324,45 +328,43 @@ func TestReconcile(t *testing.T) {
 			args:   args{objs: []client.Object{managed(withAllowances(upd), withObserved(2))}},
 			want: want{
 				result:  ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
-				mr:      managed(withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(2), withConditions(gateOpen(3, fixed, openMsg))),
-				writes:  []string{"Update", "Status"},
+				mr:      managed(withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(2)),
+				writes:  []string{"Update"},
 				events:  []string{"Normal Opened " + openMsg},
 				metrics: map[string]float64{"kausality_gates_opened_total": 1},
 			},
 		},
 		"OpenRequeuesBeforeExpiry": {
-			reason: "An open gate is looked at again one second after its allowance is MaxOpen old.",
+			reason: "An open gate is looked at again one second after its allowance is MaxOpen old; nothing is written, and a process that had not seen it open says so once.",
 			args: args{
-				objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(ext(3, fixed.Add(-20*time.Minute), gate.Update)), withObserved(2),
-					withConditions(gateOpen(3, fixed.Add(-20*time.Minute), openMsg)))},
+				objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(ext(3, fixed.Add(-20*time.Minute), gate.Update)), withObserved(2))},
 				opts: Options{Gate: gate.Config{MaxOpen: 30 * time.Minute}},
 			},
 			want: want{
-				result: ctrl.Result{RequeueAfter: 10*time.Minute + time.Second},
-				mr: managed(withPolicies(updateGate...), withAllowances(ext(3, fixed.Add(-20*time.Minute), gate.Update)), withObserved(2),
-					withConditions(gateOpen(3, fixed.Add(-20*time.Minute), openMsg))),
+				result:  ctrl.Result{RequeueAfter: 10*time.Minute + time.Second},
+				mr:      managed(withPolicies(updateGate...), withAllowances(ext(3, fixed.Add(-20*time.Minute), gate.Update)), withObserved(2)),
+				events:  []string{"Normal Opened " + openMsg},
+				metrics: map[string]float64{"kausality_gates_opened_total": 1},
 			},
 		},
 		"ConsumedByObservedGeneration": {
-			reason: "Once status.observedGeneration reaches the allowance's generation it is marked consumed, the gate closes with reason Consumed and an Event says so (the GateOpen condition was last written at generation 2).",
-			args: args{objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(upd), withObserved(3),
-				withConditions(gateOpen(2, recent, openMsg)))}},
+			reason: "Once status.observedGeneration reaches the allowance's generation it is marked consumed and the gate closes in the same write, with no status write; an Event says so.",
+			args:   args{objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(upd), withObserved(3))}},
 			want: want{
-				mr: managed(withAllowances(consumed(upd)), withObserved(3),
-					withConditions(gateClosed(ReasonConsumed, 3, fixed, consumedMsg))),
-				writes:  []string{"Update", "Status"},
+				mr:      managed(withAllowances(consumed(upd)), withObserved(3)),
+				writes:  []string{"Update"},
 				events:  []string{"Normal Consumed " + consumedMsg},
 				metrics: map[string]float64{"kausality_gates_closed_total": 1, "kausality_gate_open_duration_seconds_count": 1},
 			},
 		},
 		"OpenedLaterThanItsGeneration": {
 			reason: "The gate opened for the allowance at generation 4 (the write that opened it raised the generation), and the provider has observed only generation 3, behind the closed gate: nothing was applied yet, so the gate stays open.",
-			args: args{objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(3),
-				withConditions(gateOpen(3, recent, openMsg)))}},
+			args:   args{objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(3))}},
 			want: want{
-				result: ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
-				mr: managed(withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(3),
-					withConditions(gateOpen(3, recent, openMsg))),
+				result:  ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
+				mr:      managed(withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(3)),
+				events:  []string{"Normal Opened " + openMsg},
+				metrics: map[string]float64{"kausality_gates_opened_total": 1},
 			},
 		},
 		"ConsumedBySyncedCondition": {
@@ -370,27 +372,27 @@ func TestReconcile(t *testing.T) {
 			args: args{objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(upd),
 				withConditions(synced(corev1.ConditionTrue, 3)))}},
 			want: want{
-				mr: managed(withAllowances(consumed(upd)),
-					withConditions(synced(corev1.ConditionTrue, 3), gateClosed(ReasonConsumed, 3, fixed, consumedMsg))),
-				writes: []string{"Update", "Status"},
-				events: []string{"Normal Consumed " + consumedMsg},
+				mr:      managed(withAllowances(consumed(upd)), withConditions(synced(corev1.ConditionTrue, 3))),
+				writes:  []string{"Update"},
+				events:  []string{"Normal Consumed " + consumedMsg},
+				metrics: map[string]float64{"kausality_gates_closed_total": 1, "kausality_gate_open_duration_seconds_count": 1},
 			},
 		},
 		"SyncedFalseDoesNotConsume": {
 			reason: "A failed reconcile stamps its generation on a False Synced condition; nothing was applied, so the gate stays open and nothing is written.",
 			args: args{objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(upd),
-				withConditions(synced(corev1.ConditionFalse, 3), gateOpen(3, recent, openMsg)))}},
+				withConditions(synced(corev1.ConditionFalse, 3)))}},
 			want: want{
-				result: ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
-				mr: managed(withPolicies(updateGate...), withAllowances(upd),
-					withConditions(synced(corev1.ConditionFalse, 3), gateOpen(3, recent, openMsg))),
+				result:  ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
+				mr:      managed(withPolicies(updateGate...), withAllowances(upd), withConditions(synced(corev1.ConditionFalse, 3))),
+				events:  []string{"Normal Opened " + openMsg},
+				metrics: map[string]float64{"kausality_gates_opened_total": 1},
 			},
 		},
 		"Expired": {
 			reason: "An allowance stamped longer than Options.Gate.MaxOpen ago closes the gate with reason Expired, unconsumed.",
 			args: args{
-				objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(ext(3, fixed.Add(-31*time.Minute), gate.Update)), withObserved(2),
-					withConditions(gateOpen(3, fixed.Add(-31*time.Minute), openMsg)))},
+				objs: []client.Object{managed(withPolicies(updateGate...), withAllowances(ext(3, fixed.Add(-31*time.Minute), gate.Update)), withObserved(2))},
 				opts: Options{Gate: gate.Config{MaxOpen: 30 * time.Minute}},
 			},
 			want: want{
@@ -404,8 +406,7 @@ func TestReconcile(t *testing.T) {
 		},
 		"FrozenOnManagedResource": {
 			reason: "A freeze on the managed resource closes the gate, moves the allowance past the stored generation (held, not consumed) and looks again in 15s.",
-			args: args{objs: []client.Object{managed(withFreeze(carol), withPolicies(updateGate...), withAllowances(upd), withObserved(2),
-				withConditions(gateOpen(3, recent, openMsg)))}},
+			args:   args{objs: []client.Object{managed(withFreeze(carol), withPolicies(updateGate...), withAllowances(upd), withObserved(2))}},
 			want: want{
 				result: ctrl.Result{RequeueAfter: 15 * time.Second},
 				mr: managed(withFreeze(carol), withAllowances(held(regen(upd, 4))), withObserved(2),
@@ -429,16 +430,15 @@ func TestReconcile(t *testing.T) {
 			},
 		},
 		"FreezeLifted": {
-			reason: "When the freeze lifts, the held allowance is restamped, so the gate opens for the change however long the freeze lasted.",
+			reason: "When the freeze lifts, the held allowance is restamped, so the gate opens for the change however long the freeze lasted, and the condition that told of the freeze goes.",
 			args: args{
 				objs: []client.Object{managed(withAllowances(held(regen(ext(3, fixed.Add(-2*time.Hour), gate.Update), 4))), withObserved(2),
 					withConditions(gateClosed(ReasonFrozen, 3, fixed.Add(-2*time.Hour), frozenMsg)))},
 				opts: Options{Gate: gate.Config{MaxOpen: 30 * time.Minute}},
 			},
 			want: want{
-				result: ctrl.Result{RequeueAfter: 30 * time.Minute},
-				mr: managed(withPolicies(updateGate...), withAllowances(regen(ext(3, fixed.Add(-2*time.Hour), gate.Update), 4).Restamped(fixed)), withObserved(2), withApprovedSize(2, 4),
-					withConditions(gateOpen(3, fixed, "gate open for Update: Update at generation 4 initiated by alice@example.com"))),
+				result:  ctrl.Result{RequeueAfter: 30 * time.Minute},
+				mr:      managed(withPolicies(updateGate...), withAllowances(regen(ext(3, fixed.Add(-2*time.Hour), gate.Update), 4).Restamped(fixed)), withObserved(2), withApprovedSize(2, 4), withConditions()),
 				writes:  []string{"Update", "Status"},
 				events:  []string{"Normal Opened gate open for Update: Update at generation 4 initiated by alice@example.com"},
 				metrics: map[string]float64{"kausality_gates_opened_total": 1},
@@ -466,8 +466,8 @@ func TestReconcile(t *testing.T) {
 			}},
 			want: want{
 				result:  ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
-				mr:      managed(withController("XNop", "xnop"), withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(2), withConditions(gateOpen(3, fixed, openMsg))),
-				writes:  []string{"Update", "Status"},
+				mr:      managed(withController("XNop", "xnop"), withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(2)),
+				writes:  []string{"Update"},
 				events:  []string{"Normal Opened " + openMsg},
 				metrics: map[string]float64{"kausality_gates_opened_total": 1},
 			},
@@ -481,58 +481,84 @@ func TestReconcile(t *testing.T) {
 			want: want{
 				mr: managed(withController("XNop", "xnop"), withAllowances(consumed(del(fixed.Add(-2*time.Minute)))), withObserved(3),
 					withConditions(gateClosed(ReasonDeletionRefused, 3, fixed, refusedMsg))),
-				writes: []string{"Update", "Status"},
+				writes:  []string{"Update", "Status"},
+				events:  []string{"Warning DeletionRefused " + refusedMsg},
+				metrics: map[string]float64{"kausality_gates_closed_total": 1, "kausality_gate_open_duration_seconds_count": 1},
+			},
+		},
+		"RevokedDeletionStillSaid": {
+			reason: "A reconcile that revoked a Delete gate but lost the race to write the condition leaves the mark: the next one, with nothing left to revoke, still says why the gate closed.",
+			args: args{objs: []client.Object{
+				composite(nil),
+				managed(withController("XNop", "xnop"), withAllowances(consumed(del(fixed.Add(-2*time.Minute)))), withObserved(3)),
+			}},
+			want: want{
+				mr: managed(withController("XNop", "xnop"), withAllowances(consumed(del(fixed.Add(-2*time.Minute)))), withObserved(3),
+					withConditions(gateClosed(ReasonDeletionRefused, 3, fixed, refusedMsg))),
+				writes: []string{"Status"},
 				events: []string{"Warning DeletionRefused " + refusedMsg},
+			},
+		},
+		"RevokedDeletionForgottenOnceAnUpdateIsUsed": {
+			reason: "Once an allowance of a later generation is used up, the revoked deletion is history: the condition goes.",
+			args: args{objs: []client.Object{
+				composite(nil),
+				managed(withController("XNop", "xnop"), withGeneration(5), withAllowances(consumed(del(fixed.Add(-2*time.Minute))), consumed(ext(5, recent, gate.Update))), withObserved(5),
+					withConditions(gateClosed(ReasonDeletionRefused, 3, fixed.Add(-time.Minute), refusedMsg))),
+			}},
+			want: want{
+				mr: managed(withController("XNop", "xnop"), withGeneration(5), withAllowances(consumed(del(fixed.Add(-2*time.Minute))), consumed(ext(5, recent, gate.Update))), withObserved(5),
+					withConditions()),
+				writes: []string{"Status"},
 			},
 		},
 		"UpgradeDeleteIsNoRefusedDeletion": {
 			reason: "A Delete gate an UpgradeAllowance opened for a resource new logic dropped waits for Crossplane to delete it, with the composite standing: no deletion above it was refused, so it is not revoked past the grace; its time limit closes it.",
 			args: args{objs: []client.Object{
 				composite(nil),
-				managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(upgradeDel), withObserved(3),
-					withConditions(gateOpen(3, fixed.Add(-2*time.Minute), upgradeDelMsg))),
+				managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(upgradeDel), withObserved(3)),
 			}},
 			want: want{
-				result: ctrl.Result{RequeueAfter: 58*time.Minute + time.Second},
-				mr: managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(upgradeDel), withObserved(3),
-					withConditions(gateOpen(3, fixed.Add(-2*time.Minute), upgradeDelMsg))),
+				result:  ctrl.Result{RequeueAfter: 58*time.Minute + time.Second},
+				mr:      managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(upgradeDel), withObserved(3)),
+				events:  []string{"Normal Opened " + upgradeDelMsg},
+				metrics: map[string]float64{"kausality_gates_opened_total": 1},
 			},
 		},
 		"DeletionWithinGraceStaysOpen": {
 			reason: "Within the grace the deletion may still be in admission: the Delete gate stays open and is looked at again once the grace is over.",
 			args: args{objs: []client.Object{
 				composite(nil),
-				managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-10*time.Second))), withObserved(3),
-					withConditions(gateOpen(3, fixed.Add(-10*time.Second), delMsg))),
+				managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-10*time.Second))), withObserved(3)),
 			}},
 			want: want{
-				result: ctrl.Result{RequeueAfter: 51 * time.Second},
-				mr: managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-10*time.Second))), withObserved(3),
-					withConditions(gateOpen(3, fixed.Add(-10*time.Second), delMsg))),
+				result:  ctrl.Result{RequeueAfter: 51 * time.Second},
+				mr:      managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-10*time.Second))), withObserved(3)),
+				events:  []string{"Normal Opened " + delMsg},
+				metrics: map[string]float64{"kausality_gates_opened_total": 1},
 			},
 		},
 		"FinalDeletionKeepsGate": {
 			reason: "Once the composite is gone the deletion is final: the Delete gate stays open, however old.",
 			args: args{objs: []client.Object{
-				managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-2*time.Minute))), withObserved(3),
-					withConditions(gateOpen(3, fixed.Add(-2*time.Minute), delMsg))),
+				managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-2*time.Minute))), withObserved(3)),
 			}},
 			want: want{
-				result: ctrl.Result{RequeueAfter: 58*time.Minute + time.Second},
-				mr: managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-2*time.Minute))), withObserved(3),
-					withConditions(gateOpen(3, fixed.Add(-2*time.Minute), delMsg))),
+				result:  ctrl.Result{RequeueAfter: 58*time.Minute + time.Second},
+				mr:      managed(withController("XNop", "xnop"), withPolicies(gate.Observe, gate.Delete), withAllowances(del(fixed.Add(-2*time.Minute))), withObserved(3)),
+				events:  []string{"Normal Opened " + delMsg},
+				metrics: map[string]float64{"kausality_gates_opened_total": 1},
 			},
 		},
 		"InvalidAllowances": {
 			reason: "A malformed allowances annotation closes the gate and is kept byte for byte.",
-			args: args{objs: []client.Object{managed(withPolicies(updateGate...), withAnnotation(v1alpha1.AnnotationAllowances, `[{"relation":"Sideways"}]`), withObserved(2),
-				withConditions(gateOpen(3, recent, openMsg)))}},
+			args:   args{objs: []client.Object{managed(withPolicies(updateGate...), withAnnotation(v1alpha1.AnnotationAllowances, `[{"relation":"Sideways"}]`), withObserved(2))}},
 			want: want{
 				mr: managed(withAnnotation(v1alpha1.AnnotationAllowances, `[{"relation":"Sideways"}]`), withObserved(2),
 					withConditions(gateClosed(ReasonInvalid, 3, fixed, "cannot parse annotation kausality.io/allowances on NopResource team-a/nop; the gate stays closed: "+malformedErr.Error()))),
 				writes:  []string{"Update", "Status"},
 				events:  []string{"Warning InvalidAllowances cannot parse annotation kausality.io/allowances on NopResource team-a/nop; the gate stays closed: " + malformedErr.Error()},
-				metrics: map[string]float64{"kausality_gates_closed_total": 1, "kausality_gate_open_duration_seconds_count": 1},
+				metrics: map[string]float64{"kausality_gates_closed_total": 1},
 			},
 		},
 		"UnsupportedFailsClosed": {
@@ -558,19 +584,18 @@ func TestReconcile(t *testing.T) {
 			},
 		},
 		"ObserveGateNoAllowances": {
-			reason: "A Composition that closes gates to [Observe] wrote it on the resource; without allowances the controller never rewrites it to [Observe, LateInitialize] (no Update), it only reports the closed gate.",
+			reason: "A Composition that closes gates to [Observe] wrote it on the resource; without allowances the controller never rewrites it to [Observe, LateInitialize] (no Update), and writes nothing.",
 			args:   args{objs: []client.Object{managed(withPolicies(observeGate...), withObserved(3))}},
 			want: want{
-				mr:     managed(withPolicies(observeGate...), withObserved(3), withConditions(gateClosed(ReasonClosed, 3, fixed, closedMsg))),
-				writes: []string{"Status"},
-				events: []string{"Normal Closed " + closedMsg},
+				mr: managed(withPolicies(observeGate...), withObserved(3)),
 			},
 		},
-		"ObserveGateSettled": {
-			reason: "An [Observe] gate already reported closed is not written at all.",
+		"ClosedConditionRemoved": {
+			reason: "A GateOpen condition that says only that the gate is closed goes: the gate itself says so.",
 			args:   args{objs: []client.Object{managed(withPolicies(observeGate...), withObserved(3), withConditions(gateClosed(ReasonClosed, 3, recent, closedMsg)))}},
 			want: want{
-				mr: managed(withPolicies(observeGate...), withObserved(3), withConditions(gateClosed(ReasonClosed, 3, recent, closedMsg))),
+				mr:     managed(withPolicies(observeGate...), withObserved(3), withConditions()),
+				writes: []string{"Status"},
 			},
 		},
 		"ObserveGateOpensUpdate": {
@@ -578,20 +603,18 @@ func TestReconcile(t *testing.T) {
 			args:   args{objs: []client.Object{managed(withPolicies(observeGate...), withAllowances(upd), withObserved(2))}},
 			want: want{
 				result:  ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
-				mr:      managed(withPolicies(gate.Observe, gate.Update), withAllowances(upd), withApproved(4), withObserved(2), withConditions(gateOpen(3, fixed, openMsg))),
-				writes:  []string{"Update", "Status"},
+				mr:      managed(withPolicies(gate.Observe, gate.Update), withAllowances(upd), withApproved(4), withObserved(2)),
+				writes:  []string{"Update"},
 				events:  []string{"Normal Opened " + openMsg},
 				metrics: map[string]float64{"kausality_gates_opened_total": 1},
 			},
 		},
 		"ObserveGateClosesToObserve": {
 			reason: "An [Observe, Update] gate whose allowance is consumed closes to [Observe], the Composition's closed gate, not the default.",
-			args: args{objs: []client.Object{managed(withPolicies(gate.Observe, gate.Update), withAllowances(upd), withObserved(3),
-				withConditions(gateOpen(2, recent, openMsg)))}},
+			args:   args{objs: []client.Object{managed(withPolicies(gate.Observe, gate.Update), withAllowances(upd), withObserved(3))}},
 			want: want{
-				mr: managed(withPolicies(observeGate...), withAllowances(consumed(upd)), withObserved(3),
-					withConditions(gateClosed(ReasonConsumed, 3, fixed, consumedMsg))),
-				writes:  []string{"Update", "Status"},
+				mr:      managed(withPolicies(observeGate...), withAllowances(consumed(upd)), withObserved(3)),
+				writes:  []string{"Update"},
 				events:  []string{"Normal Consumed " + consumedMsg},
 				metrics: map[string]float64{"kausality_gates_closed_total": 1, "kausality_gate_open_duration_seconds_count": 1},
 			},
@@ -617,13 +640,13 @@ func TestReconcile(t *testing.T) {
 		},
 		"NarrowedGateReopens": {
 			reason: "Bob narrowed Alice's open Update gate (generation 4) before the provider applied her resize, which was approved at 3; the provider observed 4 Synced behind the narrowed gate. Nothing was applied: the allowance is not used up and the gate opens again.",
-			args: args{objs: []client.Object{managed(withGeneration(4), withAllowances(upd), withApproved(3), withObserved(4),
-				withConditions(gateOpen(3, recent, openMsg)))}},
+			args:   args{objs: []client.Object{managed(withGeneration(4), withAllowances(upd), withApproved(3), withObserved(4))}},
 			want: want{
-				result: ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
-				mr: managed(withGeneration(4), withPolicies(updateGate...), withAllowances(upd), withApproved(5), withObserved(4),
-					withConditions(gateOpen(4, recent, openMsg))),
-				writes: []string{"Update", "Status"},
+				result:  ctrl.Result{RequeueAfter: 50*time.Minute + time.Second},
+				mr:      managed(withGeneration(4), withPolicies(updateGate...), withAllowances(upd), withApproved(5), withObserved(4)),
+				writes:  []string{"Update"},
+				events:  []string{"Normal Opened " + openMsg},
+				metrics: map[string]float64{"kausality_gates_opened_total": 1},
 			},
 		},
 		"ConflictRequeues": {
@@ -642,14 +665,14 @@ func TestReconcile(t *testing.T) {
 		"StatusConflictRequeues": {
 			reason: "A concurrent writer won the status update after the gate was written: look again, without an error.",
 			args: args{
-				objs: []client.Object{managed(withAllowances(upd), withObserved(2))},
+				objs: []client.Object{managed(withFreeze(carol), withPolicies(updateGate...), withAllowances(upd), withObserved(2))},
 				intercept: interceptor.Funcs{SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
 					return conflict
 				}},
 			},
 			want: want{
 				result: ctrl.Result{RequeueAfter: conflictRecheck},
-				mr:     managed(withPolicies(updateGate...), withAllowances(upd), withApproved(4), withObserved(2)),
+				mr:     managed(withFreeze(carol), withAllowances(held(regen(upd, 4))), withObserved(2)),
 				writes: []string{"Update"},
 			},
 		},
@@ -737,27 +760,70 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
-// TestConsumedAfterOpenSeen pins the usual order: the controller writes
-// GateOpen True at the allowance's generation, then the provider observes
-// that generation. The gate closes as Consumed, not merely Closed.
-func TestConsumedAfterOpenSeen(t *testing.T) {
+// TestOpenAndCloseWriteNoStatus pins the usual life of a gate: the
+// controller sees it open at the allowance's generation, then the provider
+// observes that generation and the gate closes as Consumed. The Events
+// tell both; the only write is the one that closes the gate, and nothing
+// is written to the status: each status write is a watch event Crossplane
+// charges to the composite above.
+func TestOpenAndCloseWriteNoStatus(t *testing.T) {
 	upd := ext(3, fixed.Add(-10*time.Minute), gate.Update)
-	openMsg := "gate open for Update: Update at generation 3 initiated by alice@example.com"
-	mr := managed(withPolicies(updateGate...), withAllowances(upd), withObserved(3), withConditions(gateOpen(3, fixed.Add(-10*time.Minute), openMsg)))
+	var writes []string
 	status := &unstructured.Unstructured{}
 	status.SetGroupVersionKind(nopGVK)
-	kube := fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithObjects(mr).WithStatusSubresource(status).Build()
-	r := NewReconciler(kube, kube, nopGVK, events.NewFakeRecorder(10), NewMetrics(prometheus.NewRegistry()), Options{Now: func() time.Time { return fixed }}, logging.NewNopLogger())
-	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: mrName}}); err != nil {
+	kube := fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithObjects(managed(withPolicies(updateGate...), withAllowances(upd), withObserved(2))).
+		WithStatusSubresource(status).WithInterceptorFuncs(interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			writes = append(writes, "Update")
+			return c.Update(ctx, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			writes = append(writes, "Update "+sub)
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}).Build()
+	rec := events.NewFakeRecorder(10)
+	reg := prometheus.NewRegistry()
+	r := NewReconciler(kube, kube, nopGVK, rec, NewMetrics(reg), Options{Now: func() time.Time { return fixed }}, logging.NewNopLogger())
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: mrName}}
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	// Seen open once: another look says nothing new.
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	got := &unstructured.Unstructured{}
 	got.SetGroupVersionKind(nopGVK)
-	if err := kube.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: mrName}, got); err != nil {
+	if err := kube.Get(context.Background(), req.NamespacedName, got); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(string(ReasonConsumed), string(gateCondition(got).Reason)); diff != "" {
-		t.Errorf("GateOpen reason: -want +got:\n%s", diff)
+	withObserved(3)(got)
+	if err := kube.Status().Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	writes = nil
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.Get(context.Background(), req.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if c := gateCondition(got); c.Reason != "" {
+		t.Errorf("GateOpen condition %v, want none", c)
+	}
+	if diff := cmp.Diff([]string{"Update"}, writes); diff != "" {
+		t.Errorf("writes closing the gate: -want +got:\n%s", diff)
+	}
+	want := []string{
+		"Normal Opened gate open for Update: Update at generation 3 initiated by alice@example.com",
+		"Normal Consumed gate closed: consumed Update at generation 3 initiated by alice@example.com",
+	}
+	if diff := cmp.Diff(want, drain(rec.Events)); diff != "" {
+		t.Errorf("events: -want +got:\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]float64{"kausality_gates_opened_total": 1, "kausality_gates_closed_total": 1, "kausality_gate_open_duration_seconds_count": 1}, gathered(t, reg)); diff != "" {
+		t.Errorf("metrics: -want +got:\n%s", diff)
 	}
 }
 
@@ -767,8 +833,7 @@ func TestConsumedAfterOpenSeen(t *testing.T) {
 // can change a decision over used-up allowances (gate.FreezeMatters).
 func TestParentsReadOnlyWhenAFreezeMatters(t *testing.T) {
 	upd := ext(3, fixed.Add(-10*time.Minute), gate.Update)
-	openMsg := "gate open for Update: Update at generation 3 initiated by alice@example.com"
-	mr := managed(withController("XNop", "xnop"), withPolicies(updateGate...), withAllowances(upd), withObserved(3), withConditions(gateOpen(3, fixed.Add(-10*time.Minute), openMsg)))
+	mr := managed(withController("XNop", "xnop"), withPolicies(updateGate...), withAllowances(upd), withObserved(3))
 	status := &unstructured.Unstructured{}
 	status.SetGroupVersionKind(nopGVK)
 	var parentReads int
