@@ -25,8 +25,8 @@ import (
 // notice is the GateOpen condition a decision calls for, and the type of
 // the Event announcing it; nil when the gate does what its allowances say.
 // The condition is written only while the gate is kept shut against an
-// allowance, or after a Delete gate was revoked (DeletionRefused, until
-// an allowance opens the gate again): a gate that opens and
+// allowance, or after a Delete gate was revoked (DeletionRefused, until a
+// later allowance opens the gate or is used up): a gate that opens and
 // closes as its allowances say is told by spec.managementPolicies, the
 // allowances annotation and an Event, since every status write is a watch
 // event Crossplane charges to the composite's circuit breaker
