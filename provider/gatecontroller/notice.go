@@ -113,7 +113,7 @@ func (r *Reconciler) writeNote(ctx context.Context, mr *unstructured.Unstructure
 	cs := &xpv2.ConditionedStatus{}
 	_ = fieldpath.Pave(mr.Object).GetValueInto("status", cs) // absent status: no conditions
 	prev := cs.GetCondition(ConditionGate)
-	present := prev.Status != corev1.ConditionUnknown || prev.Reason != xpv2.ConditionReason("")
+	present := slices.ContainsFunc(cs.Conditions, func(c xpv2.Condition) bool { return c.Type == ConditionGate })
 	switch {
 	case note == nil && !present:
 		return false, nil
