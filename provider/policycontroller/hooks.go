@@ -188,14 +188,38 @@ func ControllerBookkeeping(controllers string) string {
 	return "request.userInfo.username.startsWith('" + controllers + "') &&\n" + OnlyCreationBookkeeping
 }
 
+// Stale is the CEL of an update sent from a stale copy: it names a
+// resource version other than the stored one. The API server calls the
+// mutating webhooks first and then compares that version with the very
+// object it showed them (the generic registry's update), so such a write
+// is refused with a Conflict whatever a webhook answers. Matched out of
+// the mutating webhooks, it gets that Conflict from the API server alone:
+// while the provider is down a writer from a stale cache (kubectl, a
+// GitOps controller, Crossplane) reads again and retries as it would,
+// instead of failing with "failed calling webhook". The handlers refuse
+// such a write with a Conflict too (provider/admission), so a
+// configuration without this condition answers the same.
+const Stale = `request.operation == 'UPDATE' &&
+has(object.metadata.resourceVersion) && object.metadata.resourceVersion != '' &&
+object.metadata.resourceVersion != oldObject.metadata.resourceVersion`
+
+// current keeps Stale writes from a mutating webhook.
+var current = admissionregistrationv1.MatchCondition{Name: "not-from-a-stale-copy", Expression: "!(" + Stale + ")"}
+
 // managedConditions send the managed webhook every gated resource's write
-// but one that is OnlyClosing or a controller's OnlyCreationBookkeeping.
+// but one that is Stale, OnlyClosing or a controller's
+// OnlyCreationBookkeeping.
 func managedConditions(controllers string) []admissionregistrationv1.MatchCondition {
 	return []admissionregistrationv1.MatchCondition{
+		current,
 		{Name: "not-only-closing-the-gate", Expression: "!(" + OnlyClosing + ")"},
 		{Name: "not-only-creation-bookkeeping", Expression: "!(" + ControllerBookkeeping(controllers) + ")"},
 	}
 }
+
+// restrictedConditions send the webhook for ungated resources of
+// restricted kinds every update but a Stale one.
+var restrictedConditions = []admissionregistrationv1.MatchCondition{current}
 
 // ControllerOrAdmin is the CEL of a request by a service account whose
 // username starts with controllers (Crossplane, its providers and
@@ -219,5 +243,6 @@ func statusConditions(controllers string) []admissionregistrationv1.MatchConditi
 	return []admissionregistrationv1.MatchCondition{{Name: "not-a-controller-or-admin", Expression: "!(" + ControllerOrAdmin(controllers) + ")"}}
 }
 
-// changing sends the composites webhook every write but an Unchanged one.
-var changing = []admissionregistrationv1.MatchCondition{{Name: "changes-something", Expression: "!(" + Unchanged + ")"}}
+// changing sends the composites webhook every write but a Stale or an
+// Unchanged one.
+var changing = []admissionregistrationv1.MatchCondition{current, {Name: "changes-something", Expression: "!(" + Unchanged + ")"}}

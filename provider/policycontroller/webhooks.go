@@ -322,7 +322,9 @@ func (w *Webhooks) syncMutating(ctx context.Context, cc admissionregistrationv1.
 		// their next write. Only those kinds, so a policy restricting one
 		// kind does not put every managed resource's writes behind the
 		// webhook.
-		hooks = append(hooks, mutating("restricted.managed.kausality.io", clientConfig(cc, PathManaged), rules(t.restricted, admissionregistrationv1.Update), ungatedSelector))
+		restricted := mutating("restricted.managed.kausality.io", clientConfig(cc, PathManaged), rules(t.restricted, admissionregistrationv1.Update), ungatedSelector)
+		restricted.MatchConditions = restrictedConditions
+		hooks = append(hooks, restricted)
 	}
 	c := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DynamicName}}
 	if len(hooks) == 0 {

@@ -216,7 +216,10 @@ func compositesHook(cc admissionregistrationv1.WebhookClientConfig, rules ...adm
 		Name: "composites.kausality.io", ClientConfig: cc, Rules: rules,
 		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail), MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
 		AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
-		MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "changes-something", Expression: "!(" + Unchanged + ")"}},
+		MatchConditions: []admissionregistrationv1.MatchCondition{
+			{Name: "not-from-a-stale-copy", Expression: "!(" + Stale + ")"},
+			{Name: "changes-something", Expression: "!(" + Unchanged + ")"},
+		},
 	}
 }
 
@@ -227,6 +230,7 @@ func managedHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admiss
 		SideEffects:    ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail), MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
 		AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy), TimeoutSeconds: ptr.To[int32](10),
 		MatchConditions: []admissionregistrationv1.MatchCondition{
+			{Name: "not-from-a-stale-copy", Expression: "!(" + Stale + ")"},
 			{Name: "not-only-closing-the-gate", Expression: "!(" + OnlyClosing + ")"},
 			{Name: "not-only-creation-bookkeeping", Expression: "!(" + ControllerBookkeeping("") + ")"},
 		},
@@ -238,7 +242,7 @@ func managedHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admiss
 func restrictedHook(cc admissionregistrationv1.WebhookClientConfig, rules ...admissionregistrationv1.RuleWithOperations) admissionregistrationv1.MutatingWebhook {
 	h := managedHook(cc, rules...)
 	h.Name = "restricted.managed.kausality.io"
-	h.MatchConditions = nil
+	h.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "not-from-a-stale-copy", Expression: "!(" + Stale + ")"}}
 	h.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: v1alpha1.LabelGated, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}}}}
 	return h
 }

@@ -134,6 +134,8 @@ func (r *externalRuntime) startReplica(rep *replica) error {
 		return err
 	}
 	rep.cmd, rep.done, rep.down = pr.cmd, pr.done, false
+	// Not ready until its probe says so, as a new pod's endpoint is not.
+	rep.ready.Store(false)
 	return nil
 }
 
@@ -205,6 +207,10 @@ func (c *ControlPlane) KillProvider() {
 			rep.down = true
 			_ = rep.cmd.Process.Kill()
 			<-rep.done
+			// A dead pod's endpoint leaves the Service: without this a
+			// StartProvider right after would find the replica ready by
+			// its last probe and return before the new process serves.
+			rep.ready.Store(false)
 		}
 	}
 }
@@ -245,6 +251,7 @@ func (c *ControlPlane) KillReplica(i int) {
 	if rep.cmd != nil && !rep.exited() {
 		_ = rep.cmd.Process.Kill()
 		<-rep.done
+		rep.ready.Store(false)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -84,6 +85,36 @@ func TestOnlyClosingPassesWithoutTheProvider(t *testing.T) {
 			t.Errorf("Bob's write that %s was admitted with the webhook unreachable: stored %v", what, b.Object["spec"])
 		}
 	}
+	// Writes from a copy older than the stored object: the API server
+	// answers them with the Conflict its resource version check gives,
+	// without the webhook, so a client reads again and retries.
+	stale := func(o *unstructured.Unstructured, fn func(*unstructured.Unstructured)) {
+		t.Helper()
+		old := o.DeepCopy()
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(o), old); err != nil {
+			t.Fatal(err)
+		}
+		// A status write moves the stored object on without the
+		// unreachable webhooks, which see only the main resource.
+		if err := controlplane.UpdateStatus(admin, o, func() {
+			cs, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+			cs = append(cs, map[string]any{"type": "OutageTest" + old.GetResourceVersion(), "status": "True", "reason": "Test", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)})
+			_ = unstructured.SetNestedSlice(o.Object, cs, "status", "conditions")
+		}); err != nil {
+			t.Fatal(err)
+		}
+		fn(old)
+		if err := bobC.Update(ctx, old); !apierrors.IsConflict(err) {
+			t.Errorf("Bob's write of %s from resource version %s (stored %s) = %v, want a Conflict", old.GetName(), old.GetResourceVersion(), o.GetResourceVersion(), err)
+		}
+	}
+	stale(b, func(o *unstructured.Unstructured) {
+		_ = unstructured.SetNestedStringSlice(o.Object, closed, "spec", "managementPolicies")
+	})
+	stale(b, func(o *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(o.Object, int64(9), "spec", "forProvider", "size")
+	})
+	stale(xr, func(o *unstructured.Unstructured) { _ = unstructured.SetNestedField(o.Object, "3", "spec", "size") })
 	if err := write(narrow); err != nil {
 		t.Fatalf("a write that only closes the gate was refused with the webhook unreachable: %v", err)
 	}
