@@ -157,23 +157,54 @@ func recordPrevious(prev mutation.Previous, observed map[string]any, ch change, 
 	if len(fresh) == 0 {
 		return prev
 	}
-	approval := gate.ApprovalOf(observed).Spec
-	spec := gate.SpecRecord(observed)
+	var approval mutation.Applied // read once a field needs it
 	out := maps.Clone(prev)
 	for _, m := range ch.passed {
-		if _, ok := out[m.Path]; ok || !covers(fresh, m) || !maps.Equal(under(spec, m.Path), under(approval, m.Path)) {
+		if _, ok := out[m.Path]; ok || !covers(fresh, m) {
+			continue
+		}
+		if approval == nil {
+			approval = gate.ApprovalOf(observed).Spec
+		}
+		// Only the field's own leaves are hashed: the record of the whole
+		// spec would be the same there, at the cost of every other leaf.
+		v, present := mutation.Value(observed, m.Path)
+		var now mutation.Applied
+		if present {
+			now = mutation.Record(m.Path, v, gate.IsGatePath)
+		} else {
+			v = nil
+		}
+		if !sameUnder(now, approval, m.Path) {
 			continue
 		}
 		if out == nil {
 			out = mutation.Previous{}
 		}
-		v, present := mutation.Value(observed, m.Path)
-		if !present {
-			v = nil
-		}
 		out[m.Path] = v
 	}
 	return out
+}
+
+// sameUnder reports whether a and b hold the same leaves at or under p:
+// maps.Equal of under(a, p) and under(b, p), without building either.
+func sameUnder(a, b mutation.Applied, p string) bool {
+	n := 0
+	for k, h := range a {
+		if !mutation.Under(k, p) {
+			continue
+		}
+		if bh, ok := b[k]; !ok || bh != h {
+			return false
+		}
+		n++
+	}
+	for k := range b {
+		if mutation.Under(k, p) {
+			n--
+		}
+	}
+	return n == 0
 }
 
 // liveShipping are the allowances of have that may still open the gate to

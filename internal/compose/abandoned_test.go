@@ -119,3 +119,40 @@ func TestAbandonedChange(t *testing.T) {
 		})
 	}
 }
+
+func TestSameUnder(t *testing.T) {
+	const p = "spec.forProvider.tags"
+	base := mutation.Applied{"spec.forProvider.tags.a": "1", "spec.forProvider.tags.b": "2", "spec.forProvider.size": "3"}
+	with := func(k, h string) mutation.Applied {
+		out := mutation.Applied{}
+		for key, v := range base {
+			out[key] = v
+		}
+		if h == "" {
+			delete(out, k)
+		} else {
+			out[k] = h
+		}
+		return out
+	}
+	cases := map[string]struct {
+		reason string
+		a, b   mutation.Applied
+		want   bool
+	}{
+		"Same":           {reason: "The same leaves under p are the same.", a: base, b: base, want: true},
+		"OutsideIgnored": {reason: "A leaf outside p does not count.", a: base, b: with("spec.forProvider.size", "9"), want: true},
+		"HashDiffers":    {reason: "A leaf under p with another hash differs.", a: base, b: with("spec.forProvider.tags.b", "9"), want: false},
+		"MissingInB":     {reason: "A leaf under p only a has differs.", a: base, b: with("spec.forProvider.tags.b", ""), want: false},
+		"MissingInA":     {reason: "A leaf under p only b has differs.", a: with("spec.forProvider.tags.a", ""), b: base, want: false},
+		"BothEmpty":      {reason: "Nothing under p on either side is the same.", a: nil, b: mutation.Applied{"spec.x": "1"}, want: true},
+		"AtP":            {reason: "A leaf at p itself counts.", a: mutation.Applied{p: "1"}, b: nil, want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := sameUnder(tc.a, tc.b, p); got != tc.want {
+				t.Errorf("%s\nsameUnder(...): want %t, got %t", tc.reason, tc.want, got)
+			}
+		})
+	}
+}
