@@ -4,6 +4,7 @@ package server
 // compare errors by what they say and a message is changed in one place.
 const (
 	errAddCrossplaneTypesScheme           = "cannot add Crossplane's apiextensions types to the scheme"
+	errAddEventWriter                     = "cannot add the Event writer"
 	errAddCustomResourceDefinitionsScheme = "cannot add CustomResourceDefinitions to the scheme"
 	errAddHealthCheck                     = "cannot add the health check"
 	errAddInitialWebhookSync              = "cannot add the initial webhook sync"

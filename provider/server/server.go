@@ -43,6 +43,7 @@ import (
 	"github.com/kausality-io/kausality-crossplane/internal/rollout"
 	"github.com/kausality-io/kausality-crossplane/provider/admission"
 	"github.com/kausality-io/kausality-crossplane/provider/derivecontroller"
+	"github.com/kausality-io/kausality-crossplane/provider/eventwriter"
 	"github.com/kausality-io/kausality-crossplane/provider/gatecontroller"
 	"github.com/kausality-io/kausality-crossplane/provider/kinds"
 	"github.com/kausality-io/kausality-crossplane/provider/parents"
@@ -199,7 +200,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		return nil, errors.Wrap(err, errCreateDiscoveryClient)
 	}
 	gm := gatecontroller.NewMetrics(metrics.Registry)
-	rec := mgr.GetEventRecorder("provider-kausality")
+	// Events are written one each, without client-go's series cache
+	// (provider/eventwriter).
+	rec := eventwriter.New(mgr.GetClient(), s, "provider-kausality", o.Log.WithValues("component", "events"))
+	if err := mgr.Add(rec); err != nil {
+		return nil, errors.Wrap(err, errAddEventWriter)
+	}
 	watcher := kinds.NewWatcher(mgr, disco, o.DiscoveryInterval, o.MaxReconcileRate, func(gvk schema.GroupVersionKind) reconcile.Reconciler {
 		return gatecontroller.NewReconciler(mgr.GetClient(), parents.Served{Reader: direct}, gvk, rec, gm, gatecontroller.Options{Gate: o.Gate, Now: o.Now}, o.Log)
 	}, o.Log.WithValues("controller", "discovery"))
