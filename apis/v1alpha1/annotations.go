@@ -113,6 +113,12 @@ const (
 // so nobody can make a composite look as if it were still being created.
 const ConditionCreated = "KausalityCreated"
 
+// ConditionComposed is the condition the function keeps on a composite
+// recording the generation it last composed from and the composed
+// resources that run left as stored (allowance.Composed): an allowance of
+// the composite is used up for those without a write of each.
+const ConditionComposed = "KausalityComposed"
+
 // Condition types Kausality sets, which `kubectl kausality` reads.
 const (
 	// ConditionAllowed is False on a composite while the function

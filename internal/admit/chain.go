@@ -141,11 +141,15 @@ func (c Chain) composite(i int) (*chainTo, string, error) {
 	if err != nil {
 		return nil, errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, Describe(xr)).Error(), nil
 	}
-	var storedObj map[string]any
+	// What the composite records of the resources its last run left as
+	// stored counts as their own record would; one that does not read says
+	// nothing, as the function reads it.
+	rec, _ := allowance.ComposedOf(xr.Object)
+	var from int64
 	if c.Old != nil {
-		storedObj = c.Old.Object
+		from = allowance.ComposedFrom(c.Old.Object, c.Old.GetAnnotations()[AnnotationCompositionResourceName], rec)
 	}
-	return &chainTo{xr: xr, allowances: allowance.UncomposedFor(allowance.OnComposite(xas, xr.Object), storedObj)}, "", nil
+	return &chainTo{xr: xr, allowances: allowance.UncomposedSince(allowance.OnComposite(xas, xr.Object), from)}, "", nil
 }
 
 // refuseChained says why the i-th allowance a, whose trace ends at parent,

@@ -70,6 +70,15 @@ func TestChainRefuse(t *testing.T) {
 	ann := asCreated.GetAnnotations()
 	ann[v1alpha1.AnnotationTrace] = allowance.FormatTrace(allowance.Trace{{APIVersion: "example.com/v1alpha1", Kind: "XDatabase", Name: "orders-x1", Generation: 1, User: alice}})
 	asCreated.SetAnnotations(ann)
+	// recorded is the composite whose KausalityComposed record says its
+	// run at generation 4 left the named resources as stored.
+	recorded := func(untouched ...string) *unstructured.Unstructured {
+		u := xr.DeepCopy()
+		u.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": v1alpha1.ConditionComposed, "status": "True",
+			"message": allowance.Composed{Generation: 4, Untouched: untouched}.String()}}}
+		return u
+	}
+	storedAs := bucket(map[string]any{"size": "small"}, AnnotationCompositionResourceName, "data")
 	changedByAlice := xr.DeepCopy()
 	ann = changedByAlice.GetAnnotations()
 	ann[v1alpha1.AnnotationTrace] = allowance.FormatTrace(allowance.Trace{claimHop, xrHop})
@@ -129,6 +138,10 @@ func TestChainRefuse(t *testing.T) {
 				h.Name = "other"
 				a.Trace = allowance.Trace{h, xrHop, mrHop(6, ts)}
 			})}, want: "does not chain to an unconsumed allowance"},
+		"ComposedByTheXRRecord": {reason: "Once the composite records that its run at the allowance's generation left the resource as stored, the allowance is used up for it: a later change of it at that generation (a new Composition revision) has no cause.",
+			old: storedAs, composite: recorded("data"), as: []allowance.Allowance{resize()}, want: "does not chain to an unconsumed allowance"},
+		"XRRecordOfOthers": {reason: "The composite's record of other resources leaves its allowance to this one.",
+			old: storedAs, composite: recorded("logs"), as: []allowance.Allowance{resize()}},
 		"WiderVerbs": {reason: "A composed resource's allowance never grants more than its composite's.", old: stored, composite: xr,
 			as: []allowance.Allowance{resize(func(a *allowance.Allowance) { a.Verbs = []string{v1alpha1.VerbUpdate, v1alpha1.VerbDelete} })}, want: "grants more than"},
 		"ShipsAFieldItChanged": {reason: "A step after Kausality may not name a field no allowance let through.", old: stored, composite: xr,

@@ -94,8 +94,8 @@ func CrossplaneField(p string) bool {
 //
 // A composing composite's allowance is consumed as the function reads it
 // (allowance.OnComposite), and used up for this composite once it was
-// composed from the allowance's generation (allowance.UncomposedFor, on
-// the stored composite): Crossplane marks a composite Synced at the
+// composed from the allowance's generation (allowance.ComposedFrom, on
+// the stored composite and the composing one's record): Crossplane marks a composite Synced at the
 // generation it reads back after composing, so a change that landed while
 // it composed from the copy before looks observed before anything carried
 // it down.
@@ -114,7 +114,14 @@ func ParentFor(claim, old, xr *unstructured.Unstructured, child policy.Child) (*
 	if _, claimed, _ := unstructured.NestedMap(xr.Object, "spec", "claimRef"); claimed || policy.IsClaim(claim.Object) {
 		as = allowance.Unconsumed(as, claim.Object)
 	} else {
-		as = allowance.UncomposedFor(allowance.OnComposite(as, claim.Object), oldObj)
+		// The composing composite's record of what its last run left as
+		// stored counts as the composite's own (allowance.Composed).
+		rec, _ := allowance.ComposedOf(claim.Object)
+		var from int64
+		if old != nil {
+			from = allowance.ComposedFrom(oldObj, old.GetAnnotations()[AnnotationCompositionResourceName], rec)
+		}
+		as = allowance.UncomposedSince(allowance.OnComposite(as, claim.Object), from)
 	}
 	allowance.Sort(as)
 	for i, a := range as {

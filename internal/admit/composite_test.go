@@ -134,10 +134,10 @@ func TestParentForComposingComposite(t *testing.T) {
 	size := allowance.Allowance{Relation: v1alpha1.RelationControllerChild, Target: v1alpha1.Target{APIGroup: "v2.example.com", Resource: "xstores"}, Verbs: []string{"Update"},
 		Mutations: []v1alpha1.MutationBound{{JSONPath: "spec.size", Verbs: []v1alpha1.MutationVerb{v1alpha1.MutationMutate}}}, Generation: 4, Initiator: alice,
 		Trace: allowance.Trace{{APIVersion: "v2.example.com/v1alpha1", Kind: "XPlatform", Name: "plat", Generation: 4, Field: "spec.size", User: alice, Timestamp: allowance.Timestamp(now)}}}
-	platform := func(synced int64) *unstructured.Unstructured {
+	platform := func(synced int64, composed ...any) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"spec":   map[string]any{"size": "large", "crossplane": map[string]any{"compositionRef": map[string]any{"name": "xplatforms-nested"}}},
-			"status": map[string]any{"conditions": []any{map[string]any{"type": "Synced", "status": "True", "observedGeneration": synced}}},
+			"status": map[string]any{"conditions": append([]any{map[string]any{"type": "Synced", "status": "True", "observedGeneration": synced}}, composed...)},
 		}}
 		u.SetAPIVersion("v2.example.com/v1alpha1")
 		u.SetKind("XPlatform")
@@ -153,8 +153,12 @@ func TestParentForComposingComposite(t *testing.T) {
 		u.SetKind("XStore")
 		u.SetNamespace("v2-freeze")
 		u.SetName("plat-6dcc41f14ddc")
-		u.SetAnnotations(map[string]string{v1alpha1.AnnotationComposedGeneration: composedFrom})
+		u.SetAnnotations(map[string]string{v1alpha1.AnnotationComposedGeneration: composedFrom, AnnotationCompositionResourceName: "store"})
 		return u
+	}
+	recorded := func(gen int64, untouched ...string) map[string]any {
+		return map[string]any{"type": v1alpha1.ConditionComposed, "status": "True", "reason": "Composed",
+			"message": allowance.Composed{Generation: gen, Untouched: untouched}.String()}
 	}
 	cases := map[string]struct {
 		reason   string
@@ -174,6 +178,14 @@ func TestParentForComposingComposite(t *testing.T) {
 		"UsedUp": {
 			reason: "Once the XStore was composed from generation 4, the allowance is used up for it: a later change of spec.size at the same generation has no cause.",
 			parent: platform(4), old: store("large", "4"), obj: store("huge", "4"), wantNote: "no unconsumed allowance on XPlatform v2-freeze/plat covers spec.size",
+		},
+		"UsedUpByTheParentsRecord": {
+			reason: "Once the XPlatform records that its run at generation 4 left the XStore as stored, the allowance is used up for it as its own record would use it.",
+			parent: platform(4, recorded(4, "store")), old: store("small", "3"), obj: store("large", "3"), wantNote: "no unconsumed allowance on XPlatform v2-freeze/plat covers spec.size",
+		},
+		"ParentsRecordOfOthers": {
+			reason: "The XPlatform's record of other resources leaves the allowance to the XStore.",
+			parent: platform(4, recorded(4, "network")), old: store("small", "3"), obj: store("large", "3"), wantOK: true,
 		},
 	}
 	for name, tc := range cases {

@@ -111,6 +111,12 @@ func OnComposite(as []Allowance, xr map[string]any) []Allowance {
 // g is used up for it once the function composed it from generation g or
 // later.
 func UncomposedFor(as []Allowance, composed map[string]any) []Allowance {
-	from := ComposedGeneration(composed)
+	return UncomposedSince(as, ComposedGeneration(composed))
+}
+
+// UncomposedSince are the composite allowances of as that a composed
+// resource last composed from composite generation from was not yet
+// composed from (ComposedFrom).
+func UncomposedSince(as []Allowance, from int64) []Allowance {
 	return slices.DeleteFunc(slices.Clone(as), func(a Allowance) bool { return a.Generation <= from })
 }

@@ -20,8 +20,12 @@ type childMeta struct {
 	ann        map[string]string
 	// from is, for an observed resource, the XR generation it was last
 	// composed from: XR allowances of that generation or earlier are used
-	// up for it. 0 for a resource not yet composed.
+	// up for it. 0 for a resource not yet composed. It is the later of
+	// own and what the XR's KausalityComposed record says of it.
 	from int64
+	// own is the resource's own record of it
+	// (kausality.io/composed-generation), 0 when it has none.
+	own int64
 }
 
 func (r *run) metaOf(resName string, obj map[string]any) childMeta {

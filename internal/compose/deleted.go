@@ -32,7 +32,8 @@ type deletion struct {
 // deleted decides about a composed resource the pipeline no longer wants.
 func (r *run) deleted(resName string, observed map[string]any) deletion {
 	m := r.metaOf(resName, observed)
-	m.from = allowance.ComposedGeneration(observed)
+	m.own = allowance.ComposedGeneration(observed)
+	m.from = max(m.own, r.composed.For(resName))
 	d := r.permitChild(m.child, m.from, v1alpha1.VerbDelete)
 	if d.ok {
 		return deletion{}

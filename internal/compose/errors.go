@@ -32,6 +32,7 @@ const (
 	errFmtParseNamespaceFreeze          = "cannot parse annotation %s on Namespace %s; treating it as frozen"
 	errFmtParseXRAllowances             = "cannot parse annotation %s on %s; treating it as no allowances"
 	errFmtParseXRFreeze                 = "cannot parse annotation %s on %s; treating the XR as frozen"
+	errFmtParseXRComposed               = "cannot read what %s records it was composed from; each composed resource's own record decides"
 	errFmtReadBlocker                   = "cannot read blocker %s"
 	errFmtReadInput                     = "cannot read input %s %s"
 	errFmtReadMode                      = "cannot read mode of %s"

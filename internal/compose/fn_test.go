@@ -107,6 +107,36 @@ func xr(t testing.TB, gen, observed int, annotations map[string]string) *structp
 	return obj(t, y)
 }
 
+// xrRecorded is xr with a KausalityComposed condition holding rec.
+func xrRecorded(t testing.TB, gen, observed int, annotations map[string]string, rec allowance.Composed) *structpb.Struct {
+	t.Helper()
+	m := xr(t, gen, observed, annotations).AsMap()
+	st, _ := m["status"].(map[string]any)
+	cs, _ := st["conditions"].([]any)
+	st["conditions"] = append(cs, map[string]any{"type": v1alpha1.ConditionComposed, "status": "True", "reason": ReasonComposed, "message": rec.String()})
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// composedCond is the KausalityComposed condition the function answers
+// with for rec.
+func composedCond(rec allowance.Composed) *fnv1.Condition {
+	return &fnv1.Condition{Type: v1alpha1.ConditionComposed, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonComposed,
+		Message: ptr(rec.String()), Target: fnv1.Target_TARGET_COMPOSITE.Enum()}
+}
+
+// withComposedGeneration is ann with kausality.io/composed-generation g,
+// or without it for "".
+func withComposedGeneration(ann map[string]string, g string) map[string]string {
+	if g != "" {
+		ann[v1alpha1.AnnotationComposedGeneration] = g
+	}
+	return ann
+}
+
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func indent(s, p string) string {
@@ -271,6 +301,66 @@ func TestRunFunction(t *testing.T) {
 	type want struct {
 		rsp *fnv1.RunFunctionResponse
 	}
+	// allowedWant is the answer letting the class change through, the
+	// XR's record of the resources left as stored holding untouched.
+	allowedWant := func(untouched []string) want {
+		return want{rsp: &fnv1.RunFunctionResponse{
+			Meta: &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(time.Minute)},
+			Desired: &fnv1.State{Resources: map[string]*fnv1.Resource{"rds": {
+				Ready: fnv1.Ready_READY_TRUE,
+				Resource: desiredRDS(t, "db.t3.large", map[string]string{
+					v1alpha1.AnnotationAllowances:          allowance.Format(mrAllowance),
+					v1alpha1.AnnotationTrace:               allowance.FormatTrace(fullTrace),
+					v1alpha1.AnnotationApplied:             appliedFor(t, "db.t3.large"),
+					v1alpha1.AnnotationApproved:            appliedFor(t, "db.t3.large"),
+					v1alpha1.AnnotationApprovedGeneration:  "2",
+					v1alpha1.AnnotationApprovedBefore:      approvedBefore(t, "db.t3.small", "spec.forProvider.instanceClass"),
+					v1alpha1.AnnotationPrevious:            `{"spec.forProvider.instanceClass":"db.t3.small"}`,
+					v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+					v1alpha1.AnnotationComposedGeneration:  "2",
+				}, "[Observe, Update, LateInitialize]"),
+			}}},
+			Conditions: []*fnv1.Condition{
+				{Type: ConditionAnnotations, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAnnotationsValid, Target: fnv1.Target_TARGET_COMPOSITE.Enum()},
+				{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAllAllowed, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum()},
+				created,
+				composedCond(allowance.Composed{Generation: 2, Untouched: untouched}),
+				restricted,
+			},
+			Requirements: wantRequirements(),
+		}}
+	}
+	// withheldWant is the answer withholding the class change: the
+	// resource untouched, keeping its own record of the composed
+	// generation (composedGen, "" for none).
+	withheldWant := func(composedGen string) want {
+		return want{rsp: &fnv1.RunFunctionResponse{
+			Meta: &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(WithheldTTL)},
+			Desired: &fnv1.State{Resources: map[string]*fnv1.Resource{"rds": {
+				Ready: fnv1.Ready_READY_TRUE,
+				Resource: desiredRDS(t, "db.t3.small", withComposedGeneration(map[string]string{
+					v1alpha1.AnnotationAllowances:          "[]",
+					v1alpha1.AnnotationTrace:               "[]",
+					v1alpha1.AnnotationApplied:             appliedFor(t, "db.t3.small"),
+					v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
+				}, composedGen), "[Observe, LateInitialize]"),
+			}}},
+			Results: []*fnv1.Result{{
+				Severity: fnv1.Severity_SEVERITY_WARNING,
+				Message:  "resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.instanceClass: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy",
+				Target:   fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum(),
+			}},
+			Conditions: []*fnv1.Condition{
+				{Type: ConditionAnnotations, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAnnotationsValid, Target: fnv1.Target_TARGET_COMPOSITE.Enum()},
+				{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_FALSE, Reason: ReasonWithheld, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum(),
+					Message: ptr("resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.instanceClass: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy")},
+				created,
+				composedCond(allowance.Composed{Generation: 2, Untouched: []string{"rds"}}),
+				restricted,
+			},
+			Requirements: wantRequirements(),
+		}}
+	}
 	type testCase struct {
 		reason string
 		req    *fnv1.RunFunctionRequest
@@ -282,62 +372,14 @@ func TestRunFunction(t *testing.T) {
 			req: newRequest(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}),
 				observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
 				obj(t, rds("db.t3.large", "")), policyDB),
-			want: want{rsp: &fnv1.RunFunctionResponse{
-				Meta: &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(time.Minute)},
-				Desired: &fnv1.State{Resources: map[string]*fnv1.Resource{"rds": {
-					Ready: fnv1.Ready_READY_TRUE,
-					Resource: desiredRDS(t, "db.t3.large", map[string]string{
-						v1alpha1.AnnotationAllowances:          allowance.Format(mrAllowance),
-						v1alpha1.AnnotationTrace:               allowance.FormatTrace(fullTrace),
-						v1alpha1.AnnotationApplied:             appliedFor(t, "db.t3.large"),
-						v1alpha1.AnnotationApproved:            appliedFor(t, "db.t3.large"),
-						v1alpha1.AnnotationApprovedGeneration:  "2",
-						v1alpha1.AnnotationApprovedBefore:      approvedBefore(t, "db.t3.small", "spec.forProvider.instanceClass"),
-						v1alpha1.AnnotationPrevious:            `{"spec.forProvider.instanceClass":"db.t3.small"}`,
-						v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
-						v1alpha1.AnnotationComposedGeneration:  "2",
-					}, "[Observe, Update, LateInitialize]"),
-				}}},
-				Conditions: []*fnv1.Condition{
-					{Type: ConditionAnnotations, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAnnotationsValid, Target: fnv1.Target_TARGET_COMPOSITE.Enum()},
-					{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAllAllowed, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum()},
-					created,
-					restricted,
-				},
-				Requirements: wantRequirements(),
-			}},
+			want: allowedWant(nil),
 		},
 		"WithheldChange": {
 			reason: "Without an allowance the instance class keeps its observed value, the gate stays read-only and a Warning names the field.",
 			req: newRequest(t, xr(t, 2, 1, nil),
 				observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
 				obj(t, rds("db.t3.large", "")), policyDB),
-			want: want{rsp: &fnv1.RunFunctionResponse{
-				Meta: &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(WithheldTTL)},
-				Desired: &fnv1.State{Resources: map[string]*fnv1.Resource{"rds": {
-					Ready: fnv1.Ready_READY_TRUE,
-					Resource: desiredRDS(t, "db.t3.small", map[string]string{
-						v1alpha1.AnnotationAllowances:          "[]",
-						v1alpha1.AnnotationTrace:               "[]",
-						v1alpha1.AnnotationApplied:             appliedFor(t, "db.t3.small"),
-						v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
-						v1alpha1.AnnotationComposedGeneration:  "2",
-					}, "[Observe, LateInitialize]"),
-				}}},
-				Results: []*fnv1.Result{{
-					Severity: fnv1.Severity_SEVERITY_WARNING,
-					Message:  "resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.instanceClass: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy",
-					Target:   fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum(),
-				}},
-				Conditions: []*fnv1.Condition{
-					{Type: ConditionAnnotations, Status: fnv1.Status_STATUS_CONDITION_TRUE, Reason: ReasonAnnotationsValid, Target: fnv1.Target_TARGET_COMPOSITE.Enum()},
-					{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_FALSE, Reason: ReasonWithheld, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum(),
-						Message: ptr("resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.instanceClass: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy")},
-					created,
-					restricted,
-				},
-				Requirements: wantRequirements(),
-			}},
+			want: withheldWant(""),
 		},
 	}
 	// Crossplane marks an XR observed at the generation a concurrent write
@@ -358,7 +400,25 @@ func TestRunFunction(t *testing.T) {
 		req: newRequest(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}),
 			observedRDS(t, "db.t3.small", 1, 1, composedAnn, "[Observe, LateInitialize]"),
 			obj(t, rds("db.t3.large", "")), policyDB),
-		want: cases["WithheldChange"].want,
+		want: withheldWant("2"),
+	}
+	// A run that left the resource untouched at the XR's generation
+	// recorded that on the XR, not on the resource: a later change of it at
+	// the same generation (a Composition revision, a function upgrade) does
+	// not ride on the allowance either.
+	cases["AllowanceUsedUpByTheXRRecord"] = testCase{
+		reason: "An XR allowance is used up for a resource the XR's KausalityComposed record says was left as stored at its generation, without a record of its own.",
+		req: newRequest(t, xrRecorded(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}, allowance.Composed{Generation: 2, Untouched: []string{"rds"}}),
+			observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
+			obj(t, rds("db.t3.large", "")), policyDB),
+		want: withheldWant(""),
+	}
+	cases["XRRecordOfOtherResources"] = testCase{
+		reason: "The XR's record of other resources, or of an earlier generation, leaves the allowance to this one.",
+		req: newRequest(t, xrRecorded(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}, allowance.Composed{Generation: 2, Untouched: []string{"logs"}}),
+			observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
+			obj(t, rds("db.t3.large", "")), policyDB),
+		want: allowedWant([]string{"logs"}),
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

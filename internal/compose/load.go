@@ -165,6 +165,10 @@ func (r *run) loadXR() (problems []string) {
 	// (under crossplane render) the function adds it, so every composed
 	// resource's trace still passes through its XR.
 	r.unchangedSinceCreated = policy.UnchangedSinceCreated(r.xr.Object)
+	if r.composed, err = allowance.ComposedOf(r.xr.Object); err != nil {
+		// Read as saying nothing: each resource's own record decides.
+		problems = append(problems, errors.Wrapf(err, errFmtParseXRComposed, ref(r.xr.Object)).Error())
+	}
 	r.xrTrace = t.With(allowance.HopOf(r.xr, r.xr.GetGeneration()))
 	r.frozen, err = allowance.FrozenBy(ann)
 	if err != nil {

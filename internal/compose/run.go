@@ -69,6 +69,9 @@ type loaded struct {
 
 	allowances []allowance.Allowance // unconsumed allowances of the XR, sorted
 	xrTrace    allowance.Trace       // the XR's trace, ending with the XR's hop
+	// composed is the XR's record of the generation it was last composed
+	// from and the resources that run left as stored (KausalityComposed).
+	composed allowance.Composed
 	// unchangedSinceCreated: nobody changed the XR's spec since its
 	// creation (policy.UnchangedSinceCreated).
 	unchangedSinceCreated bool

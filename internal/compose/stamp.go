@@ -99,7 +99,11 @@ func (r *run) finish(v *verdict) {
 		ann = make(map[string]string, stampedAnnotations)
 	}
 	ann[v1alpha1.AnnotationApplied] = ch.applied.String()
-	ann[v1alpha1.AnnotationComposedGeneration] = strconv.FormatInt(r.composedGeneration(om), 10)
+	if g := r.composedGeneration(om, untouched(ch)); g > 0 {
+		ann[v1alpha1.AnnotationComposedGeneration] = strconv.FormatInt(g, 10)
+	} else {
+		delete(ann, v1alpha1.AnnotationComposedGeneration) // it has none: no step may forge one
+	}
 	var policies, problems []string
 	switch {
 	case gated:
@@ -243,20 +247,34 @@ func nextApplied(prev mutation.Applied, next mutation.Applied, withheld []mutati
 	return next
 }
 
-// composedGeneration is the composite generation the resource is recorded
-// as composed from: the XR's, when some allowance of the XR was not yet
-// composed for it (its generation is later than the record) or it
-// records none; otherwise
-// the generation it records already. An allowance is used up for the
-// resource by that record, so keeping it where no allowance needs it
-// decides nothing differently, and Crossplane's own writes to the XR
-// (recording resource references raises its generation) then do not
-// rewrite every composed resource, each a watch event Crossplane's circuit
-// breaker charges the XR for.
-func (r *run) composedGeneration(om childMeta) int64 {
+// composedGeneration is the composite generation the resource records as
+// composed from (0: none). A resource the run leaves untouched keeps its
+// own record: the XR's KausalityComposed condition records that this run
+// composed it (reportComposed), so a write of the record alone, a watch
+// event Crossplane's circuit breaker charges the XR for every composed
+// resource a change leaves alone, is not needed. A resource written anyway
+// records the XR's generation when some allowance of the XR was not yet
+// composed for it (its generation is later than what it was composed
+// from) or it was never composed, and otherwise what it was composed
+// from: keeping that where no allowance needs a new one decides nothing
+// differently, and Crossplane's own writes to the XR (recording resource
+// references raises its generation) then do not rewrite the resource. A
+// record ahead of the XR (an XR recreated under the same name) is
+// replaced either way.
+func (r *run) composedGeneration(om childMeta, untouched bool) int64 {
 	gen := r.xr.GetGeneration()
+	if untouched && om.own <= gen {
+		return om.own
+	}
 	if om.from <= 0 || om.from > gen || slices.ContainsFunc(r.allowances, func(a allowance.Allowance) bool { return a.Generation > om.from }) {
 		return gen
 	}
 	return om.from
+}
+
+// untouched reports whether ch leaves its resource's spec and gate to the
+// stored ones: nothing let through, held back or released, no creation.
+// Its answer changes at most Kausality's records of it.
+func untouched(ch *change) bool {
+	return !ch.create && len(ch.passed) == 0 && len(ch.held) == 0 && len(ch.released) == 0
 }

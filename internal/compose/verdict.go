@@ -73,6 +73,11 @@ type findings struct {
 	// unrestricted are the composed managed resources of kinds no policy
 	// for the XR names, one line each.
 	unrestricted []string
+	// untouched are the observed resources Kausality stamps that the run
+	// leaves untouched (composedGeneration), by composition resource name:
+	// what the XR's KausalityComposed record says was composed from its
+	// generation without a write.
+	untouched []string
 }
 
 // tally gathers what the run reports on the XR from its verdicts, one at
@@ -118,6 +123,9 @@ func (t *tally) add(r *run, v *verdict) {
 	if v.unrestricted != "" && !slices.Contains(f.unrestricted, v.unrestricted) {
 		f.unrestricted = append(f.unrestricted, v.unrestricted)
 	}
+	if st := v.stamp; st != nil && st.closing == nil && it.observed != nil && untouched(&v.ch) && len(it.problems) == 0 && len(v.problems) == 0 {
+		f.untouched = append(f.untouched, it.resName)
+	}
 	if st := v.stamp; st != nil && st.closing == nil && r.olderLogic(st.annotations) {
 		f.behind = true
 	}
@@ -144,7 +152,7 @@ func gather(decided findings, paced []string, t *tally) findings {
 	f.problems = slices.Concat(f.problems, paced, t.heldProblems, t.stamped.problems)
 	f.withheld = append(f.withheld, t.stamped.withheld...)
 	f.holds = t.holds
-	f.usedCreation, f.unrestricted = t.stamped.usedCreation, t.stamped.unrestricted
+	f.usedCreation, f.unrestricted, f.untouched = t.stamped.usedCreation, t.stamped.unrestricted, t.stamped.untouched
 	f.behind = t.stamped.behind || t.unapplied
 	return f
 }
