@@ -332,8 +332,14 @@ func TestRunFunction(t *testing.T) {
 	}
 	// withheldWant is the answer withholding the class change: the
 	// resource untouched, keeping its own record of the composed
-	// generation (composedGen, "" for none).
+	// generation (composedGen, "" for none), which the XR's record
+	// completes.
 	withheldWant := func(composedGen string) want {
+		// The XR records the resource only when its own record says less.
+		var recordedUntouched []string
+		if composedGen == "" {
+			recordedUntouched = []string{"rds"}
+		}
 		return want{rsp: &fnv1.RunFunctionResponse{
 			Meta: &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(WithheldTTL)},
 			Desired: &fnv1.State{Resources: map[string]*fnv1.Resource{"rds": {
@@ -355,7 +361,7 @@ func TestRunFunction(t *testing.T) {
 				{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_FALSE, Reason: ReasonWithheld, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum(),
 					Message: ptr("resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.instanceClass: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy")},
 				created,
-				composedCond(allowance.Composed{Generation: 2, Untouched: []string{"rds"}}),
+				composedCond(allowance.Composed{Generation: 2, Untouched: recordedUntouched}),
 				restricted,
 			},
 			Requirements: wantRequirements(),

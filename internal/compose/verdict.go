@@ -74,9 +74,10 @@ type findings struct {
 	// for the XR names, one line each.
 	unrestricted []string
 	// untouched are the observed resources Kausality stamps that the run
-	// leaves untouched (composedGeneration), by composition resource name:
-	// what the XR's KausalityComposed record says was composed from its
-	// generation without a write.
+	// leaves untouched (composedGeneration) and whose own record is of an
+	// earlier XR generation, by composition resource name: what the XR's
+	// KausalityComposed record says was composed from its generation
+	// without a write.
 	untouched []string
 }
 
@@ -123,7 +124,11 @@ func (t *tally) add(r *run, v *verdict) {
 	if v.unrestricted != "" && !slices.Contains(f.unrestricted, v.unrestricted) {
 		f.unrestricted = append(f.unrestricted, v.unrestricted)
 	}
-	if st := v.stamp; st != nil && st.closing == nil && it.observed != nil && untouched(&v.ch) && len(it.problems) == 0 && len(v.problems) == 0 {
+	if st := v.stamp; st != nil && st.closing == nil && it.observed != nil && untouched(&v.ch) && len(it.problems) == 0 && len(v.problems) == 0 &&
+		it.om.own < r.xr.GetGeneration() {
+		// One whose own record says as much needs no word from the XR:
+		// the XR's record changes once a generation, not again when a
+		// later run leaves alone what an earlier one changed.
 		f.untouched = append(f.untouched, it.resName)
 	}
 	if st := v.stamp; st != nil && st.closing == nil && r.olderLogic(st.annotations) {
