@@ -420,7 +420,7 @@ func TestRunFunction(t *testing.T) {
 		want: withheldWant(""),
 	}
 	cases["XRRecordOfOtherResources"] = testCase{
-		reason: "The XR's record of other resources, or of an earlier generation, leaves the allowance to this one.",
+		reason: "The XR's record of other resources leaves the allowance to this one.",
 		req: newRequest(t, xrRecorded(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}, allowance.Composed{Generation: 2, Untouched: []string{"logs"}}),
 			observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
 			obj(t, rds("db.t3.large", "")), policyDB),

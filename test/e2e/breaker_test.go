@@ -400,14 +400,7 @@ func breakerBudget(t *testing.T, ns, comp, file string, n int) budget {
 // logs-2, ...), into the test's temporary directory and returns its path.
 func scaledStoreComposition(t *testing.T, n int) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(v2Dir, "composition.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(raw, &u.Object); err != nil {
-		t.Fatal(err)
-	}
+	u := readComposition(t, filepath.Join(v2Dir, "composition.yaml"))
 	steps, _, _ := unstructured.NestedSlice(u.Object, "spec", "pipeline")
 	pt, _ := steps[0].(map[string]any)
 	rs, _, _ := unstructured.NestedSlice(pt, "input", "resources")
@@ -440,9 +433,8 @@ func scaledStoreComposition(t *testing.T, n int) string {
 
 func ratio(a, b int) float64 { return float64(a) / float64(max(b, 1)) }
 
-// applyWithoutKausality applies the Composition in file, named name,
-// without its last pipeline step (Kausality's).
-func applyWithoutKausality(t *testing.T, file, name string) {
+// readComposition reads the Composition in file, the suite's own test data.
+func readComposition(t *testing.T, file string) *unstructured.Unstructured {
 	t.Helper()
 	raw, err := os.ReadFile(file) //nolint:gosec // the suite's own test data
 	if err != nil {
@@ -452,6 +444,14 @@ func applyWithoutKausality(t *testing.T, file, name string) {
 	if err := yaml.Unmarshal(raw, &u.Object); err != nil {
 		t.Fatal(err)
 	}
+	return u
+}
+
+// applyWithoutKausality applies the Composition in file, named name,
+// without its last pipeline step (Kausality's).
+func applyWithoutKausality(t *testing.T, file, name string) {
+	t.Helper()
+	u := readComposition(t, file)
 	steps, _, _ := unstructured.NestedSlice(u.Object, "spec", "pipeline")
 	if len(steps) < 2 {
 		t.Fatalf("%s: want a pipeline ending in Kausality's step, got %d steps", file, len(steps))
