@@ -141,15 +141,22 @@ func (c Chain) composite(i int) (*chainTo, string, error) {
 	if err != nil {
 		return nil, errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, Describe(xr)).Error(), nil
 	}
-	// What the composite records of the resources its last run left as
-	// stored counts as their own record would; one that does not read says
-	// nothing, as the function reads it.
-	rec, _ := allowance.ComposedOf(xr.Object)
+	return &chainTo{xr: xr, allowances: uncomposed(xas, xr, c.Old)}, "", nil
+}
+
+// uncomposed are the allowances as of parent, the composite that composes
+// a resource stored as old (nil: being created), that are still to be
+// composed for it: not consumed on the parent (allowance.OnComposite),
+// and of a later generation than the resource was composed from by its
+// own record or the parent's (allowance.ComposedFrom). A parent's record
+// that does not read says nothing, as the function reads it.
+func uncomposed(as []allowance.Allowance, parent, old *unstructured.Unstructured) []allowance.Allowance {
 	var from int64
-	if c.Old != nil {
-		from = allowance.ComposedFrom(c.Old.Object, c.Old.GetAnnotations()[AnnotationCompositionResourceName], rec)
+	if old != nil {
+		rec, _ := allowance.ComposedOf(parent.Object)
+		from = allowance.ComposedFrom(old.Object, old.GetAnnotations()[AnnotationCompositionResourceName], rec)
 	}
-	return &chainTo{xr: xr, allowances: allowance.UncomposedSince(allowance.OnComposite(xas, xr.Object), from)}, "", nil
+	return allowance.UncomposedSince(allowance.OnComposite(as, parent.Object), from)
 }
 
 // refuseChained says why the i-th allowance a, whose trace ends at parent,

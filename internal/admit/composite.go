@@ -94,9 +94,9 @@ func CrossplaneField(p string) bool {
 //
 // A composing composite's allowance is consumed as the function reads it
 // (allowance.OnComposite), and used up for this composite once it was
-// composed from the allowance's generation (allowance.ComposedFrom, on
-// the stored composite and the composing one's record): Crossplane marks a composite Synced at the
-// generation it reads back after composing, so a change that landed while
+// composed from the allowance's generation (uncomposed: by the stored
+// composite's record or the composing one's): Crossplane marks a
+// composite Synced at the generation it reads back after composing, so a change that landed while
 // it composed from the copy before looks observed before anything carried
 // it down.
 func ParentFor(claim, old, xr *unstructured.Unstructured, child policy.Child) (*allowance.Allowance, string, error) {
@@ -105,23 +105,14 @@ func ParentFor(claim, old, xr *unstructured.Unstructured, child policy.Child) (*
 		return nil, "", errors.Wrapf(err, "cannot parse annotation %s on %s", v1alpha1.AnnotationAllowances, Describe(claim))
 	}
 	var oldSpec any
-	var oldObj map[string]any
 	if old != nil {
 		oldSpec = old.Object["spec"]
-		oldObj = old.Object
 	}
 	changed := mutation.Diff("spec", oldSpec, xr.Object["spec"], mutation.WithSkip(CrossplaneField))
 	if _, claimed, _ := unstructured.NestedMap(xr.Object, "spec", "claimRef"); claimed || policy.IsClaim(claim.Object) {
 		as = allowance.Unconsumed(as, claim.Object)
 	} else {
-		// The composing composite's record of what its last run left as
-		// stored counts as the composite's own (allowance.Composed).
-		rec, _ := allowance.ComposedOf(claim.Object)
-		var from int64
-		if old != nil {
-			from = allowance.ComposedFrom(oldObj, old.GetAnnotations()[AnnotationCompositionResourceName], rec)
-		}
-		as = allowance.UncomposedSince(allowance.OnComposite(as, claim.Object), from)
+		as = uncomposed(as, claim, old)
 	}
 	allowance.Sort(as)
 	for i, a := range as {

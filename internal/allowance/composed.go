@@ -16,7 +16,7 @@ import (
 // composite generation the function last composed from, and the composed
 // resources (by composition resource name) that run left as stored. An
 // allowance of the composite is used up for a composed resource once the
-// function composed it from the allowance's generation (UncomposedFor);
+// function composed it from the allowance's generation (UncomposedSince);
 // for a resource a run leaves as stored, this record says so, where a
 // write of the resource's own kausality.io/composed-generation would be a
 // watch event Crossplane charges the composite for, for every resource a

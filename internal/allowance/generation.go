@@ -98,7 +98,8 @@ func ApprovedGeneration(carrier map[string]any) (int64, bool) {
 // which raises the generation again before it creates what it composed.
 // So an allowance stays until the composite has observed a later
 // generation, and whether it was used for a composed resource is read off
-// that resource (UncomposedFor).
+// that resource and its composite's record (UncomposedSince,
+// ComposedFrom).
 func OnComposite(as []Allowance, xr map[string]any) []Allowance {
 	og, ok := ObservedGeneration(xr)
 	return slices.DeleteFunc(slices.Clone(as), func(a Allowance) bool {
@@ -106,17 +107,10 @@ func OnComposite(as []Allowance, xr map[string]any) []Allowance {
 	})
 }
 
-// UncomposedFor are the composite allowances of as that composed, a
-// composed resource, was not yet composed from: an allowance of generation
-// g is used up for it once the function composed it from generation g or
-// later.
-func UncomposedFor(as []Allowance, composed map[string]any) []Allowance {
-	return UncomposedSince(as, ComposedGeneration(composed))
-}
-
 // UncomposedSince are the composite allowances of as that a composed
-// resource last composed from composite generation from was not yet
-// composed from (ComposedFrom).
+// resource last composed from composite generation from (ComposedFrom)
+// was not yet composed from: an allowance of generation g is used up for
+// it once the function composed it from generation g or later.
 func UncomposedSince(as []Allowance, from int64) []Allowance {
 	return slices.DeleteFunc(slices.Clone(as), func(a Allowance) bool { return a.Generation <= from })
 }

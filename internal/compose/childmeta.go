@@ -3,6 +3,7 @@ package compose
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
@@ -30,6 +31,16 @@ type childMeta struct {
 
 func (r *run) metaOf(resName string, obj map[string]any) childMeta {
 	return r.metaWithRoom(resName, obj, 0)
+}
+
+// observedMetaOf is metaOf for an observed resource, with the XR
+// generation it was composed from: its own record and what the XR's
+// KausalityComposed record says of it.
+func (r *run) observedMetaOf(resName string, observed map[string]any) childMeta {
+	m := r.metaOf(resName, observed)
+	m.own = allowance.ComposedGeneration(observed)
+	m.from = max(m.own, r.composed.For(resName))
+	return m
 }
 
 // desiredMetaOf is metaOf for a desired resource, whose annotations finish

@@ -115,9 +115,7 @@ type item struct {
 func (r *run) decide(resName string, observed, desired map[string]any) *item {
 	it := &item{resName: resName, observed: observed, desired: desired, dm: r.desiredMetaOf(resName, desired), ok: true}
 	if observed != nil {
-		it.om = r.metaOf(resName, observed)
-		it.om.own = allowance.ComposedGeneration(observed)
-		it.om.from = max(it.om.own, r.composed.For(resName))
+		it.om = r.observedMetaOf(resName, observed)
 		var err error
 		if it.have, err = allowance.Parse(it.om.ann[v1alpha1.AnnotationAllowances]); err != nil {
 			it.problems = append(it.problems, errors.Wrapf(err, errFmtParseAllowancesGateClosed, v1alpha1.AnnotationAllowances, ref(observed)).Error())

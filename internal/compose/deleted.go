@@ -31,9 +31,7 @@ type deletion struct {
 
 // deleted decides about a composed resource the pipeline no longer wants.
 func (r *run) deleted(resName string, observed map[string]any) deletion {
-	m := r.metaOf(resName, observed)
-	m.own = allowance.ComposedGeneration(observed)
-	m.from = max(m.own, r.composed.For(resName))
+	m := r.observedMetaOf(resName, observed)
 	d := r.permitChild(m.child, m.from, v1alpha1.VerbDelete)
 	if d.ok {
 		return deletion{}
