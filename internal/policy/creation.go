@@ -14,9 +14,13 @@ import (
 // Ready with nothing left to add (Ready alone is not enough: a resource
 // composed once what it needs exists is emitted only after the rest was
 // Ready, and Ready turns False again later). It is status, which only
-// Crossplane writes.
+// Crossplane writes. The condition counts whatever its status: the
+// function only ever sets it True, and a reconcile that fails (a step's
+// fatal result, a composed resource that does not apply) has Crossplane
+// mark every condition its pipeline did not answer Unknown, which a user
+// able to make a step fail could otherwise use to reopen the creation.
 func Created(obj map[string]any) bool {
-	return ConditionTrue(obj, v1alpha1.ConditionCreated)
+	return Condition(obj, v1alpha1.ConditionCreated) != nil
 }
 
 // UnchangedSinceCreated reports whether nobody changed a composite's spec

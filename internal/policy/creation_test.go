@@ -17,7 +17,11 @@ func TestCreated(t *testing.T) {
 		"NotReady":     {reason: "Not Ready yet: still created.", status: "{conditions: [{type: Ready, status: 'False', reason: Creating}]}"},
 		"Ready":        {reason: "Ready alone does not: a dependency may be composed only once the rest is Ready.", status: "{conditions: [{type: Ready, status: 'True'}]}"},
 		"CreatedOnce":  {reason: "Once over, the creation stays over when Ready turns False.", status: "{conditions: [{type: Ready, status: 'False'}, {type: " + v1alpha1.ConditionCreated + ", status: 'True'}]}", want: true},
-		"CreatedFalse": {reason: "Only a True condition counts.", status: "{conditions: [{type: " + v1alpha1.ConditionCreated + ", status: 'False'}]}"},
+		"CreatedFalse": {reason: "Any status counts: the function sets it True only, and a step's False only ends the creation sooner.", status: "{conditions: [{type: " + v1alpha1.ConditionCreated + ", status: 'False'}]}", want: true},
+		"MarkedUnknown": {
+			reason: "Crossplane marks the condition Unknown when a reconcile fails; a user who can make a step fail must not reopen the creation.",
+			status: "{conditions: [{type: " + v1alpha1.ConditionCreated + ", status: 'Unknown', reason: FatalError, message: 'A fatal error occurred before the status of this condition could be determined.'}]}", want: true,
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
 	"github.com/kausality-io/kausality-crossplane/internal/allowance"
+	"github.com/kausality-io/kausality-crossplane/internal/policy"
 )
 
 // Role is what an object is in a chain.
@@ -131,7 +132,7 @@ func Of(u *unstructured.Unstructured, role Role) Object {
 	if c := condition(u, v1alpha1.ConditionRestricted); c.Status == "False" {
 		o.Unrestricted = c.Message
 	}
-	o.Creating = role == RoleComposite && condition(u, v1alpha1.ConditionCreated).Status != "True"
+	o.Creating = role == RoleComposite && !policy.Created(u.Object)
 	return o
 }
 
