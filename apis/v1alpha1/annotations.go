@@ -51,6 +51,12 @@ const (
 	// the composite is used up for the resource once it was composed from
 	// the allowance's generation.
 	AnnotationComposedGeneration = "kausality.io/composed-generation"
+	// AnnotationLeftAsStored is, on a composed resource the function wrote,
+	// the composite's KausalityComposed record of that run (the generation
+	// and the other resources it left as stored): written with the
+	// resources themselves, it outlives a reconcile that fails before
+	// Crossplane writes the composite's status.
+	AnnotationLeftAsStored = "kausality.io/left-as-stored"
 	// AnnotationApproved records, on a gated managed resource, the spec its
 	// provider was last allowed to write to the cloud: a hash per leaf, as
 	// AnnotationApplied. An Update gate opens only when every field the
@@ -118,6 +124,9 @@ const ConditionCreated = "KausalityCreated"
 // resources that run left as stored (allowance.Composed): an allowance of
 // the composite is used up for those without a write of each.
 const ConditionComposed = "KausalityComposed"
+
+// ReasonComposed is the reason of ConditionComposed.
+const ReasonComposed = "Composed"
 
 // Condition types Kausality sets, which `kubectl kausality` reads.
 const (

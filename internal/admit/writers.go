@@ -74,6 +74,7 @@ var ProtectedAnnotations = []string{
 	v1alpha1.AnnotationInputVersions,
 	v1alpha1.AnnotationApplied,
 	v1alpha1.AnnotationComposedGeneration,
+	v1alpha1.AnnotationLeftAsStored,
 	v1alpha1.AnnotationApproved,
 	v1alpha1.AnnotationApprovedGeneration,
 	v1alpha1.AnnotationApprovedBefore,

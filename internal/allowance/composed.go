@@ -23,9 +23,14 @@ import (
 // change leaves alone (docs/DESIGN.md §3).
 //
 // Crossplane writes the condition in the status update that ends a
-// reconcile whose composed resources were all applied, and only Crossplane
-// writes a composite's status (admission refuses users' status writes).
-// A record that claims more only narrows: more allowances count as used.
+// reconcile, which a failed apply, a step's fatal result or a concurrent
+// write of the composite keeps from happening (a failed reconcile marks
+// it Unknown). So the function also copies the record onto the composed
+// resources the run writes anyway (v1alpha1.AnnotationLeftAsStored),
+// which Crossplane applies first.
+// Only Crossplane writes a composite's status (admission refuses users'
+// status writes), and admission protects kausality.io annotations. A
+// record that claims more only narrows: more allowances count as used.
 type Composed struct {
 	Generation int64
 	// Untouched are the composition resource names of the resources the
@@ -82,24 +87,64 @@ func ParseComposed(msg string) (Composed, error) {
 }
 
 // ComposedOf is the record of a composite's KausalityComposed condition;
-// the zero record, which says nothing, when it has none, and with an error
-// when it does not read.
+// the zero record, which says nothing, when it has none or one that is not
+// True (Crossplane marks it Unknown when a reconcile fails), and with an
+// error when a True one does not read.
 func ComposedOf(xr map[string]any) (Composed, error) {
+	m := composedCondition(xr)
+	if m == nil || m["status"] != "True" {
+		return Composed{}, nil
+	}
+	msg, _ := m["message"].(string)
+	rec, err := ParseComposed(msg)
+	if err != nil {
+		return Composed{}, fmt.Errorf("condition %s: %w", v1alpha1.ConditionComposed, err)
+	}
+	return rec, nil
+}
+
+// LeftAsStored is the record a composed resource keeps of the run that
+// last wrote it (v1alpha1.AnnotationLeftAsStored); the zero record when it
+// has none, and with an error when it does not read.
+func LeftAsStored(composed map[string]any) (Composed, error) {
+	md, _ := composed["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	s, _ := ann[v1alpha1.AnnotationLeftAsStored].(string)
+	if s == "" {
+		return Composed{}, nil
+	}
+	rec, err := ParseComposed(s)
+	if err != nil {
+		return Composed{}, fmt.Errorf("annotation %s: %w", v1alpha1.AnnotationLeftAsStored, err)
+	}
+	return rec, nil
+}
+
+// Merge is c with what other records of the same generation; a record of
+// another generation replaces an older one and is dropped for a newer.
+func (c Composed) Merge(other Composed) Composed {
+	switch {
+	case other.Generation > c.Generation:
+		return other
+	case other.Generation < c.Generation:
+		return c
+	}
+	l := slices.Concat(c.Untouched, other.Untouched)
+	slices.Sort(l)
+	return Composed{Generation: c.Generation, Untouched: slices.Compact(l)}
+}
+
+// composedCondition is xr's KausalityComposed condition, nil when it has
+// none.
+func composedCondition(xr map[string]any) map[string]any {
 	cs, _, _ := unstructured.NestedFieldNoCopy(xr, "status", "conditions")
 	l, _ := cs.([]any)
 	for _, c := range l {
-		m, _ := c.(map[string]any)
-		if m["type"] != v1alpha1.ConditionComposed {
-			continue
+		if m, _ := c.(map[string]any); m["type"] == v1alpha1.ConditionComposed {
+			return m
 		}
-		msg, _ := m["message"].(string)
-		rec, err := ParseComposed(msg)
-		if err != nil {
-			return Composed{}, fmt.Errorf("condition %s: %w", v1alpha1.ConditionComposed, err)
-		}
-		return rec, nil
 	}
-	return Composed{}, nil
+	return nil
 }
 
 // ComposedFrom is the composite generation a composed resource was last

@@ -60,6 +60,9 @@ func TestComposedOf(t *testing.T) {
 		"Recorded":   {reason: "The condition's record is read.", xr: cond(rec.String()), want: rec},
 		"None":       {reason: "A composite without the condition records nothing.", xr: map[string]any{}, want: Composed{}},
 		"Unreadable": {reason: "A condition that does not read is an error and records nothing.", xr: cond("garbage"), wantErr: true},
+		"MarkedUnknown": {reason: "Crossplane marks the condition Unknown when a reconcile fails: it records nothing, and that is no error.",
+			xr: map[string]any{"status": map[string]any{"conditions": []any{map[string]any{"type": v1alpha1.ConditionComposed, "status": "Unknown",
+				"reason": "FatalError", "message": "A fatal error occurred before the status of this condition could be determined."}}}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -94,6 +97,62 @@ func TestComposedFrom(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := ComposedFrom(tc.composed, tc.resName, rec); got != tc.want {
 				t.Errorf("%s\nComposedFrom(...) = %d, want %d", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLeftAsStored(t *testing.T) {
+	ann := func(v any) map[string]any {
+		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationLeftAsStored: v}}}
+	}
+	rec := Composed{Generation: 3, Untouched: []string{"data", "logs"}}
+	cases := map[string]struct {
+		reason   string
+		composed map[string]any
+		want     Composed
+		wantErr  string
+	}{
+		"Recorded":   {reason: "The annotation holds the record as the condition's message does.", composed: ann(rec.String()), want: rec},
+		"None":       {reason: "A resource without the annotation records nothing.", composed: map[string]any{}},
+		"Unreadable": {reason: "An annotation that does not read is an error naming it.", composed: ann("data, logs"), wantErr: v1alpha1.AnnotationLeftAsStored},
+		"NotAString": {reason: "An annotation of another type records nothing.", composed: ann(3)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := LeftAsStored(tc.composed)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("%s\nLeftAsStored(...) error = %v, want one containing %q", tc.reason, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%s\nLeftAsStored(...): %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nLeftAsStored(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestComposedMerge(t *testing.T) {
+	at := func(g int64, names ...string) Composed { return Composed{Generation: g, Untouched: names} }
+	cases := map[string]struct {
+		reason   string
+		c, other Composed
+		want     Composed
+	}{
+		"SameGeneration": {reason: "Records of one generation add up, sorted, without repeats.", c: at(4, "logs", "queue"), other: at(4, "data", "logs"), want: at(4, "data", "logs", "queue")},
+		"Newer":          {reason: "A newer record replaces an older one.", c: at(4, "logs"), other: at(5, "data"), want: at(5, "data")},
+		"Older":          {reason: "An older record is dropped.", c: at(5, "data"), other: at(4, "logs"), want: at(5, "data")},
+		"Zero":           {reason: "The zero record says nothing.", c: Composed{}, other: at(2, "logs"), want: at(2, "logs")},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.c.Merge(tc.other), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nMerge(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}

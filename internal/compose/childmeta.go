@@ -22,7 +22,8 @@ type childMeta struct {
 	// from is, for an observed resource, the XR generation it was last
 	// composed from: XR allowances of that generation or earlier are used
 	// up for it. 0 for a resource not yet composed. It is the later of
-	// own and what the XR's KausalityComposed record says of it.
+	// own and what the records of the resources left as stored say of it
+	// (loadComposed).
 	from int64
 	// own is the resource's own record of it
 	// (kausality.io/composed-generation), 0 when it has none.
@@ -34,12 +35,12 @@ func (r *run) metaOf(resName string, obj map[string]any) childMeta {
 }
 
 // observedMetaOf is metaOf for an observed resource, with the XR
-// generation it was composed from: its own record and what the XR's
-// KausalityComposed record says of it.
+// generation it was composed from: its own record and what the records of
+// the resources left as stored say of it.
 func (r *run) observedMetaOf(resName string, observed map[string]any) childMeta {
 	m := r.metaOf(resName, observed)
 	m.own = allowance.ComposedGeneration(observed)
-	m.from = max(m.own, r.composed.For(resName))
+	m.from = max(m.own, r.composed.For(resName), r.stored[resName])
 	return m
 }
 

@@ -33,6 +33,7 @@ const (
 	errFmtParseXRAllowances             = "cannot parse annotation %s on %s; treating it as no allowances"
 	errFmtParseXRFreeze                 = "cannot parse annotation %s on %s; treating the XR as frozen"
 	errFmtParseXRComposed               = "cannot read what %s records it was composed from; each composed resource's own record decides"
+	errFmtParseLeftAsStored             = "cannot read what composed resource %s (%s) records of the resources left as stored; the other records decide"
 	errFmtReadBlocker                   = "cannot read blocker %s"
 	errFmtReadInput                     = "cannot read input %s %s"
 	errFmtReadMode                      = "cannot read mode of %s"

@@ -175,6 +175,7 @@ func (f *Function) runFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		t.add(run, &v)
 	}
 	found := gather(decided, paced, t)
+	run.leaveAsStored(out, found.untouched, found.rideable)
 
 	if err := setDesired(rsp, req, out); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errSetDesiredComposedResources))

@@ -128,6 +128,15 @@ func composedCond(rec allowance.Composed) *fnv1.Condition {
 		Message: ptr(rec.String()), Target: fnv1.Target_TARGET_COMPOSITE.Enum()}
 }
 
+// withLeftAsStored is ann with kausality.io/left-as-stored s, or without
+// it for "".
+func withLeftAsStored(ann map[string]string, s string) map[string]string {
+	if s != "" {
+		ann[v1alpha1.AnnotationLeftAsStored] = s
+	}
+	return ann
+}
+
 // withComposedGeneration is ann with kausality.io/composed-generation g,
 // or without it for "".
 func withComposedGeneration(ann map[string]string, g string) map[string]string {
@@ -334,7 +343,10 @@ func TestRunFunction(t *testing.T) {
 	// resource untouched, keeping its own record of the composed
 	// generation (composedGen, "" for none), which the XR's record
 	// completes.
-	withheldWant := func(composedGen string) want {
+	//
+	// leftAsStored is the record the resource carries for the XR's,
+	// "" for none.
+	withheldWant := func(composedGen, leftAsStored string) want {
 		// The XR records the resource only when its own record says less.
 		var recordedUntouched []string
 		if composedGen == "" {
@@ -344,12 +356,12 @@ func TestRunFunction(t *testing.T) {
 			Meta: &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(WithheldTTL)},
 			Desired: &fnv1.State{Resources: map[string]*fnv1.Resource{"rds": {
 				Ready: fnv1.Ready_READY_TRUE,
-				Resource: desiredRDS(t, "db.t3.small", withComposedGeneration(map[string]string{
+				Resource: desiredRDS(t, "db.t3.small", withLeftAsStored(withComposedGeneration(map[string]string{
 					v1alpha1.AnnotationAllowances:          "[]",
 					v1alpha1.AnnotationTrace:               "[]",
 					v1alpha1.AnnotationApplied:             appliedFor(t, "db.t3.small"),
 					v1alpha1.AnnotationCompositionRevision: "xdatabases-aws-1",
-				}, composedGen), "[Observe, LateInitialize]"),
+				}, composedGen), leftAsStored), "[Observe, LateInitialize]"),
 			}}},
 			Results: []*fnv1.Result{{
 				Severity: fnv1.Severity_SEVERITY_WARNING,
@@ -385,7 +397,7 @@ func TestRunFunction(t *testing.T) {
 			req: newRequest(t, xr(t, 2, 1, nil),
 				observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
 				obj(t, rds("db.t3.large", "")), policyDB),
-			want: withheldWant(""),
+			want: withheldWant("", ""),
 		},
 	}
 	// Crossplane marks an XR observed at the generation a concurrent write
@@ -406,7 +418,7 @@ func TestRunFunction(t *testing.T) {
 		req: newRequest(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}),
 			observedRDS(t, "db.t3.small", 1, 1, composedAnn, "[Observe, LateInitialize]"),
 			obj(t, rds("db.t3.large", "")), policyDB),
-		want: withheldWant("2"),
+		want: withheldWant("2", ""),
 	}
 	// A run that left the resource untouched at the XR's generation
 	// recorded that on the XR, not on the resource: a later change of it at
@@ -417,7 +429,7 @@ func TestRunFunction(t *testing.T) {
 		req: newRequest(t, xrRecorded(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}, allowance.Composed{Generation: 2, Untouched: []string{"rds"}}),
 			observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
 			obj(t, rds("db.t3.large", "")), policyDB),
-		want: withheldWant(""),
+		want: withheldWant("", `composed from generation 2; left as stored: ["rds"]`),
 	}
 	cases["XRRecordOfOtherResources"] = testCase{
 		reason: "The XR's record of other resources leaves the allowance to this one.",

@@ -21,7 +21,7 @@ import (
 // returns the malformed input it met, one line each, every one resolved
 // towards withholding.
 func (r *run) load(req *fnv1.RunFunctionRequest, observed map[resource.Name]resource.ObservedComposed) []string {
-	problems := slices.Concat(r.loadNamespace(req), r.loadPolicies(req), r.loadUpgrades(req), r.loadInputs(req), r.loadXR())
+	problems := slices.Concat(r.loadNamespace(req), r.loadPolicies(req), r.loadUpgrades(req), r.loadInputs(req), r.loadXR(), r.loadComposed(observed))
 	r.loadBlockers(req)
 	if ann := composedLogic(observed); ann != nil {
 		var err error
@@ -165,10 +165,6 @@ func (r *run) loadXR() (problems []string) {
 	// (under crossplane render) the function adds it, so every composed
 	// resource's trace still passes through its XR.
 	r.unchangedSinceCreated = policy.UnchangedSinceCreated(r.xr.Object)
-	if r.composed, err = allowance.ComposedOf(r.xr.Object); err != nil {
-		// Read as saying nothing: each resource's own record decides.
-		problems = append(problems, errors.Wrapf(err, errFmtParseXRComposed, ref(r.xr.Object)).Error())
-	}
 	r.xrTrace = t.With(allowance.HopOf(r.xr, r.xr.GetGeneration()))
 	r.frozen, err = allowance.FrozenBy(ann)
 	if err != nil {

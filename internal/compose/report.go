@@ -14,7 +14,6 @@ import (
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
 	"github.com/kausality-io/kausality-crossplane/apis/v1alpha1"
-	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 	"github.com/kausality-io/kausality-crossplane/internal/policy"
 	"github.com/kausality-io/kausality-crossplane/internal/report"
@@ -43,7 +42,7 @@ const (
 	ReasonHeld             = "PropagationHeld"
 	ReasonFrozen           = "Frozen"
 	// ReasonComposed is the reason of v1alpha1.ConditionComposed.
-	ReasonComposed = "Composed"
+	ReasonComposed = v1alpha1.ReasonComposed
 	// ReasonCreated is the reason of v1alpha1.ConditionCreated.
 	ReasonCreated = "Created"
 	// ReasonAllRestricted and ReasonUnrestricted are the reasons of
@@ -152,26 +151,6 @@ func (r *run) reportRestricted(rsp *fnv1.RunFunctionResponse, unrestricted []str
 		response.Warning(rsp, errors.New(l)).TargetCompositeAndClaim()
 	}
 	response.ConditionFalse(rsp, v1alpha1.ConditionRestricted, ReasonUnrestricted).WithMessage(strings.Join(unrestricted, "; ")).TargetComposite()
-}
-
-// reportComposed records on the XR the generation this run composed from
-// and the resources it left untouched (allowance.Composed): once
-// Crossplane has applied every composed resource it writes the condition,
-// and an allowance of the XR is used up for those resources as their own
-// record of the composed generation would use it. The runs at one
-// generation add to one record, so that a later run at it, which leaves
-// alone what an earlier one changed, rewrites nothing.
-func (r *run) reportComposed(rsp *fnv1.RunFunctionResponse, untouched []string) {
-	if r.xr == nil || r.phase == policy.PhaseDeleting {
-		return
-	}
-	rec := allowance.Composed{Generation: r.xr.GetGeneration(), Untouched: slices.Clone(untouched)}
-	if r.composed.Generation == rec.Generation {
-		rec.Untouched = append(rec.Untouched, r.composed.Untouched...)
-	}
-	slices.Sort(rec.Untouched)
-	rec.Untouched = slices.Compact(rec.Untouched)
-	response.ConditionTrue(rsp, v1alpha1.ConditionComposed, ReasonComposed).WithMessage(rec.String()).TargetComposite()
 }
 
 // reportCreated ends the XR's creation, for good, at the first run that

@@ -72,6 +72,10 @@ type loaded struct {
 	// composed is the XR's record of the generation it was last composed
 	// from and the resources that run left as stored (KausalityComposed).
 	composed allowance.Composed
+	// stored is, by composition resource name, the latest generation the
+	// composed resources' records of the resources left as stored give
+	// each (loadComposed).
+	stored map[string]int64
 	// unchangedSinceCreated: nobody changed the XR's spec since its
 	// creation (policy.UnchangedSinceCreated).
 	unchangedSinceCreated bool

@@ -3,6 +3,7 @@ package compose
 import (
 	"slices"
 
+	"github.com/kausality-io/kausality-crossplane/internal/allowance"
 	"github.com/kausality-io/kausality-crossplane/internal/metrics"
 )
 
@@ -79,6 +80,11 @@ type findings struct {
 	// KausalityComposed record says was composed from its generation
 	// without a write.
 	untouched []string
+	// rideable: an allowance of the XR is of a later generation than one
+	// of the untouched resources records as composed from, apart from the
+	// XR's record: were that lost, the allowance would count as not yet
+	// composed for the resource (leaveAsStored).
+	rideable bool
 }
 
 // tally gathers what the run reports on the XR from its verdicts, one at
@@ -130,6 +136,8 @@ func (t *tally) add(r *run, v *verdict) {
 		// the XR's record changes once a generation, not again when a
 		// later run leaves alone what an earlier one changed.
 		f.untouched = append(f.untouched, it.resName)
+		kept := max(it.om.own, r.stored[it.resName])
+		f.rideable = f.rideable || slices.ContainsFunc(r.allowances, func(a allowance.Allowance) bool { return a.Generation > kept })
 	}
 	if st := v.stamp; st != nil && st.closing == nil && r.olderLogic(st.annotations) {
 		f.behind = true
@@ -157,7 +165,7 @@ func gather(decided findings, paced []string, t *tally) findings {
 	f.problems = slices.Concat(f.problems, paced, t.heldProblems, t.stamped.problems)
 	f.withheld = append(f.withheld, t.stamped.withheld...)
 	f.holds = t.holds
-	f.usedCreation, f.unrestricted, f.untouched = t.stamped.usedCreation, t.stamped.unrestricted, t.stamped.untouched
+	f.usedCreation, f.unrestricted, f.untouched, f.rideable = t.stamped.usedCreation, t.stamped.unrestricted, t.stamped.untouched, t.stamped.rideable
 	f.behind = t.stamped.behind || t.unapplied
 	return f
 }
