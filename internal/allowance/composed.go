@@ -148,8 +148,12 @@ func composedCondition(xr map[string]any) map[string]any {
 }
 
 // ComposedFrom is the composite generation a composed resource was last
-// composed from: its own record (ComposedGeneration) or, later, what the
-// composite's record says of it by its composition resource name.
+// composed from: the latest of its own record (ComposedGeneration), what
+// the composite's record says of it by its composition resource name, and
+// what the record it carries for the composite says of it (LeftAsStored;
+// it names itself when a run wrote it only to carry the record). Records
+// that do not read say nothing.
 func ComposedFrom(composed map[string]any, resName string, rec Composed) int64 {
-	return max(ComposedGeneration(composed), rec.For(resName))
+	carried, _ := LeftAsStored(composed)
+	return max(ComposedGeneration(composed), rec.For(resName), carried.For(resName))
 }

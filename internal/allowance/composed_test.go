@@ -92,6 +92,9 @@ func TestComposedFrom(t *testing.T) {
 		"NotRecorded":  {reason: "A resource the record does not name has its own record.", composed: own("3"), resName: "data", want: 3},
 		"OwnIsLater":   {reason: "Its own later record wins.", composed: own("6"), resName: "logs", want: 6},
 		"NothingAtAll": {reason: "Neither says anything: never composed.", composed: map[string]any{}, resName: "data", want: 0},
+		"Carried": {reason: "The record it carries for the composite names it: composed from that generation.",
+			composed: map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationComposedGeneration: "3",
+				v1alpha1.AnnotationLeftAsStored: Composed{Generation: 7, Untouched: []string{"data", "logs"}}.String()}}}, resName: "data", want: 7},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
