@@ -255,6 +255,10 @@ e2e: tools xpkg
 fleet: tools xpkg
 	$(GO) test -count=1 -timeout 40m -tags fleet ./test/e2e/ -run '^TestV2FleetRollOut$$' -v
 
+## breaker-defaults: the circuit-breaker measurements of the scenario suite (TestV2CircuitBreakerBudget, TestV2CircuitBreakerBudgetAtScale) on a control plane of their own whose core runs with Crossplane's default flags (the suite's runs with --circuit-breaker-burst=1000); docs/OPERATIONS.md reports what they show. Not part of make test: about 4 minutes.
+breaker-defaults: tools xpkg
+	KAUSALITY_CROSSPLANE_DEFAULTS=1 $(GO) test -count=1 -timeout 20m ./test/e2e/ -run '^TestV2CircuitBreakerBudget(AtScale)?$$' -v
+
 BOB_ROUNDS ?= 300
 ## soak-bob: the randomized Bob of the scenario suite, in both shapes, for BOB_ROUNDS rounds (make test plays 30), with a new seed each run (BOB_SEED replays one).
 soak-bob: tools xpkg

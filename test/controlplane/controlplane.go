@@ -103,7 +103,15 @@ type Options struct {
 	// built from: the repository (root) when empty, or an earlier
 	// release's (Checkout), for the version-skew scenarios.
 	FunctionSource, ProviderSource string
+	// CrossplaneDefaults runs Crossplane core with every flag at its
+	// default, the XR watch circuit breaker's burst included (make
+	// breaker-defaults measures what that costs).
+	CrossplaneDefaults bool
 }
+
+// EnvCrossplaneDefaults set (to anything) has Suite start core with
+// Options.CrossplaneDefaults.
+const EnvCrossplaneDefaults = "KAUSALITY_CROSSPLANE_DEFAULTS"
 
 // Start brings the control plane up and installs the packages; dir holds
 // binaries, kubeconfigs, certificates and logs. KUBEBUILDER_ASSETS must

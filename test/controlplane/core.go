@@ -85,8 +85,12 @@ func (c *ControlPlane) startCore(ctx context.Context) error {
 	// eight resources, and then holds each to a reconcile every 30 s for
 	// 5 minutes (TestV2CircuitBreakerBudget measures the cost;
 	// docs/OPERATIONS.md says why the default is not kept). The suite runs
-	// with the burst the README recommends.
-	_, err := c.process("crossplane", env, c.Tools.CrossplaneCore, "core", "start", "--debug", "--circuit-breaker-burst=1000")
+	// with the burst the README recommends, unless asked for the defaults.
+	args := []string{"core", "start", "--debug"}
+	if !c.sources.CrossplaneDefaults {
+		args = append(args, "--circuit-breaker-burst=1000")
+	}
+	_, err := c.process("crossplane", env, c.Tools.CrossplaneCore, args...)
 	return err
 }
 

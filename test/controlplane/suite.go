@@ -36,7 +36,7 @@ func Suite(m Tests, prefix string, cp **ControlPlane, setup func(context.Context
 	}()
 	defer render.Occupy()()
 	ctx := context.Background()
-	c, err := Start(ctx, root, dir)
+	c, err := StartWith(ctx, root, dir, Options{CrossplaneDefaults: os.Getenv(EnvCrossplaneDefaults) != ""})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		keep = true
