@@ -92,15 +92,30 @@ func (r *run) leaveAsStored(out map[resource.Name]answer, untouched []string, ri
 // Crossplane has applied every composed resource it writes the condition,
 // and an allowance of the XR is used up for those resources as their own
 // record of the composed generation would use it. The runs at one
-// generation add to one record, so that a later run at it, which leaves
-// alone what an earlier one changed, rewrites nothing.
-func (r *run) reportComposed(rsp *fnv1.RunFunctionResponse, untouched []string) {
+// generation add to one record.
+//
+// The record changes only when it has something new to say (recordable):
+// an allowance of the XR not yet composed for an untouched resource by any
+// record. Otherwise the run answers the record as the XR holds it, so the
+// XR's generations that carry no allowance (Crossplane's own writes of
+// its spec while it creates the XR) and a later run at one generation
+// rewrite nothing. A condition Crossplane writes is a watch event it
+// charges the XR's circuit breaker for, and it writes a changed one twice
+// when its cache is behind (its status apply puts back the cached one).
+func (r *run) reportComposed(rsp *fnv1.RunFunctionResponse, untouched []string, recordable bool) {
 	if r.xr == nil || r.phase == policy.PhaseDeleting {
 		return
 	}
-	rec := allowance.Composed{Generation: r.xr.GetGeneration(), Untouched: slices.Sorted(slices.Values(untouched))}
-	if r.composed.Generation == rec.Generation {
-		rec = rec.Merge(r.composed)
+	rec := r.composed
+	if recordable {
+		rec = allowance.Composed{Generation: r.xr.GetGeneration(), Untouched: slices.Sorted(slices.Values(untouched))}
+		if r.composed.Generation == rec.Generation {
+			rec = rec.Merge(r.composed)
+		}
+	} else if rec.Generation == 0 {
+		// Nothing to record, and no readable record to keep: the XR keeps
+		// whatever it has.
+		return
 	}
 	response.ConditionTrue(rsp, v1alpha1.ConditionComposed, ReasonComposed).WithMessage(rec.String()).TargetComposite()
 }

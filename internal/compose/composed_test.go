@@ -74,6 +74,7 @@ func TestLeftAsStored(t *testing.T) {
 		class    string            // rds's class as answered
 		carried  map[string]string // left-as-stored as answered, by resource
 		problems string            // a line the XR reports, "" for none
+		record   string            // the XR's KausalityComposed as answered, "" for none
 	}
 	cases := map[string]struct {
 		reason                 string
@@ -86,7 +87,7 @@ func TestLeftAsStored(t *testing.T) {
 			reason:      "A run that lets rds's change through records on rds that it left replica as stored.",
 			xr:          xrAt(t, true),
 			rdsObserved: observed(t, "db-rds", "", ""), replicaOb: observed(t, "db-replica", "", ""), rdsClass: "db.t3.large",
-			want: want{class: "db.t3.large", carried: map[string]string{"rds": rec(2, "replica")}},
+			want: want{class: "db.t3.large", carried: map[string]string{"rds": rec(2, "replica")}, record: rec(2, "replica")},
 		},
 		"UsedUpByARecordOnAnotherResource": {
 			reason:      "The XR's record was lost, but replica's write of the run that left rds as stored keeps it: the allowance is used up for rds, whose change is withheld; nothing is written again for it.",
@@ -104,7 +105,7 @@ func TestLeftAsStored(t *testing.T) {
 			reason:      "A run that writes nothing while an allowance is not consumed has the first resource left as stored carry the record.",
 			xr:          xrAt(t, true),
 			rdsObserved: observed(t, "db-rds", "", ""), replicaOb: observed(t, "db-replica", "", ""), rdsClass: "db.t3.small",
-			want: want{class: "db.t3.small", carried: map[string]string{"rds": rec(2, "rds", "replica")}},
+			want: want{class: "db.t3.small", carried: map[string]string{"rds": rec(2, "rds", "replica")}, record: rec(2, "rds", "replica")},
 		},
 		"CarriedOnce": {
 			reason:      "A record a resource already carries is not written again.",
@@ -117,6 +118,12 @@ func TestLeftAsStored(t *testing.T) {
 			xr:          xrAt(t, false),
 			rdsObserved: observed(t, "db-rds", "", ""), replicaOb: observed(t, "db-replica", "", ""), rdsClass: "db.t3.small",
 			want: want{class: "db.t3.small", carried: map[string]string{}},
+		},
+		"RecordKeptWithoutNews": {
+			reason: "Without an allowance the XR's record has nothing new to say at a later generation: it is answered as the XR holds it, so Crossplane writes nothing.",
+			xr: xrAt(t, false, map[string]any{"type": v1alpha1.ConditionComposed, "status": "True", "reason": ReasonComposed, "message": rec(1, "replica")}),
+			rdsObserved: observed(t, "db-rds", "", ""), replicaOb: observed(t, "db-replica", "", ""), rdsClass: "db.t3.small",
+			want: want{class: "db.t3.small", carried: map[string]string{}, record: rec(1, "replica")},
 		},
 		"NotForgedByAStep": {
 			reason:      "A step's left-as-stored is dropped: only what the resource keeps counts.",
@@ -153,6 +160,9 @@ func TestLeftAsStored(t *testing.T) {
 				}
 			}
 			for _, c := range rsp.GetConditions() {
+				if c.GetType() == v1alpha1.ConditionComposed {
+					got.record = c.GetMessage()
+				}
 				if c.GetType() == ConditionAnnotations && c.GetStatus() == fnv1.Status_STATUS_CONDITION_FALSE && tc.want.problems != "" && strings.Contains(c.GetMessage(), tc.want.problems) {
 					got.problems = tc.want.problems
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -339,19 +340,20 @@ func TestRunFunction(t *testing.T) {
 			Requirements: wantRequirements(),
 		}}
 	}
+	// withoutRecord is w without the XR's KausalityComposed condition: the
+	// run has nothing to record and the XR no record to keep.
+	withoutRecord := func(w want) want {
+		w.rsp.Conditions = slices.DeleteFunc(w.rsp.Conditions, func(c *fnv1.Condition) bool { return c.GetType() == v1alpha1.ConditionComposed })
+		return w
+	}
 	// withheldWant is the answer withholding the class change: the
 	// resource untouched, keeping its own record of the composed
 	// generation (composedGen, "" for none), which the XR's record
 	// completes.
 	//
 	// leftAsStored is the record the resource carries for the XR's,
-	// "" for none.
-	withheldWant := func(composedGen, leftAsStored string) want {
-		// The XR records the resource only when its own record says less.
-		var recordedUntouched []string
-		if composedGen == "" {
-			recordedUntouched = []string{"rds"}
-		}
+	// "" for none; recorded the resources the XR's record names.
+	withheldWant := func(composedGen, leftAsStored string, recorded ...string) want {
 		return want{rsp: &fnv1.RunFunctionResponse{
 			Meta: &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(WithheldTTL)},
 			Desired: &fnv1.State{Resources: map[string]*fnv1.Resource{"rds": {
@@ -373,7 +375,7 @@ func TestRunFunction(t *testing.T) {
 				{Type: ConditionAllowed, Status: fnv1.Status_STATUS_CONDITION_FALSE, Reason: ReasonWithheld, Target: fnv1.Target_TARGET_COMPOSITE_AND_CLAIM.Enum(),
 					Message: ptr("resource rds (RDSInstance db-rds): withheld Mutate spec.forProvider.instanceClass: no unconsumed allowance on XDatabase/db grants Update of rdsinstances; policies: xdatabase-policy")},
 				created,
-				composedCond(allowance.Composed{Generation: 2, Untouched: recordedUntouched}),
+				composedCond(allowance.Composed{Generation: 2, Untouched: recorded}),
 				restricted,
 			},
 			Requirements: wantRequirements(),
@@ -390,14 +392,14 @@ func TestRunFunction(t *testing.T) {
 			req: newRequest(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}),
 				observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
 				obj(t, rds("db.t3.large", "")), policyDB),
-			want: allowedWant(nil),
+			want: withoutRecord(allowedWant(nil)),
 		},
 		"WithheldChange": {
 			reason: "Without an allowance the instance class keeps its observed value, the gate stays read-only and a Warning names the field.",
 			req: newRequest(t, xr(t, 2, 1, nil),
 				observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
 				obj(t, rds("db.t3.large", "")), policyDB),
-			want: withheldWant("", ""),
+			want: withoutRecord(withheldWant("", "")),
 		},
 	}
 	// Crossplane marks an XR observed at the generation a concurrent write
@@ -418,7 +420,7 @@ func TestRunFunction(t *testing.T) {
 		req: newRequest(t, xr(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}),
 			observedRDS(t, "db.t3.small", 1, 1, composedAnn, "[Observe, LateInitialize]"),
 			obj(t, rds("db.t3.large", "")), policyDB),
-		want: withheldWant("2", ""),
+		want: withoutRecord(withheldWant("2", "")),
 	}
 	// A run that left the resource untouched at the XR's generation
 	// recorded that on the XR, not on the resource: a later change of it at
@@ -429,7 +431,7 @@ func TestRunFunction(t *testing.T) {
 		req: newRequest(t, xrRecorded(t, 2, 1, map[string]string{v1alpha1.AnnotationAllowances: xrAllowances}, allowance.Composed{Generation: 2, Untouched: []string{"rds"}}),
 			observedRDS(t, "db.t3.small", 1, 1, observedAnn, "[Observe, LateInitialize]"),
 			obj(t, rds("db.t3.large", "")), policyDB),
-		want: withheldWant("", `composed from generation 2; left as stored: ["rds"]`),
+		want: withheldWant("", `composed from generation 2; left as stored: ["rds"]`, "rds"),
 	}
 	cases["XRRecordOfOtherResources"] = testCase{
 		reason: "The XR's record of other resources leaves the allowance to this one.",

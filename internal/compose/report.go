@@ -132,7 +132,7 @@ func (r *run) report(rsp *fnv1.RunFunctionResponse, f *findings) {
 	r.reportPropagation(rsp, f)
 	r.reportUpgraded(rsp, f.behind)
 	r.reportCreated(rsp, f)
-	r.reportComposed(rsp, f.untouched)
+	r.reportComposed(rsp, f.untouched, f.recordable)
 	r.reportRestricted(rsp, f.unrestricted)
 }
 

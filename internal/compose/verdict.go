@@ -85,6 +85,10 @@ type findings struct {
 	// XR's record: were that lost, the allowance would count as not yet
 	// composed for the resource (leaveAsStored).
 	rideable bool
+	// recordable: an allowance of the XR is of a later generation than
+	// one of the untouched resources was composed from by every record
+	// (childMeta.from): the XR's record has something new to say.
+	recordable bool
 }
 
 // tally gathers what the run reports on the XR from its verdicts, one at
@@ -138,6 +142,7 @@ func (t *tally) add(r *run, v *verdict) {
 		f.untouched = append(f.untouched, it.resName)
 		kept := max(it.om.own, r.stored[it.resName])
 		f.rideable = f.rideable || slices.ContainsFunc(r.allowances, func(a allowance.Allowance) bool { return a.Generation > kept })
+		f.recordable = f.recordable || slices.ContainsFunc(r.allowances, func(a allowance.Allowance) bool { return a.Generation > it.om.from })
 	}
 	if st := v.stamp; st != nil && st.closing == nil && r.olderLogic(st.annotations) {
 		f.behind = true
@@ -165,7 +170,8 @@ func gather(decided findings, paced []string, t *tally) findings {
 	f.problems = slices.Concat(f.problems, paced, t.heldProblems, t.stamped.problems)
 	f.withheld = append(f.withheld, t.stamped.withheld...)
 	f.holds = t.holds
-	f.usedCreation, f.unrestricted, f.untouched, f.rideable = t.stamped.usedCreation, t.stamped.unrestricted, t.stamped.untouched, t.stamped.rideable
+	f.usedCreation, f.unrestricted, f.untouched = t.stamped.usedCreation, t.stamped.unrestricted, t.stamped.untouched
+	f.rideable, f.recordable = t.stamped.rideable, t.stamped.recordable
 	f.behind = t.stamped.behind || t.unapplied
 	return f
 }
