@@ -120,8 +120,8 @@ func TestLeftAsStored(t *testing.T) {
 			want: want{class: "db.t3.small", carried: map[string]string{}},
 		},
 		"RecordKeptWithoutNews": {
-			reason: "Without an allowance the XR's record has nothing new to say at a later generation: it is answered as the XR holds it, so Crossplane writes nothing.",
-			xr: xrAt(t, false, map[string]any{"type": v1alpha1.ConditionComposed, "status": "True", "reason": ReasonComposed, "message": rec(1, "replica")}),
+			reason:      "Without an allowance the XR's record has nothing new to say at a later generation: it is answered as the XR holds it, so Crossplane writes nothing.",
+			xr:          xrAt(t, false, map[string]any{"type": v1alpha1.ConditionComposed, "status": "True", "reason": ReasonComposed, "message": rec(1, "replica")}),
 			rdsObserved: observed(t, "db-rds", "", ""), replicaOb: observed(t, "db-replica", "", ""), rdsClass: "db.t3.small",
 			want: want{class: "db.t3.small", carried: map[string]string{}, record: rec(1, "replica")},
 		},
