@@ -152,21 +152,12 @@ func (r *run) finish(v *verdict) {
 	}
 	// What an earlier run recorded it left as stored stays as the
 	// resource keeps it, whatever a step sets: leaveAsStored adds to it.
-	if s, _ := observedAnnotation(observed, v1alpha1.AnnotationLeftAsStored); s != "" {
+	if s := om.ann[v1alpha1.AnnotationLeftAsStored]; s != "" {
 		ann[v1alpha1.AnnotationLeftAsStored] = s
 	} else {
 		delete(ann, v1alpha1.AnnotationLeftAsStored)
 	}
 	v.stamp = &stamp{annotations: ann, gated: gated, policies: policies, writes: ch.create || len(ch.passed) > 0 || len(ch.released) > 0}
-}
-
-// observedAnnotation is the annotation k of an observed resource (nil:
-// not created yet).
-func observedAnnotation(observed map[string]any, k string) (string, bool) {
-	md, _ := observed["metadata"].(map[string]any)
-	ann, _ := md["annotations"].(map[string]any)
-	s, ok := ann[k].(string)
-	return s, ok
 }
 
 // answered is the resource's allowances as the verdict answers them: the
